@@ -1,0 +1,251 @@
+"""Schema registry: which datatypes exist, how their keys are shaped, and which are indexed.
+
+Adding a schema is one `Schema(...)` entry in `SHIPPED`. Everything else (key builders and parsers,
+the stream filter, the search indices, the conventions table in docs/data-model.md) reads this registry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from enum import Enum
+from types import MappingProxyType
+
+SEPARATOR = "::"
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
+class KeyConventionError(ValueError):
+    """A key, key value or schema declaration breaks the key conventions."""
+
+
+class Kind(Enum):
+    """How one key segment is written, which fixes how it sorts."""
+
+    TEXT = "text"  # free text without separators; sorts as text
+    DATE = "date"  # datetime.date as YYYY-MM-DD; sorts chronologically
+    NUMBER = "number"  # non-negative int zero-padded to `width` digits; text order == numeric order
+    UUID = "uuid"  # canonical lower-case UUID string
+    KEY = "key"  # a whole partition key of another schema (last pk segment only)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One named segment of a pk or sk."""
+
+    name: str
+    kind: Kind = Kind.TEXT
+    width: int = 0
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise KeyConventionError(f"field name {self.name!r} must be alphanumeric")
+        if (self.kind is Kind.NUMBER) != (self.width > 0):
+            raise KeyConventionError(f"field {self.name!r}: a width is required for NUMBER fields only")
+
+    @property
+    def pattern(self) -> str:
+        """How the segment reads in docs: <name>, <name:YYYY-MM-DD>, <name:000000>."""
+        if self.kind is Kind.DATE:
+            return f"<{self.name}:YYYY-MM-DD>"
+        if self.kind is Kind.NUMBER:
+            return f"<{self.name}:{'0' * self.width}>"
+        if self.kind is Kind.UUID:
+            return f"<{self.name}:uuid>"
+        return f"<{self.name}>"
+
+
+@dataclass(frozen=True)
+class CounterSk:
+    """sk is an atomically incremented sequence number, zero-padded so it sorts in creation order."""
+
+    width: int = 10
+    field_name: str = "seq"
+
+
+@dataclass(frozen=True)
+class FieldsSk:
+    """sk is made of natural key segments (dates, ids, numbers, UUIDs) joined by `::`."""
+
+    fields: tuple[Field, ...]
+
+
+@dataclass(frozen=True)
+class PartsSk:
+    """sk names one vertical part of an entity: `META`, `TEXT` or `COMMENT#<epoch ms, 13 digits>`."""
+
+    timestamp_width: int = 13
+
+
+@dataclass(frozen=True)
+class FixedSk:
+    """sk is one constant: the partition holds exactly one item."""
+
+    value: str
+
+
+SortKey = CounterSk | FieldsSk | PartsSk | FixedSk
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """Write sharding: pk gets a trailing `shard` segment = hash(attribute) mod `shards`."""
+
+    attribute: str
+    shards: int
+
+    def __post_init__(self) -> None:
+        if self.shards < 2:
+            raise KeyConventionError(f"sharding on {self.attribute!r} needs at least 2 shards")
+
+    @property
+    def field(self) -> Field:
+        return Field("shard", Kind.NUMBER, width=len(str(self.shards - 1)))
+
+
+@dataclass(frozen=True)
+class Schema:
+    """One datatype: pk = `<name>::<scope fields...>[::<shard>]`, sk per its strategy."""
+
+    name: str
+    scope: tuple[Field, ...]
+    sk: SortKey
+    indexable: bool
+    global_id: bool = False
+    sharding: Sharding | None = None
+    description: str = ""
+    example: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise KeyConventionError(f"schema name {self.name!r} must be alphanumeric")
+        names = [f.name for f in self.pk_fields] + [f.name for f in self.sk_fields]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise KeyConventionError(f"schema {self.name!r}: field names repeat: {duplicates}")
+        keys = [i for i, f in enumerate(self.pk_fields) if f.kind is Kind.KEY]
+        if keys and keys != [len(self.pk_fields) - 1]:
+            raise KeyConventionError(f"schema {self.name!r}: only the last pk field may be a KEY")
+        if any(f.kind is Kind.KEY for f in self.sk_fields):
+            raise KeyConventionError(f"schema {self.name!r}: sk fields may not be KEY fields")
+
+    @property
+    def pk_fields(self) -> tuple[Field, ...]:
+        return self.scope + ((self.sharding.field,) if self.sharding else ())
+
+    @property
+    def sk_fields(self) -> tuple[Field, ...]:
+        if isinstance(self.sk, CounterSk):
+            return (Field(self.sk.field_name, Kind.NUMBER, width=self.sk.width),)
+        if isinstance(self.sk, FieldsSk):
+            return self.sk.fields
+        return ()
+
+    @property
+    def pk_prefix(self) -> str:
+        """Every pk of this schema starts with this; the stream filter matches on it."""
+        return self.name + SEPARATOR
+
+
+COUNTER = "counter"
+
+SHIPPED: tuple[Schema, ...] = (
+    Schema(
+        name="geozone",
+        scope=(Field("collectionId"),),
+        sk=CounterSk(),
+        indexable=True,
+        description="Geographic zones of a collection; sk allocated by an atomic counter.",
+        example={"collectionId": "bcparks_1", "seq": 1},
+    ),
+    Schema(
+        name="productDate",
+        scope=(Field("collectionId"), Field("activityType"), Field("activityId")),
+        sk=FieldsSk((Field("productId"), Field("date", Kind.DATE))),
+        indexable=True,
+        description="At most one item per product per day: natural keys (seed 000).",
+        example={
+            "collectionId": "bcparks_1",
+            "activityType": "dayuse",
+            "activityId": "1",
+            "productId": "1",
+            "date": date(2025, 12, 31),
+        },
+    ),
+    Schema(
+        name="booking",
+        scope=(Field("collectionId"),),
+        sk=FieldsSk((Field("startDate", Kind.DATE), Field("bookingId", Kind.UUID))),
+        indexable=True,
+        global_id=True,
+        sharding=Sharding(attribute="bookingId", shards=4),
+        description="Bookings of a collection, write-sharded; looked up alone by globalId.",
+        example={
+            "collectionId": "bcparks_1",
+            "startDate": date(2026, 7, 1),
+            "bookingId": "0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b",
+        },
+    ),
+    Schema(
+        name="thread",
+        scope=(Field("collectionId"), Field("threadId")),
+        sk=PartsSk(),
+        indexable=False,
+        description="Vertically partitioned entity (seed 004): META, TEXT and one item per comment.",
+        example={
+            "collectionId": "bcparks_1",
+            "threadId": "0000000009",
+            "part": "COMMENT",
+            "ts": 1234567890000,
+        },
+    ),
+    Schema(
+        name=COUNTER,
+        scope=(Field("partition", Kind.KEY),),
+        sk=FixedSk("counter"),
+        indexable=False,
+        description="Sequence counter of one data partition, kept out of that partition.",
+        example={"partition": "geozone::bcparks_1"},
+    ),
+)
+
+
+def build_registry(schemas: Iterable[Schema]) -> Mapping[str, Schema]:
+    """Index schemas by name, refusing names that collide case-insensitively."""
+    registry: dict[str, Schema] = {}
+    seen: dict[str, str] = {}
+    for schema in schemas:
+        folded = schema.name.casefold()
+        if folded in seen:
+            raise KeyConventionError(
+                f"schema name {schema.name!r} collides with {seen[folded]!r} (names are case-insensitive)"
+            )
+        seen[folded] = schema.name
+        registry[schema.name] = schema
+    return MappingProxyType(registry)
+
+
+REGISTRY: Mapping[str, Schema] = build_registry(SHIPPED)
+
+
+def get_schema(name: str) -> Schema:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyConventionError(f"unknown schema {name!r}") from None
+
+
+def indexable_schemas() -> tuple[Schema, ...]:
+    """Schemas whose items are synced to OpenSearch, in registry order."""
+    return tuple(s for s in REGISTRY.values() if s.indexable)
+
+
+def schema_of_pk(pk: str) -> Schema:
+    """The schema a partition key belongs to (its first segment)."""
+    name = pk.split(SEPARATOR, 1)[0]
+    if name not in REGISTRY or not pk.startswith(name + SEPARATOR):
+        raise KeyConventionError(f"pk {pk!r} does not start with a registered schema name and '::'")
+    return REGISTRY[name]

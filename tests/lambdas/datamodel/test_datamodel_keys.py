@@ -1,0 +1,181 @@
+import uuid
+from datetime import date, datetime
+
+import pytest
+from datamodel.keys import (
+    ItemKey,
+    build_key,
+    build_pk,
+    build_sk,
+    document_id,
+    encode,
+    parse_document_id,
+    parse_key,
+    parse_pk,
+    parse_sk,
+    sk_prefix,
+)
+from datamodel.registry import COUNTER, REGISTRY, Field, KeyConventionError, Kind, Schema
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+texts = st.text(st.characters(codec="utf-8", exclude_characters="#"), min_size=1, max_size=20).filter(
+    lambda s: "::" not in s and not s.startswith(":") and not s.endswith(":")
+)
+uuids = st.uuids(version=4).map(str)
+
+
+def _value(field: Field) -> st.SearchStrategy[object]:
+    if field.kind is Kind.NUMBER:
+        return st.integers(0, 10**field.width - 1)
+    if field.kind is Kind.DATE:
+        return st.dates()
+    if field.kind is Kind.UUID:
+        return uuids
+    if field.kind is Kind.KEY:
+        return st.builds(lambda c: f"geozone::{c}", texts)
+    return texts
+
+
+def _sk_values(schema: Schema) -> st.SearchStrategy[dict[str, object]]:
+    if schema.name == "thread":
+        return st.one_of(
+            st.sampled_from([{"part": "META"}, {"part": "TEXT"}]),
+            st.builds(lambda ts: {"part": "COMMENT", "ts": ts}, st.integers(0, 10**13 - 1)),
+        )
+    return st.fixed_dictionaries({f.name: _value(f) for f in schema.sk_fields})
+
+
+@st.composite
+def item_keys(draw: st.DrawFn) -> ItemKey:
+    schema = draw(st.sampled_from(list(REGISTRY.values())))
+    values = draw(st.fixed_dictionaries({f.name: _value(f) for f in schema.pk_fields}))
+    values.update(draw(_sk_values(schema)))
+    return ItemKey(schema.name, values)
+
+
+@settings(max_examples=300)
+@given(item_keys())
+def test_parse_inverts_build_for_every_schema(key):
+    pk, sk = build_key(key)
+    assert parse_key(pk, sk) == key
+
+
+@settings(max_examples=200)
+@given(item_keys())
+def test_schema_is_recoverable_from_the_pk(key):
+    pk, _ = build_key(key)
+    schema, _ = parse_pk(pk)
+    assert schema.name == key.schema
+
+
+@settings(max_examples=200)
+@given(item_keys())
+def test_document_id_round_trips(key):
+    pk, sk = build_key(key)
+    assert parse_document_id(document_id(pk, sk)) == (pk, sk)
+
+
+@settings(max_examples=200)
+@given(item_keys(), item_keys())
+def test_different_items_never_share_a_document_id(a, b):
+    keys_a, keys_b = build_key(a), build_key(b)
+    if keys_a != keys_b:
+        assert document_id(*keys_a) != document_id(*keys_b)
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 10**6 - 1), st.integers(0, 10**6 - 1))
+def test_padded_numbers_sort_as_text_in_numeric_order(a, b):
+    field = Field("n", Kind.NUMBER, width=6)
+    assert (encode(field, a) < encode(field, b)) == (a < b)
+
+
+def test_seed_examples_build_exactly():
+    assert build_pk("geozone", {"collectionId": "bcparks_1"}) == "geozone::bcparks_1"
+    pd = {"collectionId": "bcparks_1", "activityType": "dayuse", "activityId": "1"}
+    assert build_pk("productDate", pd) == "productDate::bcparks_1::dayuse::1"
+    assert build_sk("productDate", {"productId": "1", "date": date(2025, 12, 31)}) == "1::2025-12-31"
+    assert build_sk("geozone", {"seq": 7}) == "0000000007"
+    assert build_sk("thread", {"part": "COMMENT", "ts": 1234567890}) == "COMMENT#0001234567890"
+
+
+def test_counter_pk_wraps_the_data_pk():
+    assert build_pk(COUNTER, {"partition": "geozone::bcparks_1"}) == "counter::geozone::bcparks_1"
+
+
+@pytest.mark.parametrize("value", ["a::b", "a#b", "a:", ":a", ""])
+def test_separator_in_a_value_is_rejected_naming_field_and_value(value):
+    with pytest.raises(KeyConventionError, match=f"field 'collectionId' value {value!r}"):
+        build_pk("geozone", {"collectionId": value})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (Field("d", Kind.DATE), datetime(2025, 1, 1)),
+        (Field("d", Kind.DATE), "2025-01-01"),
+        (Field("n", Kind.NUMBER, width=3), 1000),
+        (Field("n", Kind.NUMBER, width=3), -1),
+        (Field("n", Kind.NUMBER, width=3), True),
+        (Field("u", Kind.UUID), str(uuid.uuid4()).upper()),
+        (Field("t"), 5),
+    ],
+)
+def test_values_of_the_wrong_type_or_range_are_rejected(field, value):
+    with pytest.raises(KeyConventionError, match=f"field '{field.name}'"):
+        encode(field, value)
+
+
+@pytest.mark.parametrize(
+    ("schema", "sk"),
+    [
+        ("geozone", "7"),
+        ("geozone", "000000000x"),
+        ("productDate", "1::2025-02-30"),
+        ("productDate", "1::20250101"),
+        ("productDate", "1"),
+        ("thread", "COMMENT#12"),
+        ("thread", "OTHER"),
+        (COUNTER, "seq"),
+    ],
+)
+def test_non_canonical_sort_keys_do_not_parse(schema, sk):
+    with pytest.raises(KeyConventionError):
+        parse_sk(schema, sk)
+
+
+@pytest.mark.parametrize(
+    "pk",
+    ["geozone::a::b", "productDate::a::b", "counter::counter::geozone::a", "counter::nope::a"],
+)
+def test_malformed_partition_keys_do_not_parse(pk):
+    with pytest.raises(KeyConventionError):
+        parse_pk(pk)
+
+
+def test_unknown_fields_are_rejected():
+    with pytest.raises(KeyConventionError, match="no field"):
+        build_pk("geozone", {"collectionId": "c", "colectionId": "typo"})
+
+
+def test_sk_prefix_stops_at_a_segment_boundary():
+    assert sk_prefix("productDate", {"productId": "1"}) == "1::"
+    assert not "10::2025-01-01".startswith(sk_prefix("productDate", {"productId": "1"}))
+    assert sk_prefix("productDate", {}) == ""
+
+
+def test_sk_prefix_needs_leading_fields():
+    with pytest.raises(KeyConventionError, match="leading fields"):
+        sk_prefix("productDate", {"date": date(2025, 1, 1)})
+
+
+def test_keys_longer_than_dynamodb_allows_are_rejected():
+    with pytest.raises(KeyConventionError, match="2048"):
+        build_pk("geozone", {"collectionId": "x" * 2048})
+
+
+@pytest.mark.parametrize("doc_id", ["nohash", "#sk", "pk#"])
+def test_malformed_document_ids_are_rejected(doc_id):
+    with pytest.raises(KeyConventionError):
+        parse_document_id(doc_id)
