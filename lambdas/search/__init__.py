@@ -1,0 +1,1 @@
+"""OpenSearch side of the platform: signed transport, index naming and templates, documents."""

@@ -1,0 +1,205 @@
+"""Index layout per indexable schema: names, aliases, the composable template and the ordering script.
+
+Each indexable schema has versioned indices `<schema>-v<N>` (lower case), a read alias `<schema>` that
+hides tombstones, and a write alias `<schema>-write` on exactly one version. Mappings come from one
+composable index template per schema and carry a fingerprint in `_meta`, so a deployment can tell
+whether the newest version already has the desired mapping.
+
+Ordering lives in the stored painless script `refdata-sync-apply`: the sync sends every change as a bulk
+`update` with `scripted_upsert`, and the script applies it only when its `stream_seq` is newer than the
+stored one. `apply_sync_script` below is the same rule in Python: it is the reference semantics of the
+painless source, and the loopback test server executes it in place of painless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+APPLY_SCRIPT_ID: Final = "refdata-sync-apply"
+STREAM_SEQ_WIDTH: Final = 40
+TEMPLATE_PRIORITY: Final = 200
+FINGERPRINT_META_KEY: Final = "mapping_fingerprint"
+
+# params: seq (stream SequenceNumber zero-padded to 40 digits, so string order is numeric order),
+# tombstone (true for a REMOVE), doc (the whole document; for a tombstone at least pk, sk, schema).
+# The stored document is replaced as a whole, never merged, so attributes removed upstream disappear.
+APPLY_SCRIPT_SOURCE: Final = """\
+String incoming = params.seq;
+def stored = ctx._source.stream_seq;
+if (stored != null && stored.compareTo(incoming) >= 0) {
+  ctx.op = 'none';
+} else {
+  Map replacement = new HashMap();
+  if (params.tombstone == true) {
+    replacement.put('pk', params.doc.get('pk'));
+    replacement.put('sk', params.doc.get('sk'));
+    replacement.put('schema', params.doc.get('schema'));
+    replacement.put('tombstone', true);
+  } else {
+    replacement.putAll(params.doc);
+    replacement.put('tombstone', false);
+  }
+  replacement.put('stream_seq', incoming);
+  ctx._source.clear();
+  ctx._source.putAll(replacement);
+}
+"""
+
+_INDEX_NAME_FORBIDDEN = re.compile(r'[\\/*?"<>|,#:\s]')
+
+
+def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Reference semantics of `APPLY_SCRIPT_SOURCE`: the new `_source`, or None for `ctx.op = 'none'`.
+
+    `stored` is the current `_source` (None or the upsert body when the document does not exist yet).
+    """
+    incoming = params["seq"]
+    current = (stored or {}).get("stream_seq")
+    if current is not None and current >= incoming:
+        return None
+    doc: Mapping[str, Any] = params["doc"]
+    replacement: dict[str, Any]
+    if params.get("tombstone") is True:
+        replacement = {
+            "pk": doc.get("pk"),
+            "sk": doc.get("sk"),
+            "schema": doc.get("schema"),
+            "tombstone": True,
+        }
+    else:
+        replacement = dict(doc)
+        replacement["tombstone"] = False
+    replacement["stream_seq"] = incoming
+    return replacement
+
+
+def stored_script_body() -> dict[str, Any]:
+    """Body of `PUT _scripts/refdata-sync-apply`."""
+    return {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE}}
+
+
+def _base(schema: str) -> str:
+    base = schema.lower()
+    if not base or base.startswith(("_", "-", "+")) or _INDEX_NAME_FORBIDDEN.search(base):
+        raise ValueError(f"schema name {schema!r} cannot be used in an OpenSearch index name")
+    return base
+
+
+def index_name(schema: str, version: int) -> str:
+    if version < 1:
+        raise ValueError(f"index versions start at 1, got {version}")
+    return f"{_base(schema)}-v{version}"
+
+
+def read_alias(schema: str) -> str:
+    return _base(schema)
+
+
+def write_alias(schema: str) -> str:
+    return f"{_base(schema)}-write"
+
+
+def template_name(schema: str) -> str:
+    return f"{_base(schema)}-template"
+
+
+def index_pattern(schema: str) -> str:
+    return f"{_base(schema)}-v*"
+
+
+def index_version(schema: str, index: str) -> int | None:
+    """N for `<schema>-v<N>`, None for any other name."""
+    match = re.fullmatch(re.escape(_base(schema)) + r"-v([1-9][0-9]*)", index)
+    return int(match.group(1)) if match else None
+
+
+def read_alias_filter() -> dict[str, Any]:
+    """Readers never see tombstones."""
+    return {"bool": {"must_not": [{"term": {"tombstone": True}}]}}
+
+
+def _field_mappings() -> dict[str, Any]:
+    keyword = {"type": "keyword"}
+    return {
+        "pk": keyword,
+        "sk": keyword,
+        "globalId": keyword,
+        "schema": keyword,
+        "stream_seq": keyword,
+        "tombstone": {"type": "boolean"},
+        "geometry": {"type": "geo_shape"},
+        "geometryUrl": keyword,
+        "location": {"type": "geo_point"},
+        "bbox": {"type": "double"},
+        "expiresAt": {"type": "long"},
+    }
+
+
+def _mapping_body() -> dict[str, Any]:
+    return {
+        "dynamic": True,
+        # Strings never become dates or numbers by guesswork; geometry is mapped explicitly above.
+        "date_detection": False,
+        "numeric_detection": False,
+        "dynamic_templates": [
+            {
+                "strings_as_text_and_keyword": {
+                    "match_mapping_type": "string",
+                    "mapping": {
+                        "type": "text",
+                        "fields": {"keyword": {"type": "keyword", "ignore_above": 256}},
+                    },
+                }
+            }
+        ],
+        "properties": _field_mappings(),
+    }
+
+
+def _canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def mapping_fingerprint(mappings: Mapping[str, Any]) -> str:
+    """SHA-256 of the mapping without `_meta`, in canonical JSON: equal mappings, equal fingerprints."""
+    without_meta = {key: value for key, value in mappings.items() if key != "_meta"}
+    return hashlib.sha256(_canonical_json(without_meta)).hexdigest()
+
+
+def index_mappings(schema: str) -> dict[str, Any]:
+    """The desired mappings of every version of `schema`'s index, fingerprint included in `_meta`."""
+    body = _mapping_body()
+    body["_meta"] = {"schema": schema, FINGERPRINT_META_KEY: mapping_fingerprint(body)}
+    return body
+
+
+def stored_fingerprint(mappings: Mapping[str, Any]) -> str | None:
+    """The fingerprint an existing index carries in its `_meta`, if any."""
+    meta = mappings.get("_meta")
+    if isinstance(meta, Mapping):
+        value = meta.get(FINGERPRINT_META_KEY)
+        return value if isinstance(value, str) else None
+    return None
+
+
+def index_template(schema: str) -> dict[str, Any]:
+    """Body of `PUT _index_template/<template_name(schema)>` (a composable template)."""
+    return {
+        "index_patterns": [index_pattern(schema)],
+        "priority": TEMPLATE_PRIORITY,
+        "template": {"mappings": index_mappings(schema)},
+        "_meta": {"schema": schema, "managed_by": "index_bootstrap"},
+    }
+
+
+def bootstrap_fingerprint(schemas: Iterable[str]) -> str:
+    """Changes whenever a template or the stored script would change; a custom-resource property."""
+    desired = {
+        "script": stored_script_body(),
+        "templates": {schema: index_template(schema) for schema in sorted(schemas)},
+    }
+    return hashlib.sha256(_canonical_json(desired)).hexdigest()

@@ -1,0 +1,1354 @@
+"""Loopback stand-in for an Amazon OpenSearch Service domain, for tests only.
+
+No OpenSearch server can run here, so this in-memory HTTP server on 127.0.0.1 implements the documented
+request and response formats of the APIs the platform uses: composable index templates, indices,
+aliases (`POST _aliases`, filters, write index), stored scripts, `_doc`, `_bulk` with per-item
+status and error, a minimal `_search`/`_count`, `_cat/indices`. It is not OpenSearch: queries support only
+`match_all`, `term`, `terms` and `bool`; documents are visible without refresh; painless is not run,
+stored scripts are emulated by registered Python twins (`search.indices.apply_sync_script`).
+
+Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization`
+header for service `es`; given credentials it also verifies the signature.
+
+Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `enqueue_fault`,
+`fail_item`, `latency_seconds`) and inspect it through `requests`, `count()` and `document()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fnmatch
+import hashlib
+import itertools
+import json
+import re
+import socket
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from search.indices import APPLY_SCRIPT_ID, apply_sync_script
+
+ROUTE_ROOT = "root"
+ROUTE_BULK = "_bulk"
+ROUTE_INDEX_TEMPLATE = "_index_template"
+ROUTE_INDEX = "index"
+ROUTE_MAPPING = "_mapping"
+ROUTE_ALIASES = "_aliases"
+ROUTE_ALIAS = "_alias"
+ROUTE_CAT_INDICES = "_cat/indices"
+ROUTE_SCRIPTS = "_scripts"
+ROUTE_DOC = "_doc"
+ROUTE_SEARCH = "_search"
+ROUTE_COUNT = "_count"
+ROUTE_REFRESH = "_refresh"
+ROUTE_UNKNOWN = "unknown"
+
+KNOWN_FIELD_TYPES = frozenset(
+    {
+        "keyword", "text", "boolean", "geo_shape", "geo_point", "float", "double", "half_float",
+        "scaled_float", "long", "integer", "short", "byte", "date", "object", "nested", "flat_object",
+        "ip", "binary", "match_only_text", "wildcard",
+    }
+)  # fmt: skip
+
+ScriptEmulator = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], dict[str, Any] | None]
+"""A stored script's Python twin: (current _source or upsert, params) -> new _source, or None for noop."""
+
+
+class OpenSearchError(Exception):
+    """An error answered in OpenSearch's format: {"error": {"root_cause", "type", "reason"}, "status"}."""
+
+    def __init__(self, status: int, error_type: str, reason: str, **extra: Any) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.error_type = error_type
+        self.reason = reason
+        self.extra = extra
+
+    def error_object(self) -> dict[str, Any]:
+        return {"type": self.error_type, "reason": self.reason, **self.extra}
+
+    def body(self) -> dict[str, Any]:
+        cause = self.error_object()
+        return {"error": {"root_cause": [cause], **cause}, "status": self.status}
+
+
+def _index_not_found(name: str) -> OpenSearchError:
+    return OpenSearchError(
+        404,
+        "index_not_found_exception",
+        f"no such index [{name}]",
+        index=name,
+        **{"resource.type": "index_or_alias", "resource.id": name},
+    )
+
+
+def _alias_name_conflict(alias: str) -> OpenSearchError:
+    return OpenSearchError(
+        400,
+        "invalid_alias_name_exception",
+        f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias",
+    )
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+    route: str
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def ndjson(self) -> list[Any]:
+        return [json.loads(line) for line in self.body.decode("utf-8").splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A canned outcome for one request to a route.
+
+    status None means: wait `delay_seconds`, then process the request normally (it takes effect even if
+    the client gave up). With a status, the request has no effect and the canned answer is sent after
+    the delay. `drop_connection` closes the socket without any response (after reading the request).
+    """
+
+    status: int | None = None
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_seconds: float = 0.0
+    drop_connection: bool = False
+    method: str | None = None
+
+
+@dataclass
+class ItemFault:
+    status: int
+    error_type: str
+    reason: str
+    remaining: int | None
+
+
+@dataclass
+class _Index:
+    name: str
+    uuid: str
+    mappings: dict[str, Any]
+    settings: dict[str, Any]
+    aliases: dict[str, dict[str, Any]]
+    created_at: int
+    docs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    seq_no: int = 0
+
+
+def _glob_match(name: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _patterns_overlap(first: str, second: str) -> bool:
+    """Whether some name matches both glob patterns (exact for the `prefix*` patterns used here)."""
+    if _glob_match(first, second) or _glob_match(second, first):
+        return True
+    prefix_a, prefix_b = first.split("*", 1)[0], second.split("*", 1)[0]
+    both_wild = "*" in first and "*" in second
+    return both_wild and (prefix_a.startswith(prefix_b) or prefix_b.startswith(prefix_a))
+
+
+def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _validate_mappings(mappings: Mapping[str, Any]) -> None:
+    def walk(properties: Mapping[str, Any], prefix: str) -> None:
+        for name, spec in properties.items():
+            if not isinstance(spec, Mapping):
+                raise OpenSearchError(
+                    400, "mapper_parsing_exception", f"Expected map for property [fields] on field [{name}]"
+                )
+            field_type = spec.get("type", "object")
+            if field_type not in KNOWN_FIELD_TYPES:
+                raise OpenSearchError(
+                    400,
+                    "mapper_parsing_exception",
+                    f"No handler for type [{field_type}] declared on field [{prefix}{name}]",
+                )
+            if isinstance(spec.get("properties"), Mapping):
+                walk(spec["properties"], f"{prefix}{name}.")
+
+    properties = mappings.get("properties", {})
+    if not isinstance(properties, Mapping):
+        raise OpenSearchError(400, "mapper_parsing_exception", "Expected map for property [properties]")
+    walk(properties, "")
+
+
+def _normalize_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Settings as GET returns them: under "index", dotted keys expanded, scalar values as strings."""
+    flat: dict[str, str] = {}
+
+    def flatten(value: Any, prefix: str) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                flatten(item, f"{prefix}{key}.")
+        else:
+            flat[prefix[:-1]] = str(value).lower() if isinstance(value, bool) else str(value)
+
+    flatten(settings or {}, "")
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        parts = key.split(".")
+        if parts[0] != "index":
+            parts.insert(0, "index")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+def _validate_index_name(name: str) -> None:
+    if name != name.lower():
+        raise OpenSearchError(
+            400, "invalid_index_name_exception", f"Invalid index name [{name}], must be lowercase", index=name
+        )
+    if not name or name.startswith(("_", "-", "+")) or re.search(r'[\\/*?"<>| ,#:]', name):
+        raise OpenSearchError(
+            400,
+            "invalid_index_name_exception",
+            f"Invalid index name [{name}], must not start with '_', '-', or '+' and must not contain "
+            'any of [\\, /, *, ?, ", <, >, |,  , ,, #, :]',
+            index=name,
+        )
+
+
+def _matches_query(source: Mapping[str, Any], query: Mapping[str, Any] | None) -> bool:
+    if not query:
+        return True
+    ((kind, spec),) = query.items()
+    if kind == "match_all":
+        return True
+    if kind == "term":
+        ((field_name, expected),) = spec.items()
+        if isinstance(expected, Mapping):
+            expected = expected.get("value")
+        return _field_values(source, field_name).count(expected) > 0
+    if kind == "terms":
+        ((field_name, options),) = spec.items()
+        values = _field_values(source, field_name)
+        return any(option in values for option in options)
+    if kind == "bool":
+
+        def clauses(key: str) -> list[Mapping[str, Any]]:
+            value = spec.get(key, [])
+            return [value] if isinstance(value, Mapping) else list(value)
+
+        if not all(_matches_query(source, clause) for clause in clauses("must") + clauses("filter")):
+            return False
+        if any(_matches_query(source, clause) for clause in clauses("must_not")):
+            return False
+        should = clauses("should")
+        return not should or any(_matches_query(source, clause) for clause in should)
+    raise OpenSearchError(
+        400, "parsing_exception", f"unknown query [{kind}] (not emulated by the loopback server)"
+    )
+
+
+def _field_values(source: Mapping[str, Any], dotted: str) -> list[Any]:
+    node: Any = source
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return []
+        node = node[part]
+    return list(node) if isinstance(node, list) else [node]
+
+
+class _Cluster:
+    """The in-memory cluster state; every public method runs under one lock."""
+
+    def __init__(self, *, auto_create_index: bool, script_emulators: Mapping[str, ScriptEmulator]) -> None:
+        self.lock = threading.RLock()
+        self.auto_create_index = auto_create_index
+        self.script_emulators = dict(script_emulators)
+        self.templates: dict[str, dict[str, Any]] = {}
+        self.scripts: dict[str, dict[str, Any]] = {}
+        self.indices: dict[str, _Index] = {}
+        self.item_faults: dict[str, deque[ItemFault]] = {}
+        self._uuids = itertools.count(1)
+
+    # --- templates -------------------------------------------------------------------------------
+
+    def put_template(self, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        patterns = body.get("index_patterns")
+        if isinstance(patterns, str):
+            patterns = [patterns]
+        if not patterns:
+            raise OpenSearchError(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: index patterns are missing;",
+            )
+        template = body.get("template", {})
+        _validate_mappings(template.get("mappings", {}))
+        priority = int(body.get("priority", 0))
+        for other_name, other in self.templates.items():
+            if other_name == name or int(other.get("priority", 0)) != priority:
+                continue
+            if any(_patterns_overlap(a, b) for a in patterns for b in other["index_patterns"]):
+                raise OpenSearchError(
+                    400,
+                    "illegal_argument_exception",
+                    f"index template [{name}] has index patterns {patterns} matching patterns from existing "
+                    f"templates [{other_name}] with patterns ({other_name} => {other['index_patterns']}) "
+                    f"that have the same priority [{priority}], multiple index templates may not match "
+                    "during index creation, please use a different priority",
+                )
+        stored = copy.deepcopy(dict(body))
+        stored["index_patterns"] = list(patterns)
+        self.templates[name] = stored
+        return {"acknowledged": True}
+
+    def get_templates(self, name: str | None) -> dict[str, Any]:
+        names = sorted(n for n in self.templates if name is None or _glob_match(n, name))
+        if name is not None and not names:
+            raise OpenSearchError(
+                404, "resource_not_found_exception", f"index template matching [{name}] not found"
+            )
+        return {
+            "index_templates": [
+                {"name": n, "index_template": copy.deepcopy(self.templates[n])} for n in names
+            ]
+        }
+
+    def delete_template(self, name: str) -> dict[str, Any]:
+        if name not in self.templates:
+            raise OpenSearchError(404, "index_template_missing_exception", f"index_template [{name}] missing")
+        del self.templates[name]
+        return {"acknowledged": True}
+
+    def _matching_template(self, index: str) -> dict[str, Any] | None:
+        candidates = [
+            t for t in self.templates.values() if any(_glob_match(index, p) for p in t["index_patterns"])
+        ]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda t: int(t.get("priority", 0)))
+
+    # --- indices ---------------------------------------------------------------------------------
+
+    def _alias_owners(self, alias: str) -> list[_Index]:
+        return [index for index in self.indices.values() if alias in index.aliases]
+
+    def create_index(self, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        _validate_index_name(name)
+        if name in self.indices:
+            existing = self.indices[name]
+            raise OpenSearchError(
+                400,
+                "resource_already_exists_exception",
+                f"index [{name}/{existing.uuid}] already exists",
+                index_uuid=existing.uuid,
+                index=name,
+            )
+        if self._alias_owners(name):
+            raise OpenSearchError(
+                400,
+                "invalid_index_name_exception",
+                f"Invalid index name [{name}], an alias with the same name already exists",
+                index=name,
+            )
+        template = self._matching_template(name) or {}
+        template_body = template.get("template", {})
+        mappings = _deep_merge(template_body.get("mappings", {}), body.get("mappings", {}))
+        _validate_mappings(mappings)
+        settings = _deep_merge(
+            _normalize_settings(template_body.get("settings")), _normalize_settings(body.get("settings"))
+        )
+        aliases = {
+            **copy.deepcopy(template_body.get("aliases", {})),
+            **copy.deepcopy(body.get("aliases", {})),
+        }
+        for alias, spec in aliases.items():
+            if alias in self.indices or alias == name:
+                raise _alias_name_conflict(alias)
+            if spec.get("is_write_index") and any(
+                i.aliases[alias].get("is_write_index") for i in self._alias_owners(alias)
+            ):
+                raise OpenSearchError(
+                    400, "illegal_state_exception", f"alias [{alias}] has more than one write index"
+                )
+        uuid = hashlib.sha1(f"{name}-{next(self._uuids)}".encode()).hexdigest()[:22]
+        self.indices[name] = _Index(
+            name=name,
+            uuid=uuid,
+            mappings=mappings,
+            settings=settings,
+            aliases={alias: dict(spec) for alias, spec in aliases.items()},
+            created_at=int(time.time() * 1000),
+        )
+        return {"acknowledged": True, "shards_acknowledged": True, "index": name}
+
+    def delete_index(self, expression: str) -> dict[str, Any]:
+        for name in self.resolve(expression, allow_aliases=False):
+            del self.indices[name]
+        return {"acknowledged": True}
+
+    def resolve(self, expression: str, *, allow_aliases: bool = True) -> list[str]:
+        """Concrete index names for a comma list of indices, aliases and patterns."""
+        names: list[str] = []
+        for part in expression.split(","):
+            if part in ("_all", "*"):
+                names.extend(self.indices)
+            elif "*" in part:
+                names.extend(n for n in self.indices if _glob_match(n, part))
+                if allow_aliases:
+                    aliases = {
+                        a for index in self.indices.values() for a in index.aliases if _glob_match(a, part)
+                    }
+                    names.extend(i.name for a in sorted(aliases) for i in self._alias_owners(a))
+            elif part in self.indices:
+                names.append(part)
+            elif allow_aliases and self._alias_owners(part):
+                names.extend(index.name for index in self._alias_owners(part))
+            else:
+                raise _index_not_found(part)
+        return sorted(set(names))
+
+    def get_indices(self, expression: str) -> dict[str, Any]:
+        return {
+            name: {
+                "aliases": copy.deepcopy(self.indices[name].aliases),
+                "mappings": copy.deepcopy(self.indices[name].mappings),
+                "settings": _deep_merge(
+                    self.indices[name].settings,
+                    {
+                        "index": {
+                            "provided_name": name,
+                            "uuid": self.indices[name].uuid,
+                            "creation_date": str(self.indices[name].created_at),
+                        }
+                    },
+                ),
+            }
+            for name in self.resolve(expression)
+        }
+
+    def get_mappings(self, expression: str) -> dict[str, Any]:
+        return {
+            name: {"mappings": copy.deepcopy(self.indices[name].mappings)}
+            for name in self.resolve(expression)
+        }
+
+    def cat_indices(self, expression: str | None) -> list[dict[str, Any]]:
+        names = self.resolve(expression) if expression else sorted(self.indices)
+        return [
+            {
+                "health": "green",
+                "status": "open",
+                "index": name,
+                "uuid": self.indices[name].uuid,
+                "pri": "1",
+                "rep": "0",
+                "docs.count": str(len(self.indices[name].docs)),
+                "docs.deleted": "0",
+            }
+            for name in names
+        ]
+
+    # --- aliases ---------------------------------------------------------------------------------
+
+    def get_aliases(self, expression: str | None, alias_pattern: str | None) -> dict[str, Any]:
+        names = self.resolve(expression) if expression else sorted(self.indices)
+        result: dict[str, Any] = {}
+        for name in names:
+            aliases = {
+                alias: copy.deepcopy(spec)
+                for alias, spec in self.indices[name].aliases.items()
+                if alias_pattern is None or any(_glob_match(alias, p) for p in alias_pattern.split(","))
+            }
+            if alias_pattern is None or aliases:
+                result[name] = {"aliases": aliases}
+        if alias_pattern is not None and not result:
+            raise _AliasMissing(alias_pattern)
+        return result
+
+    def update_aliases(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        actions = body.get("actions")
+        if not isinstance(actions, list) or not actions:
+            raise OpenSearchError(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: Must specify at least one alias action;",
+            )
+        staged = {name: copy.deepcopy(index.aliases) for name, index in self.indices.items()}
+        removed_indices: set[str] = set()
+        for action in actions:
+            ((kind, spec),) = action.items()
+            index_names = self._action_targets(spec, "index", "indices")
+            if kind == "remove_index":
+                removed_indices.update(index_names)
+                continue
+            alias_names = spec.get("aliases") or [spec.get("alias")]
+            if not all(alias_names):
+                raise OpenSearchError(
+                    400,
+                    "action_request_validation_exception",
+                    "Validation Failed: 1: [alias/aliases] is either missing or null;",
+                )
+            for index_name in index_names:
+                for alias in alias_names:
+                    if kind == "add":
+                        if alias in self.indices:
+                            raise _alias_name_conflict(alias)
+                        entry = {
+                            k: copy.deepcopy(spec[k])
+                            for k in ("filter", "is_write_index", "routing")
+                            if k in spec
+                        }
+                        staged[index_name][alias] = entry
+                    elif kind == "remove":
+                        if alias not in staged[index_name] and spec.get("must_exist", True) is not False:
+                            raise OpenSearchError(
+                                404, "aliases_not_found_exception", f"aliases [{alias}] missing"
+                            )
+                        staged[index_name].pop(alias, None)
+                    else:
+                        raise OpenSearchError(
+                            400, "illegal_argument_exception", f"Unsupported action [{kind}]"
+                        )
+        for name in removed_indices:
+            staged.pop(name, None)
+        writers: dict[str, list[str]] = {}
+        for name, aliases in staged.items():
+            for alias, spec in aliases.items():
+                if spec.get("is_write_index"):
+                    writers.setdefault(alias, []).append(name)
+        for alias, names in writers.items():
+            if len(names) > 1:
+                raise OpenSearchError(
+                    400,
+                    "illegal_state_exception",
+                    f"alias [{alias}] has more than one write index [{','.join(sorted(names))}]",
+                )
+        for name in removed_indices:
+            del self.indices[name]
+        for name, aliases in staged.items():
+            self.indices[name].aliases = aliases
+        return {"acknowledged": True}
+
+    def _action_targets(self, spec: Mapping[str, Any], single: str, plural: str) -> list[str]:
+        expressions = spec.get(plural) or [spec.get(single)]
+        if not all(expressions):
+            raise OpenSearchError(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: One of [index] or [indices] is required;",
+            )
+        names: list[str] = []
+        for expression in expressions:
+            names.extend(self.resolve(expression, allow_aliases=False))
+        return names
+
+    def write_index(self, target: str) -> str:
+        """The concrete index a write to `target` (index or alias) goes to; auto-creates like OpenSearch."""
+        if target in self.indices:
+            return target
+        owners = self._alias_owners(target)
+        if not owners:
+            if not self.auto_create_index:
+                raise _index_not_found(target)
+            self.create_index(target, {})
+            return target
+        explicit = [i for i in owners if i.aliases[target].get("is_write_index")]
+        if explicit:
+            return explicit[0].name
+        if len(owners) == 1 and owners[0].aliases[target].get("is_write_index") is not False:
+            return owners[0].name
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            f"no write index is defined for alias [{target}]. The write index may be explicitly disabled "
+            "using "
+            "is_write_index=false or the alias points to multiple indices without one being designated as a "
+            "write index",
+        )
+
+    # --- scripts ---------------------------------------------------------------------------------
+
+    def put_script(self, script_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        script = body.get("script")
+        if not isinstance(script, Mapping) or not script.get("source") or not script.get("lang"):
+            raise OpenSearchError(
+                400, "illegal_argument_exception", "must specify lang and source for stored script"
+            )
+        if script["lang"] != "painless":
+            raise OpenSearchError(
+                400, "illegal_argument_exception", f"script_lang not supported [{script['lang']}]"
+            )
+        self.scripts[script_id] = {"lang": script["lang"], "source": script["source"]}
+        return {"acknowledged": True}
+
+    def get_script(self, script_id: str) -> tuple[int, dict[str, Any]]:
+        if script_id not in self.scripts:
+            return 404, {"_id": script_id, "found": False}
+        return 200, {"_id": script_id, "found": True, "script": dict(self.scripts[script_id])}
+
+    def delete_script(self, script_id: str) -> dict[str, Any]:
+        if script_id not in self.scripts:
+            raise OpenSearchError(
+                404, "resource_not_found_exception", f"stored script [{script_id}] does not exist"
+            )
+        del self.scripts[script_id]
+        return {"acknowledged": True}
+
+    # --- documents -------------------------------------------------------------------------------
+
+    def get_document(self, target: str, doc_id: str) -> tuple[int, dict[str, Any]]:
+        names = self.resolve(target)
+        if len(names) != 1:
+            raise OpenSearchError(
+                400,
+                "illegal_argument_exception",
+                f"alias [{target}] has more than one index associated with it [{names}], can't execute a "
+                "single "
+                "index op",
+            )
+        index = self.indices[names[0]]
+        if doc_id not in index.docs:
+            return 404, {"_index": index.name, "_id": doc_id, "found": False}
+        return 200, {
+            "_index": index.name,
+            "_id": doc_id,
+            "_version": index.versions[doc_id],
+            "_seq_no": index.seq_no,
+            "_primary_term": 1,
+            "found": True,
+            "_source": copy.deepcopy(index.docs[doc_id]),
+        }
+
+    def search(self, expression: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        query = (body or {}).get("query")
+        size = int((body or {}).get("size", 10))
+        hits = []
+        for name in self.resolve(expression):
+            index = self.indices[name]
+            alias_filters = [
+                spec["filter"]
+                for part in expression.split(",")
+                for alias, spec in index.aliases.items()
+                if alias == part and spec.get("filter")
+            ]
+            for doc_id, source in index.docs.items():
+                if all(_matches_query(source, f) for f in alias_filters) and _matches_query(source, query):
+                    hits.append(
+                        {"_index": name, "_id": doc_id, "_score": 1.0, "_source": copy.deepcopy(source)}
+                    )
+        return {
+            "took": 1,
+            "timed_out": False,
+            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+            "hits": {
+                "total": {"value": len(hits), "relation": "eq"},
+                "max_score": 1.0 if hits else None,
+                "hits": hits[:size],
+            },
+        }
+
+    def bulk(self, default_index: str | None, lines: list[bytes]) -> dict[str, Any]:
+        started = time.monotonic()
+        items: list[dict[str, Any]] = []
+        position = 0
+        while position < len(lines):
+            try:
+                header = json.loads(lines[position])
+                ((op, meta),) = header.items()
+            except (ValueError, AttributeError) as error:
+                raise OpenSearchError(
+                    400, "illegal_argument_exception", f"Malformed action/metadata line [{position + 1}]"
+                ) from error
+            if op not in ("index", "create", "update", "delete"):
+                raise OpenSearchError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Malformed action/metadata line [{position + 1}], expected one of [create, delete, "
+                    "index, "
+                    f"update] but found [{op}]",
+                )
+            position += 1
+            source: Any = None
+            if op != "delete":
+                if position >= len(lines):
+                    raise OpenSearchError(
+                        400,
+                        "illegal_argument_exception",
+                        "The bulk request must be terminated by a newline [\\n]",
+                    )
+                try:
+                    source = json.loads(lines[position])
+                except ValueError:
+                    source = _UNPARSEABLE
+                position += 1
+            items.append({op: self._bulk_item(op, meta, source, default_index)})
+        return {
+            "took": int((time.monotonic() - started) * 1000),
+            "errors": any("error" in next(iter(item.values())) for item in items),
+            "items": items,
+        }
+
+    def _bulk_item(
+        self, op: str, meta: Mapping[str, Any], source: Any, default_index: str | None
+    ) -> dict[str, Any]:
+        target = meta.get("_index", default_index)
+        doc_id = meta.get("_id")
+        try:
+            if not target:
+                raise OpenSearchError(
+                    400, "action_request_validation_exception", "Validation Failed: 1: index is missing;"
+                )
+            if doc_id is None and op != "index":
+                raise OpenSearchError(
+                    400, "action_request_validation_exception", "Validation Failed: 1: id is missing;"
+                )
+            index = self.indices[self.write_index(target)]
+            if doc_id is None:
+                doc_id = hashlib.sha1(f"{index.name}{index.seq_no}{time.time()}".encode()).hexdigest()[:20]
+            self._raise_item_fault(doc_id, index.name)
+            if source is _UNPARSEABLE:
+                raise OpenSearchError(400, "mapper_parsing_exception", "failed to parse", index=index.name)
+            status, result = self._apply(op, index, doc_id, source)
+        except OpenSearchError as error:
+            return {
+                "_index": self._resolve_quietly(target),
+                "_id": doc_id,
+                "status": error.status,
+                "error": error.error_object(),
+            }
+        index.seq_no += 1
+        return {
+            "_index": index.name,
+            "_id": doc_id,
+            "_version": index.versions.get(doc_id, 1),
+            "result": result,
+            "_shards": {"total": 1, "successful": 1, "failed": 0},
+            "_seq_no": index.seq_no,
+            "_primary_term": 1,
+            "status": status,
+        }
+
+    def _resolve_quietly(self, target: str | None) -> str | None:
+        """The index an item would have gone to, for its error entry (never auto-creates)."""
+        if not target or not (target in self.indices or self._alias_owners(target)):
+            return target
+        try:
+            return self.write_index(target)
+        except OpenSearchError:
+            return target
+
+    def _raise_item_fault(self, doc_id: str, index_name: str) -> None:
+        queue = self.item_faults.get(doc_id)
+        if not queue:
+            return
+        fault = queue[0]
+        if fault.remaining is not None:
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                queue.popleft()
+        raise OpenSearchError(fault.status, fault.error_type, fault.reason, index=index_name)
+
+    def _apply(self, op: str, index: _Index, doc_id: str, source: Any) -> tuple[int, str]:
+        exists = doc_id in index.docs
+        if op == "delete":
+            if not exists:
+                return 404, "not_found"
+            del index.docs[doc_id]
+            index.versions[doc_id] += 1
+            return 200, "deleted"
+        if op == "create" and exists:
+            raise OpenSearchError(
+                409,
+                "version_conflict_engine_exception",
+                f"[{doc_id}]: version conflict, document already exists "
+                f"(current version [{index.versions[doc_id]}])",
+                index=index.name,
+            )
+        if op in ("index", "create"):
+            if not isinstance(source, Mapping):
+                raise OpenSearchError(400, "mapper_parsing_exception", "failed to parse", index=index.name)
+            self._store(index, doc_id, dict(source))
+            return (200, "updated") if exists else (201, "created")
+        return self._update(index, doc_id, source, exists)
+
+    def _update(self, index: _Index, doc_id: str, body: Any, exists: bool) -> tuple[int, str]:
+        if not isinstance(body, Mapping):
+            raise OpenSearchError(
+                400, "x_content_parse_exception", "[UpdateRequest] failed to parse", index=index.name
+            )
+        if "script" in body:
+            script = body["script"]
+            script_id = script.get("id") if isinstance(script, Mapping) else None
+            if script_id is None:
+                raise OpenSearchError(
+                    400,
+                    "illegal_argument_exception",
+                    "inline scripts are not emulated by the loopback server",
+                )
+            if script_id not in self.scripts:
+                raise OpenSearchError(
+                    404,
+                    "resource_not_found_exception",
+                    f"unable to find script [{script_id}] in cluster state",
+                )
+            emulator = self.script_emulators.get(script_id)
+            if emulator is None:
+                raise OpenSearchError(
+                    400,
+                    "illegal_argument_exception",
+                    f"stored script [{script_id}] has no Python twin in the loopback server",
+                )
+            if exists:
+                current: dict[str, Any] | None = copy.deepcopy(index.docs[doc_id])
+            elif body.get("scripted_upsert"):
+                current = copy.deepcopy(dict(body.get("upsert", {})))
+            elif "upsert" in body:
+                self._store(index, doc_id, dict(body["upsert"]))
+                return 201, "created"
+            else:
+                raise OpenSearchError(
+                    404, "document_missing_exception", f"[{doc_id}]: document missing", index=index.name
+                )
+            replacement = emulator(current, script.get("params", {}))
+            if replacement is None:
+                return 200, "noop"
+            self._store(index, doc_id, replacement)
+            return (200, "updated") if exists else (201, "created")
+        if "doc" in body:
+            if exists:
+                merged = _deep_merge(index.docs[doc_id], body["doc"])
+                if merged == index.docs[doc_id] and body.get("detect_noop", True):
+                    return 200, "noop"
+                self._store(index, doc_id, merged)
+                return 200, "updated"
+            if body.get("doc_as_upsert"):
+                self._store(index, doc_id, dict(body["doc"]))
+                return 201, "created"
+            if "upsert" in body:
+                self._store(index, doc_id, dict(body["upsert"]))
+                return 201, "created"
+            raise OpenSearchError(
+                404, "document_missing_exception", f"[{doc_id}]: document missing", index=index.name
+            )
+        raise OpenSearchError(
+            400, "action_request_validation_exception", "Validation Failed: 1: script or doc is missing;"
+        )
+
+    @staticmethod
+    def _store(index: _Index, doc_id: str, source: dict[str, Any]) -> None:
+        index.docs[doc_id] = copy.deepcopy(source)
+        index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
+
+
+_UNPARSEABLE = object()
+
+
+class _AliasMissing(Exception):
+    def __init__(self, alias: str) -> None:
+        super().__init__(alias)
+        self.alias = alias
+
+
+def _classify(segments: list[str]) -> str:
+    if not segments:
+        return ROUTE_ROOT
+    first, last = segments[0], segments[-1]
+    if first == "_index_template":
+        return ROUTE_INDEX_TEMPLATE
+    if first == "_cat" and len(segments) >= 2 and segments[1] == "indices":
+        return ROUTE_CAT_INDICES
+    if first == "_scripts":
+        return ROUTE_SCRIPTS
+    if first == "_aliases":
+        return ROUTE_ALIASES
+    if "_alias" in segments[:2] or "_aliases" in segments[1:2]:
+        return ROUTE_ALIAS
+    if last == "_bulk":
+        return ROUTE_BULK
+    if len(segments) == 3 and segments[1] == "_doc":
+        return ROUTE_DOC
+    if last in ("_search", "_count", "_refresh", "_mapping") and len(segments) <= 2:
+        return {
+            "_search": ROUTE_SEARCH,
+            "_count": ROUTE_COUNT,
+            "_refresh": ROUTE_REFRESH,
+            "_mapping": ROUTE_MAPPING,
+        }[last]
+    if len(segments) == 1 and not first.startswith("_"):
+        return ROUTE_INDEX
+    return ROUTE_UNKNOWN
+
+
+_AUTHORIZATION = re.compile(
+    r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/(?P<service>[^/]+)"
+    r"/aws4_request, "
+    r"SignedHeaders=(?P<signed>[a-z0-9;\-]+), Signature=(?P<signature>[0-9a-f]{64})$"
+)
+
+
+class LoopbackOpenSearch:
+    """A thread-safe in-memory OpenSearch on 127.0.0.1:<ephemeral port>; use as a context manager.
+
+    `credentials` (access key, secret key) makes it verify signatures, not only their presence.
+    """
+
+    def __init__(
+        self,
+        *,
+        require_signature: bool = True,
+        credentials: tuple[str, str] | None = None,
+        region: str | None = None,
+        latency_seconds: float = 0.0,
+        auto_create_index: bool = True,
+        script_emulators: Mapping[str, ScriptEmulator] | None = None,
+        idle_connection_timeout_seconds: float = 5.0,
+    ) -> None:
+        self.require_signature = require_signature
+        self.credentials = credentials
+        self.region = region
+        self.latency_seconds = latency_seconds
+        self.cluster = _Cluster(
+            auto_create_index=auto_create_index,
+            script_emulators=script_emulators or {APPLY_SCRIPT_ID: apply_sync_script},
+        )
+        self.requests: list[RecordedRequest] = []
+        self.route_counts: Counter[str] = Counter()
+        self._faults: dict[str, deque[Fault]] = {}
+        self._stopping = threading.Event()
+        self._server = _Server(("127.0.0.1", 0), _make_handler(self, idle_connection_timeout_seconds))
+        self._thread: threading.Thread | None = None
+        self.port: int = self._server.server_address[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> LoopbackOpenSearch:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="loopback-opensearch",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+        self._server.close_all_connections()
+        self._server.server_close()
+
+    def __enter__(self) -> LoopbackOpenSearch:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # --- fault injection -------------------------------------------------------------------------
+
+    def enqueue_fault(self, route: str, fault: Fault, *, times: int = 1) -> None:
+        """The next `times` requests to `route` (one of the ROUTE_* names) get `fault`."""
+        with self.cluster.lock:
+            self._faults.setdefault(route, deque()).extend([fault] * times)
+
+    def fail_next(
+        self,
+        route: str,
+        status: int,
+        *,
+        times: int = 1,
+        retry_after: int | None = None,
+        error_type: str | None = None,
+        reason: str | None = None,
+        method: str | None = None,
+    ) -> None:
+        """The next `times` requests to `route` fail with `status` and an OpenSearch error body."""
+        default_type = {
+            429: "rejected_execution_exception",  # OpenSearch's name; Elasticsearch said es_rejected_...
+            500: "exception",
+            502: "bad_gateway",
+            503: "cluster_block_exception",
+            504: "gateway_timeout",
+        }.get(status, "exception")
+        error = OpenSearchError(status, error_type or default_type, reason or f"injected {status}")
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        self.enqueue_fault(
+            route, Fault(status=status, body=error.body(), headers=headers, method=method), times=times
+        )
+
+    def delay_next(self, route: str, seconds: float, *, times: int = 1, status: int | None = None) -> None:
+        """The next requests wait `seconds`; then they take effect normally (or answer `status`)."""
+        body = OpenSearchError(status, "exception", f"injected {status}").body() if status else None
+        self.enqueue_fault(route, Fault(status=status, body=body, delay_seconds=seconds), times=times)
+
+    def drop_next(self, route: str, *, times: int = 1) -> None:
+        """The next requests are read, not applied, and the connection is closed without a response."""
+        self.enqueue_fault(route, Fault(drop_connection=True), times=times)
+
+    def fail_item(
+        self,
+        doc_id: str,
+        *,
+        status: int = 400,
+        error_type: str = "mapper_parsing_exception",
+        reason: str = "failed to parse field [geometry] of type [geo_shape]",
+        times: int | None = 1,
+    ) -> None:
+        """Bulk items for `doc_id` fail with this per-item error: `times` times, or always when None.
+
+        Typical: 400 mapper_parsing_exception, 409 version_conflict_engine_exception,
+        429 rejected_execution_exception (OpenSearch's name for Elasticsearch's
+        es_rejected_execution_exception).
+        """
+        with self.cluster.lock:
+            self.cluster.item_faults.setdefault(doc_id, deque()).append(
+                ItemFault(status, error_type, reason, times)
+            )
+
+    def clear_faults(self) -> None:
+        with self.cluster.lock:
+            self._faults.clear()
+            self.cluster.item_faults.clear()
+
+    # --- inspection ------------------------------------------------------------------------------
+
+    def count(self, route: str, method: str | None = None) -> int:
+        """Requests received for `route` (faulted ones included), optionally only one method."""
+        with self.cluster.lock:
+            if method is None:
+                return self.route_counts[route]
+            return sum(1 for r in self.requests if r.route == route and r.method == method.upper())
+
+    def requests_to(self, route: str, method: str | None = None) -> list[RecordedRequest]:
+        with self.cluster.lock:
+            return [
+                r
+                for r in self.requests
+                if r.route == route and (method is None or r.method == method.upper())
+            ]
+
+    def document(self, target: str, doc_id: str) -> dict[str, Any] | None:
+        """The `_source` of `doc_id` in an index, or in an alias's write index; None when absent."""
+        with self.cluster.lock:
+            try:
+                name = self.cluster.write_index(target) if target not in self.cluster.indices else target
+            except OpenSearchError:
+                return None
+            source = self.cluster.indices[name].docs.get(doc_id)
+            return copy.deepcopy(source) if source is not None else None
+
+    def documents(self, index: str) -> dict[str, dict[str, Any]]:
+        with self.cluster.lock:
+            return copy.deepcopy(self.cluster.indices[index].docs)
+
+    def index_names(self) -> list[str]:
+        with self.cluster.lock:
+            return sorted(self.cluster.indices)
+
+    def aliases_of(self, index: str) -> dict[str, dict[str, Any]]:
+        with self.cluster.lock:
+            return copy.deepcopy(self.cluster.indices[index].aliases)
+
+    # --- request handling (called from server threads) -------------------------------------------
+
+    def _next_fault(self, route: str, method: str) -> Fault | None:
+        with self.cluster.lock:
+            queue = self._faults.get(route)
+            if not queue:
+                return None
+            for position, fault in enumerate(queue):
+                if fault.method is None or fault.method.upper() == method:
+                    del queue[position]
+                    return fault
+            return None
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self.cluster.lock:
+            self.requests.append(request)
+            self.route_counts[request.route] += 1
+
+    def sleep(self, seconds: float) -> None:
+        """Sleeps that end early when the server stops, so fixtures never hang."""
+        if seconds > 0:
+            self._stopping.wait(seconds)
+
+    def _check_signature(
+        self, request: RecordedRequest, raw_path: str, raw_host: str
+    ) -> OpenSearchError | None:
+        authorization = request.headers.get("authorization")
+        denied = "The request signature we calculated does not match the signature you provided."
+        if not authorization:
+            return OpenSearchError(
+                403, "security_exception", "Missing Authentication Token: request is not signed"
+            )
+        match = _AUTHORIZATION.match(authorization)
+        if not match or match["service"] != "es" or "x-amz-date" not in request.headers:
+            return OpenSearchError(
+                403, "security_exception", f"Authorization header is not SigV4 for es: {denied}"
+            )
+        if self.region is not None and match["region"] != self.region:
+            return OpenSearchError(
+                403, "security_exception", f"Credential should be scoped to region {self.region}"
+            )
+        if request.headers.get("x-amz-content-sha256") != hashlib.sha256(request.body).hexdigest():
+            return OpenSearchError(
+                403, "security_exception", f"x-amz-content-sha256 does not match the body. {denied}"
+            )
+        if self.credentials is None:
+            return None
+        access_key, secret_key = self.credentials
+        if match["key"] != access_key:
+            return OpenSearchError(
+                403, "security_exception", "The security token included in the request is invalid"
+            )
+        signed = match["signed"].split(";")
+        headers = {name: request.headers.get(name, "") for name in signed}
+        aws_request = AWSRequest(
+            method=request.method, url=f"http://{raw_host}{raw_path}", headers=headers, data=request.body
+        )
+        aws_request.context["timestamp"] = request.headers["x-amz-date"]
+        signer = SigV4Auth(Credentials(access_key, secret_key), match["service"], match["region"])
+        canonical = signer.canonical_request(aws_request)
+        expected = signer.signature(signer.string_to_sign(aws_request, canonical), aws_request)
+        if expected != match["signature"]:
+            return OpenSearchError(403, "security_exception", denied)
+        return None
+
+    def _dispatch(self, request: RecordedRequest, segments: list[str]) -> tuple[int, Any]:
+        cluster = self.cluster
+        method, route, query = request.method, request.route, request.query
+
+        def body() -> Any:
+            if not request.body:
+                return {}
+            try:
+                return json.loads(request.body)
+            except ValueError as error:
+                raise OpenSearchError(
+                    400, "parse_exception", f"request body is required / not JSON: {error}"
+                ) from error
+
+        with cluster.lock:
+            if route == ROUTE_ROOT and method in ("GET", "HEAD"):
+                return 200, {
+                    "name": "loopback",
+                    "cluster_name": "loopback",
+                    "version": {"distribution": "opensearch", "number": "2.19.0"},
+                }
+            if route == ROUTE_INDEX_TEMPLATE:
+                name = segments[1] if len(segments) > 1 else None
+                if method in ("PUT", "POST") and name:
+                    return 200, cluster.put_template(name, body())
+                if method == "GET":
+                    return 200, cluster.get_templates(name)
+                if method == "DELETE" and name:
+                    return 200, cluster.delete_template(name)
+            if route == ROUTE_INDEX:
+                name = segments[0]
+                if method == "PUT":
+                    return 200, cluster.create_index(name, body())
+                if method == "HEAD":
+                    try:
+                        cluster.resolve(name)
+                    except OpenSearchError:
+                        return 404, None
+                    return 200, None
+                if method == "GET":
+                    return 200, cluster.get_indices(name)
+                if method == "DELETE":
+                    return 200, cluster.delete_index(name)
+            if route == ROUTE_MAPPING and method == "GET":
+                return 200, cluster.get_mappings(segments[0] if len(segments) == 2 else "_all")
+            if route == ROUTE_CAT_INDICES and method == "GET":
+                if query.get("format") != "json":
+                    raise OpenSearchError(400, "illegal_argument_exception", "only format=json is emulated")
+                return 200, cluster.cat_indices(segments[2] if len(segments) > 2 else None)
+            if route == ROUTE_ALIASES and method == "POST":
+                return 200, cluster.update_aliases(body())
+            if route == ROUTE_ALIASES and method == "GET":
+                return 200, cluster.get_aliases(None, None)
+            if route == ROUTE_ALIAS and method in ("GET", "HEAD"):
+                position = segments.index("_alias") if "_alias" in segments else segments.index("_aliases")
+                expression = segments[0] if position == 1 else None
+                alias = segments[position + 1] if len(segments) > position + 1 else None
+                return 200, cluster.get_aliases(expression, alias)
+            if route == ROUTE_SCRIPTS and len(segments) == 2:
+                if method in ("PUT", "POST"):
+                    return 200, cluster.put_script(segments[1], body())
+                if method == "GET":
+                    return cluster.get_script(segments[1])
+                if method == "DELETE":
+                    return 200, cluster.delete_script(segments[1])
+            if route == ROUTE_DOC and method == "GET":
+                return cluster.get_document(segments[0], segments[2])
+            if route in (ROUTE_SEARCH, ROUTE_COUNT) and method in ("GET", "POST"):
+                expression = segments[0] if len(segments) == 2 else "_all"
+                result = cluster.search(expression, body())
+                if route == ROUTE_COUNT:
+                    return 200, {"count": result["hits"]["total"]["value"], "_shards": result["_shards"]}
+                return 200, result
+            if route == ROUTE_REFRESH and method in ("GET", "POST"):
+                return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
+            if route == ROUTE_BULK and method in ("POST", "PUT"):
+                content_type = request.headers.get("content-type", "").split(";")[0].strip()
+                if content_type not in ("application/json", "application/x-ndjson"):
+                    raise OpenSearchError(
+                        406,
+                        "content_type_exception",
+                        f"Content-Type header [{content_type}] is not supported",
+                    )
+                if not request.body.endswith(b"\n"):
+                    raise OpenSearchError(
+                        400,
+                        "illegal_argument_exception",
+                        "The bulk request must be terminated by a newline [\\n]",
+                    )
+                lines = [line for line in request.body.split(b"\n") if line.strip()]
+                if not lines:
+                    raise OpenSearchError(
+                        400, "action_request_validation_exception", "Validation Failed: 1: no requests added;"
+                    )
+                return 200, cluster.bulk(segments[0] if len(segments) == 2 else None, lines)
+        return 400, {"error": f"no handler found for uri [{request.path}] and method [{method}]"}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._connections: set[Any] = set()
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_all_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that time out or hang up mid-response are expected in fault tests."""
+
+
+def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        timeout = idle_timeout
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: tests assert on recorded requests instead."""
+
+        def do_GET(self) -> None:
+            self._handle()
+
+        do_PUT = do_POST = do_DELETE = do_HEAD = do_GET
+
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            split = urlsplit(self.path)
+            segments = [unquote(part) for part in split.path.split("/") if part]
+            request = RecordedRequest(
+                method=self.command,
+                path=unquote(split.path),
+                query=dict(parse_qsl(split.query, keep_blank_values=True)),
+                headers={name.lower(): value for name, value in self.headers.items()},
+                body=body,
+                route=_classify(segments),
+            )
+            owner._record(request)
+            owner.sleep(owner.latency_seconds)
+            # A signed-only domain refuses unsigned requests before anything else can happen.
+            denied = (
+                owner._check_signature(request, self.path, self.headers.get("Host", ""))
+                if owner.require_signature
+                else None
+            )
+            if denied is not None:
+                self._send(denied.status, {"message": denied.reason, "error": denied.body()["error"]})
+                return
+            fault = owner._next_fault(request.route, request.method)
+            if fault is not None:
+                owner.sleep(fault.delay_seconds)
+                if fault.drop_connection:
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if fault.status is not None:
+                    self._send(fault.status, fault.body, fault.headers)
+                    return
+            try:
+                status, payload = owner._dispatch(request, segments)
+            except OpenSearchError as error:
+                status, payload = error.status, error.body()
+            except _AliasMissing as missing:
+                status, payload = 404, {"error": f"alias [{missing.alias}] missing", "status": 404}
+            self._send(status, payload)
+
+        def _send(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+            if payload is None:
+                data = b""
+            elif isinstance(payload, bytes):
+                data = payload
+            else:
+                data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+    return Handler
+
+
+def running_server(**options: Any) -> Iterator[LoopbackOpenSearch]:
+    """Generator for a pytest fixture: `yield from running_server()`; the server stops itself after."""
+    server = LoopbackOpenSearch(**options).start()
+    try:
+        yield server
+    finally:
+        server.stop()
