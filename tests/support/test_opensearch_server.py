@@ -1,0 +1,278 @@
+"""The loopback server answers in the documented OpenSearch formats the runtime code is tested against."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import urllib3
+from botocore.credentials import Credentials
+from search.indices import APPLY_SCRIPT_ID, stored_script_body
+from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response
+
+from tests.support.opensearch_server import ROUTE_BULK, LoopbackOpenSearch
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackOpenSearch]:
+    with LoopbackOpenSearch() as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: LoopbackOpenSearch) -> OpenSearchTransport:
+    return OpenSearchTransport(
+        server.endpoint, "eu-west-1", timeout_seconds=2, credentials=Credentials("a", "b")
+    )
+
+
+def send(client: OpenSearchTransport, method: str, path: str, body: Any = None) -> Response:
+    return client.request(method, path, json.dumps(body).encode() if body is not None else None)
+
+
+def bulk(client: OpenSearchTransport, lines: list[dict[str, Any]], path: str = "_bulk") -> Response:
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    return client.request("POST", path, body, {"Content-Type": NDJSON_CONTENT_TYPE})
+
+
+def sync_update(
+    doc_id: str, seq: int, doc: dict[str, Any], *, tombstone: bool = False
+) -> list[dict[str, Any]]:
+    params = {"seq": str(seq).zfill(40), "tombstone": tombstone, "doc": doc}
+    return [
+        {"update": {"_id": doc_id}},
+        {"script": {"id": APPLY_SCRIPT_ID, "params": params}, "scripted_upsert": True, "upsert": {}},
+    ]
+
+
+@pytest.fixture
+def places(client: OpenSearchTransport) -> str:
+    """Index `places-v1` behind read alias `places` (tombstones hidden) and write alias `places-write`."""
+    send(client, "PUT", f"_scripts/{APPLY_SCRIPT_ID}", stored_script_body())
+    aliases = {
+        "places": {"filter": {"bool": {"must_not": [{"term": {"tombstone": True}}]}}},
+        "places-write": {"is_write_index": True},
+    }
+    assert send(client, "PUT", "places-v1", {"aliases": aliases}).status == 200
+    return "places-write"
+
+
+def test_unsigned_requests_are_refused_with_403(server: LoopbackOpenSearch) -> None:
+    response = urllib3.request("GET", f"{server.endpoint}/_cat/indices?format=json", retries=False)
+
+    assert response.status == 403
+
+
+def test_bulk_index_create_delete_report_per_item_status(client: OpenSearchTransport, places: str) -> None:
+    response = bulk(
+        client,
+        [
+            {"index": {"_index": places, "_id": "a"}},
+            {"name": "A"},
+            {"create": {"_index": places, "_id": "a"}},
+            {"name": "again"},
+            {"delete": {"_index": places, "_id": "missing"}},
+        ],
+    )
+
+    payload = response.json()
+    assert response.status == 200
+    assert payload["errors"] is True
+    assert isinstance(payload["took"], int)
+    indexed, created, deleted = payload["items"]
+    assert indexed["index"]["_index"] == "places-v1"
+    assert (indexed["index"]["status"], indexed["index"]["result"]) == (201, "created")
+    assert created["create"]["status"] == 409
+    assert created["create"]["error"]["type"] == "version_conflict_engine_exception"
+    assert (deleted["delete"]["status"], deleted["delete"]["result"]) == (404, "not_found")
+
+
+def test_bulk_without_trailing_newline_is_rejected(client: OpenSearchTransport, places: str) -> None:
+    body = json.dumps({"delete": {"_index": places, "_id": "x"}}).encode()
+
+    response = client.request("POST", "_bulk", body, {"Content-Type": NDJSON_CONTENT_TYPE})
+
+    assert response.status == 400
+    assert "terminated by a newline" in response.error_reason()
+
+
+def test_bulk_path_index_is_the_default_target(client: OpenSearchTransport, places: str) -> None:
+    response = bulk(client, [{"index": {"_id": "a"}}, {"n": 1}], path=f"{places}/_bulk")
+
+    assert response.json()["items"][0]["index"]["_index"] == "places-v1"
+
+
+def test_scripted_upsert_creates_then_ignores_an_older_change(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str
+) -> None:
+    newer = sync_update("p#1", 20, {"pk": "p", "sk": "1", "schema": "places", "name": "new"})
+    older = sync_update("p#1", 10, {"pk": "p", "sk": "1", "schema": "places", "name": "old"})
+
+    first = bulk(client, newer, path=f"{places}/_bulk").json()["items"][0]["update"]
+    second = bulk(client, older, path=f"{places}/_bulk").json()["items"][0]["update"]
+
+    assert (first["status"], first["result"]) == (201, "created")
+    assert (second["status"], second["result"]) == (200, "noop")
+    assert server.document(places, "p#1") == {
+        "pk": "p",
+        "sk": "1",
+        "schema": "places",
+        "name": "new",
+        "tombstone": False,
+        "stream_seq": "20".zfill(40),
+    }
+
+
+def test_scripted_update_replaces_the_whole_source(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str
+) -> None:
+    bulk(
+        client,
+        sync_update("p#1", 1, {"pk": "p", "sk": "1", "schema": "places", "gone": True}),
+        f"{places}/_bulk",
+    )
+    bulk(client, sync_update("p#1", 2, {"pk": "p", "sk": "1", "schema": "places"}), f"{places}/_bulk")
+
+    assert "gone" not in (server.document(places, "p#1") or {})
+
+
+def test_tombstones_are_hidden_by_the_read_alias(client: OpenSearchTransport, places: str) -> None:
+    doc = {"pk": "p", "sk": "1", "schema": "places", "name": "x"}
+    bulk(client, sync_update("p#1", 1, doc) + sync_update("p#2", 1, doc | {"sk": "2"}), f"{places}/_bulk")
+    bulk(client, sync_update("p#1", 2, doc, tombstone=True), f"{places}/_bulk")
+
+    read = send(client, "GET", "places/_search", {"query": {"match_all": {}}}).json()
+    everything = send(client, "GET", "places-v1/_count").json()
+
+    assert [hit["_id"] for hit in read["hits"]["hits"]] == ["p#2"]
+    assert everything["count"] == 2
+    tombstone = send(client, "GET", "places-v1/_doc/p%231").json()["_source"]
+    assert tombstone == {
+        "pk": "p",
+        "sk": "1",
+        "schema": "places",
+        "tombstone": True,
+        "stream_seq": "2".zfill(40),
+    }
+
+
+def test_update_with_a_script_that_was_never_stored_fails_per_item(client: OpenSearchTransport) -> None:
+    send(client, "PUT", "fresh-v1", {"aliases": {"fresh-write": {"is_write_index": True}}})
+
+    response = bulk(client, sync_update("x#1", 1, {"pk": "x", "sk": "1"}), "fresh-write/_bulk").json()
+
+    item = response["items"][0]["update"]
+    assert response["errors"] is True
+    assert item["status"] == 404
+    assert item["error"]["type"] == "resource_not_found_exception"
+    assert item["error"]["reason"] == f"unable to find script [{APPLY_SCRIPT_ID}] in cluster state"
+
+
+def test_item_faults_fail_only_the_named_document(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str
+) -> None:
+    server.fail_item("bad", status=400, error_type="mapper_parsing_exception", reason="failed to parse field")
+    server.fail_item("busy", status=429, error_type="rejected_execution_exception", reason="queue full")
+
+    lines: list[dict[str, Any]] = []
+    for doc_id in ("bad", "ok", "busy"):
+        lines += [{"index": {"_id": doc_id}}, {}]
+
+    items = bulk(client, lines, path=f"{places}/_bulk").json()["items"]
+
+    assert [item["index"]["status"] for item in items] == [400, 201, 429]
+    assert items[0]["index"]["error"]["type"] == "mapper_parsing_exception"
+    assert server.document(places, "ok") == {}
+    assert server.document(places, "bad") is None
+
+
+def test_route_faults_apply_to_the_next_calls_only(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    server.fail_next(ROUTE_BULK, 503, times=2)
+    lines = [{"index": {"_index": "auto", "_id": "1"}}, {}]
+
+    statuses = [bulk(client, lines).status for _ in range(3)]
+
+    assert statuses == [503, 503, 200]
+    assert server.count(ROUTE_BULK) == 3
+
+
+def test_alias_actions_are_atomic(client: OpenSearchTransport, server: LoopbackOpenSearch) -> None:
+    send(client, "PUT", "places-v1", {"aliases": {"places": {}}})
+    send(client, "PUT", "places-v2", {})
+
+    response = send(
+        client,
+        "POST",
+        "_aliases",
+        {
+            "actions": [
+                {"add": {"index": "places-v2", "alias": "places"}},
+                {"remove": {"index": "nope", "alias": "x"}},
+            ]
+        },
+    )
+
+    assert response.status == 404
+    assert server.aliases_of("places-v2") == {}
+    assert "places" in server.aliases_of("places-v1")
+
+
+def test_alias_swap_moves_the_alias_in_one_call(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    send(client, "PUT", "places-v1", {"aliases": {"places": {}}})
+    send(client, "PUT", "places-v2", {})
+
+    response = send(
+        client,
+        "POST",
+        "_aliases",
+        {
+            "actions": [
+                {"remove": {"index": "places-v1", "alias": "places"}},
+                {"add": {"index": "places-v2", "alias": "places"}},
+            ]
+        },
+    )
+
+    assert response.json() == {"acknowledged": True}
+    assert send(client, "GET", "_alias/places").json() == {"places-v2": {"aliases": {"places": {}}}}
+
+
+def test_index_creation_applies_the_matching_template(client: OpenSearchTransport) -> None:
+    template = {
+        "index_patterns": ["places-v*"],
+        "priority": 5,
+        "template": {"mappings": {"_meta": {"v": 1}, "properties": {"geometry": {"type": "geo_shape"}}}},
+    }
+    send(client, "PUT", "_index_template/places", template)
+    send(client, "PUT", "places-v1", {})
+
+    mappings = send(client, "GET", "places-v*").json()["places-v1"]["mappings"]
+
+    assert mappings == {"_meta": {"v": 1}, "properties": {"geometry": {"type": "geo_shape"}}}
+
+
+def test_unknown_field_types_are_a_mapper_parsing_exception(client: OpenSearchTransport) -> None:
+    template = {
+        "index_patterns": ["x-*"],
+        "template": {"mappings": {"properties": {"g": {"type": "geoshape"}}}},
+    }
+
+    response = send(client, "PUT", "_index_template/x", template)
+
+    assert response.status == 400
+    assert response.json()["error"]["type"] == "mapper_parsing_exception"
+
+
+def test_index_names_must_be_lower_case(client: OpenSearchTransport) -> None:
+    response = send(client, "PUT", "Places-v1", {})
+
+    assert response.status == 400
+    assert response.json()["error"]["type"] == "invalid_index_name_exception"
