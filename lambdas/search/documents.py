@@ -1,0 +1,466 @@
+"""Turn DynamoDB stream records into OpenSearch documents and `_bulk` update actions (pure, no I/O).
+
+Everything here is on the hot path of the stream sync (about a thousand records per invocation), so the
+DynamoDB-JSON decoder is a hand-written type dispatch rather than boto3's `TypeDeserializer`, and every
+document is encoded by one call of the C JSON encoder.
+
+Numbers keep their precision: integers become Python ints (emitted exactly, whatever their size); a decimal
+whose shortest float representation names the same value becomes a float; any other decimal becomes a
+`PreciseNumber` that is written into the JSON body as its DynamoDB text, digit for digit.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from json.encoder import encode_basestring_ascii
+from typing import Any, Final
+
+from datamodel.keys import document_id
+from datamodel.registry import schema_of_pk
+
+from search import indices
+
+SEQUENCE_DIGITS: Final = indices.STREAM_SEQ_WIDTH
+TTL_PRINCIPAL: Final = "dynamodb.amazonaws.com"
+GEOMETRY_URL_ATTRIBUTE: Final = "geometryUrl"
+GEOMETRY_ATTRIBUTE: Final = "geometry"
+LOCATION_ATTRIBUTE: Final = "location"
+SCHEMA_FIELD: Final = "schema"
+
+
+class RecordError(Exception):
+    """A record that can never be indexed as it is (a permanent failure): it belongs in the DLQ."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+class PreciseNumber:
+    """A DynamoDB number that no float represents exactly; encoded as its own text."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PreciseNumber) and Decimal(self.text) == Decimal(other.text)
+
+    def __hash__(self) -> int:
+        return hash(Decimal(self.text))
+
+    def __repr__(self) -> str:
+        return f"PreciseNumber({self.text!r})"
+
+
+# --------------------------------------------------------------------------- DynamoDB JSON -> plain JSON
+
+
+def _precise_number(text: str) -> float | PreciseNumber:
+    try:
+        exact = Decimal(text)
+    except InvalidOperation:
+        raise RecordError("malformed-record", f"not a number: {text!r}") from None
+    if not exact.is_finite():
+        raise RecordError("malformed-record", f"not a finite number: {text!r}")
+    approx = float(exact)
+    if approx not in (float("inf"), float("-inf")) and Decimal(repr(approx)) == exact:
+        return approx
+    return PreciseNumber(str(exact))
+
+
+def _number(text: str) -> int | float | PreciseNumber:
+    try:
+        if "." in text or "e" in text or "E" in text:
+            # At most 15 significant digits and no exponent: the float's shortest repr is the same value.
+            if len(text) <= 16 and "e" not in text and "E" not in text:
+                return float(text)
+            return _precise_number(text)
+        return int(text)
+    except (ValueError, TypeError):
+        raise RecordError("malformed-record", f"not a number: {text!r}") from None
+
+
+def _sort_key(value: Any) -> Any:
+    return Decimal(value.text) if isinstance(value, PreciseNumber) else value
+
+
+def _binary(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, str):
+        return value  # a Lambda event already carries binary values as base64 text
+    raise RecordError("malformed-record", f"not a binary value: {type(value).__name__}")
+
+
+def from_dynamodb(value: Mapping[str, Any]) -> Any:
+    """One DynamoDB-JSON value (`{"S": "x"}`, `{"M": {...}}`, ...) as plain JSON-able Python."""
+    try:
+        ((tag, inner),) = value.items()
+    except (AttributeError, ValueError):
+        raise RecordError("malformed-record", f"not a DynamoDB value: {value!r:.200}") from None
+    if tag == "S":
+        return inner
+    if tag == "N":
+        return _number(inner)
+    if tag == "M":
+        return {name: from_dynamodb(member) for name, member in inner.items()}
+    if tag == "L":
+        return [from_dynamodb(member) for member in inner]
+    if tag == "BOOL":
+        if inner is True or inner is False:
+            return inner
+    elif tag == "NULL":
+        return None
+    elif tag == "SS":
+        return sorted(inner)
+    elif tag == "NS":
+        return sorted((_number(member) for member in inner), key=_sort_key)
+    elif tag == "B":
+        return _binary(inner)
+    elif tag == "BS":
+        return sorted(_binary(member) for member in inner)
+    raise RecordError("malformed-record", f"unsupported DynamoDB value: {value!r:.200}")
+
+
+def item_from_dynamodb(image: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A whole item image (attribute name -> DynamoDB-JSON value) as a plain dict."""
+    if not isinstance(image, Mapping):
+        raise RecordError("malformed-record", "item image is not a map")
+    try:
+        return {name: from_dynamodb(value) for name, value in image.items()}
+    except AttributeError:
+        raise RecordError("malformed-record", "item image is not a map") from None
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+_POSITION_DEPTH: Final = {
+    "Point": 0,
+    "MultiPoint": 1,
+    "LineString": 1,
+    "MultiLineString": 2,
+    "Polygon": 2,
+    "MultiPolygon": 3,
+}
+
+
+def _is_number(value: Any) -> bool:
+    return (type(value) is float or type(value) is int) or isinstance(value, PreciseNumber)
+
+
+def _coordinate(value: Any) -> float:
+    return float(value.text) if isinstance(value, PreciseNumber) else float(value)
+
+
+def _check_position(position: Any) -> None:
+    if not isinstance(position, list) or not 2 <= len(position) <= 3:
+        raise RecordError("invalid-geometry", f"position must be [lon, lat(, z)]: {position!r:.100}")
+    if not all(_is_number(axis) for axis in position):
+        raise RecordError("invalid-geometry", f"position has a non-numeric axis: {position!r:.100}")
+    lon, lat = _coordinate(position[0]), _coordinate(position[1])
+    if not (-180.0 <= lon <= 180.0 and -90.0 <= lat <= 90.0):
+        raise RecordError("invalid-geometry", f"position out of range: {position!r:.100}")
+
+
+def _check_line(line: Any, minimum: int, closed: bool) -> None:
+    if not isinstance(line, list) or len(line) < minimum:
+        raise RecordError("invalid-geometry", f"needs at least {minimum} positions")
+    for position in line:
+        _check_position(position)
+    if closed and line[0] != line[-1]:
+        raise RecordError("invalid-geometry", "polygon ring is not closed")
+
+
+def _check_polygon(rings: Any) -> None:
+    if not isinstance(rings, list) or not rings:
+        raise RecordError("invalid-geometry", "polygon needs at least one ring")
+    for ring in rings:
+        _check_line(ring, 4, closed=True)
+
+
+def _check_list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise RecordError("invalid-geometry", f"{what} must be a list")
+    return value
+
+
+def validate_geometry(geometry: Any) -> None:
+    """Minimal GeoJSON geometry check (type, coordinate nesting, ranges, closed rings)."""
+    if not isinstance(geometry, dict):
+        raise RecordError("invalid-geometry", "geometry is not an object")
+    kind = geometry.get("type")
+    if kind == "GeometryCollection":
+        for member in _check_list(geometry.get("geometries"), "geometries"):
+            validate_geometry(member)
+        return
+    if kind not in _POSITION_DEPTH:
+        raise RecordError("invalid-geometry", f"unsupported geometry type {kind!r:.50}")
+    coordinates = geometry.get("coordinates")
+    if kind == "Point":
+        _check_position(coordinates)
+    elif kind == "MultiPoint":
+        for position in _check_list(coordinates, "coordinates"):
+            _check_position(position)
+    elif kind == "LineString":
+        _check_line(coordinates, 2, closed=False)
+    elif kind == "MultiLineString":
+        for line in _check_list(coordinates, "coordinates"):
+            _check_line(line, 2, closed=False)
+    elif kind == "Polygon":
+        _check_polygon(coordinates)
+    else:
+        for polygon in _check_list(coordinates, "coordinates"):
+            _check_polygon(polygon)
+
+
+def geometry_from_geojson(raw: bytes) -> dict[str, Any]:
+    """Parse a GeoJSON file fetched from S3 (a geometry, a Feature or a FeatureCollection) and validate it."""
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise RecordError("invalid-geometry", f"geometry object is not JSON: {error}") from None
+    if isinstance(parsed, dict) and parsed.get("type") == "Feature":
+        parsed = parsed.get("geometry")
+    elif isinstance(parsed, dict) and parsed.get("type") == "FeatureCollection":
+        features = _check_list(parsed.get("features"), "features")
+        parsed = {
+            "type": "GeometryCollection",
+            "geometries": [
+                feature.get("geometry") if isinstance(feature, dict) else None for feature in features
+            ],
+        }
+    validate_geometry(parsed)
+    return parsed  # type: ignore[no-any-return]
+
+
+def validate_location(location: Any) -> None:
+    if not isinstance(location, dict) or not (
+        _is_number(location.get("lat")) and _is_number(location.get("lon"))
+    ):
+        raise RecordError("invalid-geometry", "location must be {lat, lon} numbers")
+    lat, lon = _coordinate(location["lat"]), _coordinate(location["lon"])
+    if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
+        raise RecordError("invalid-geometry", f"location out of range: {location!r:.100}")
+
+
+def parse_geometry_url(url: Any, allowed_bucket: str | None) -> tuple[str, str]:
+    """`s3://<bucket>/<key>` -> (bucket, key); only the configured geometry bucket is allowed."""
+    if not isinstance(url, str) or not url.startswith("s3://"):
+        raise RecordError("invalid-geometry", f"geometryUrl is not an s3:// URL: {url!r:.200}")
+    bucket, _, key = url[5:].partition("/")
+    if not bucket or not key:
+        raise RecordError("invalid-geometry", f"geometryUrl has no bucket or key: {url!r:.200}")
+    if bucket != allowed_bucket:
+        raise RecordError("geometry-bucket-not-allowed", f"bucket {bucket!r} is not the geometry bucket")
+    return bucket, key
+
+
+# --------------------------------------------------------------------------- stream record -> change
+
+
+@dataclass(slots=True)
+class Change:
+    """One stream record reduced to what the sync needs; `doc` is filled by `build_document`."""
+
+    record: Mapping[str, Any]
+    event_id: str
+    seq: str
+    pk: str
+    sk: str
+    doc_id: str
+    tombstone: bool
+    expired: bool
+    created_at: float | None
+    schema: str = ""
+    index: str = ""
+    indexable: bool = True
+    doc: dict[str, Any] | None = None
+    geometry_url: str | None = None
+
+
+def _key_string(keys: Mapping[str, Any], name: str) -> str:
+    value = keys.get(name)
+    if not isinstance(value, Mapping) or not isinstance(value.get("S"), str):
+        raise RecordError("malformed-record", f"key attribute {name!r} is missing or not a string")
+    text: str = value["S"]
+    return text
+
+
+def padded_sequence(sequence_number: Any) -> str:
+    """A stream SequenceNumber as 40 zero-padded digits, so string order equals numeric order."""
+    if not isinstance(sequence_number, str) or not sequence_number.isdigit() or not sequence_number.isascii():
+        raise RecordError("malformed-record", f"bad SequenceNumber {sequence_number!r:.60}")
+    if len(sequence_number) > SEQUENCE_DIGITS:
+        raise RecordError("malformed-record", f"SequenceNumber longer than {SEQUENCE_DIGITS} digits")
+    return sequence_number.zfill(SEQUENCE_DIGITS)
+
+
+def _creation_time(value: Any) -> float | None:
+    if type(value) is float or type(value) is int:
+        return float(value)
+    timestamp = getattr(value, "timestamp", None)  # boto3 hands out a datetime
+    return float(timestamp()) if callable(timestamp) else None
+
+
+def parse_change(record: Mapping[str, Any]) -> Change:
+    """Read a record's event name, keys, sequence number and schema; cheap, so coalescing can run first."""
+    try:
+        event_name = record["eventName"]
+        stream = record["dynamodb"]
+        keys = stream["Keys"]
+    except (KeyError, TypeError):
+        raise RecordError("malformed-record", "record lacks eventName, dynamodb or dynamodb.Keys") from None
+    if event_name not in ("INSERT", "MODIFY", "REMOVE"):
+        raise RecordError("malformed-record", f"unknown eventName {event_name!r:.40}")
+    if not isinstance(stream, Mapping) or not isinstance(keys, Mapping):
+        raise RecordError("malformed-record", "dynamodb or dynamodb.Keys is not a map")
+    pk = _key_string(keys, "pk")
+    sk = _key_string(keys, "sk")
+    seq = padded_sequence(stream.get("SequenceNumber"))
+    tombstone = event_name == "REMOVE"
+    identity = record.get("userIdentity")
+    expired = (
+        tombstone
+        and isinstance(identity, Mapping)
+        and identity.get("type") == "Service"
+        and identity.get("principalId") == TTL_PRINCIPAL
+    )
+    schema_name, indexable, index = _target(pk)
+    try:
+        doc_id = document_id(pk, sk)
+    except ValueError as error:  # KeyConventionError
+        raise RecordError("malformed-record", str(error)) from None
+    return Change(
+        record=record,
+        event_id=str(record.get("eventID", "")),
+        seq=seq,
+        pk=pk,
+        sk=sk,
+        doc_id=doc_id,
+        tombstone=tombstone,
+        expired=bool(expired),
+        created_at=_creation_time(stream.get("ApproximateCreationDateTime")),
+        schema=schema_name,
+        index=index,
+        indexable=indexable,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _target(pk: str) -> tuple[str, bool, str]:
+    try:
+        schema = schema_of_pk(pk)
+    except Exception as error:  # KeyConventionError and anything else the registry rejects
+        raise RecordError("unknown-schema", str(error)) from None
+    indexable = bool(schema.indexable)
+    return schema.name, indexable, indices.write_alias(schema.name) if indexable else ""
+
+
+def build_document(change: Change, geometry_bucket: str | None) -> None:
+    """Fill `change.doc` from the record: the full new image plus `schema`, or a tombstone's keys.
+
+    An item that references its geometry by URL gets `geometry_url` set; the caller fetches the object
+    and calls `attach_geometry`.
+    """
+    if change.tombstone:
+        change.doc = {"pk": change.pk, "sk": change.sk, SCHEMA_FIELD: change.schema}
+        return
+    image = change.record["dynamodb"].get("NewImage")
+    if image is None:
+        raise RecordError("malformed-record", f"{change.record.get('eventName')} record without NewImage")
+    doc = item_from_dynamodb(image)
+    doc[SCHEMA_FIELD] = change.schema
+    if LOCATION_ATTRIBUTE in doc:
+        validate_location(doc[LOCATION_ATTRIBUTE])
+    url = doc.get(GEOMETRY_URL_ATTRIBUTE)
+    if url is not None:
+        parse_geometry_url(url, geometry_bucket)
+        change.geometry_url = url
+    elif GEOMETRY_ATTRIBUTE in doc:
+        validate_geometry(doc[GEOMETRY_ATTRIBUTE])
+    change.doc = doc
+
+
+def attach_geometry(change: Change, raw: bytes) -> None:
+    """Put the dereferenced GeoJSON into the document in full, as `geometry`."""
+    assert change.doc is not None
+    change.doc[GEOMETRY_ATTRIBUTE] = geometry_from_geojson(raw)
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+class _NeedsPreciseEncoding(Exception):
+    pass
+
+
+def _refuse(value: Any) -> Any:
+    if isinstance(value, PreciseNumber):
+        raise _NeedsPreciseEncoding
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_fast_encode: Callable[[Any], str] = json.JSONEncoder(
+    ensure_ascii=True, check_circular=False, separators=(",", ":"), default=_refuse
+).encode
+
+
+def _precise_encode(value: Any) -> str:
+    if isinstance(value, PreciseNumber):
+        return value.text
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ",".join(
+                encode_basestring_ascii(str(key)) + ":" + _precise_encode(member)
+                for key, member in value.items()
+            )
+            + "}"
+        )
+    if isinstance(value, list):
+        return "[" + ",".join(_precise_encode(member) for member in value) + "]"
+    return _fast_encode(value)
+
+
+def encode_json(value: Any) -> str:
+    """Compact ASCII JSON (so its length in characters is its length in bytes), numbers kept exact."""
+    try:
+        return _fast_encode(value)
+    except _NeedsPreciseEncoding:
+        return _precise_encode(value)
+
+
+def encode_update(change: Change) -> str:
+    """The two NDJSON lines of a bulk `update` that applies this change through the stored script."""
+    return (
+        '{"update":{"_index":'
+        + encode_basestring_ascii(change.index)
+        + ',"_id":'
+        + encode_basestring_ascii(change.doc_id)
+        + '}}\n{"scripted_upsert":true,"upsert":{},"script":{"id":"'
+        + indices.APPLY_SCRIPT_ID
+        + '","params":{"seq":"'
+        + change.seq
+        + ('","tombstone":true,"doc":' if change.tombstone else '","tombstone":false,"doc":')
+        + encode_json(change.doc)
+        + "}}}\n"
+    )
+
+
+def documents_from_records(records: Sequence[Mapping[str, Any]], geometry_bucket: str | None) -> list[Change]:
+    """Convenience for tools and tests: parse and build every record (no coalescing, no geometry fetch)."""
+    changes = []
+    for record in records:
+        change = parse_change(record)
+        build_document(change, geometry_bucket)
+        changes.append(change)
+    return changes

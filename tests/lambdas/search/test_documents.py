@@ -1,0 +1,386 @@
+"""Record -> document transform on real-format DynamoDB stream events (as Lambda delivers them)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from search import documents
+from search.documents import Change, PreciseNumber, RecordError
+
+PK = "geozone::bcparks_1"
+SK = "0000000007"
+STREAM_ARN = "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata/stream/2026-11-30T00:00:00.000"
+BUCKET = "geometry-bucket"
+
+
+def stream_record(
+    event_name: str,
+    new: dict[str, Any] | None = None,
+    old: dict[str, Any] | None = None,
+    *,
+    pk: str = PK,
+    sk: str = SK,
+    seq: str = "4421584500000000017450439091",
+    ttl: bool = False,
+) -> dict[str, Any]:
+    """A record exactly as the Lambda event for a DynamoDB stream carries it."""
+    keys = {"pk": {"S": pk}, "sk": {"S": sk}}
+    body: dict[str, Any] = {
+        "ApproximateCreationDateTime": 1764531000.0,
+        "Keys": keys,
+        "SequenceNumber": seq,
+        "SizeBytes": 120,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    if new is not None:
+        body["NewImage"] = {**keys, **new}
+    if old is not None:
+        body["OldImage"] = {**keys, **old}
+    record: dict[str, Any] = {
+        "eventID": "c4ca4238a0b923820dcc509a6f75849b",
+        "eventName": event_name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "ca-central-1",
+        "dynamodb": body,
+        "eventSourceARN": STREAM_ARN,
+    }
+    if ttl:
+        record["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    return record
+
+
+def transform(record: dict[str, Any], bucket: str | None = BUCKET) -> Change:
+    change = documents.parse_change(record)
+    documents.build_document(change, bucket)
+    return change
+
+
+def bulk_lines(change: Change) -> list[Any]:
+    text = documents.encode_update(change)
+    assert text.endswith("\n") and text.count("\n") == 2
+    return [json.loads(line) for line in text.splitlines()]
+
+
+ALL_TYPES = {
+    "name": {"S": "Golden Ears"},
+    "count": {"N": "42"},
+    "ratio": {"N": "0.25"},
+    "big": {"N": "123456789012345678901234567890123456789"},
+    "precise": {"N": "3.1415926535897932384626433832795028"},
+    "tiny": {"N": "1E-130"},
+    "blob": {"B": "AAECAw=="},
+    "open": {"BOOL": True},
+    "closed": {"BOOL": False},
+    "nothing": {"NULL": True},
+    "tags": {"SS": ["trail", "lake", "camp"]},
+    "sizes": {"NS": ["10", "2.5", "-1"]},
+    "blobs": {"BS": ["Aw==", "AQ=="]},
+    "nested": {"M": {"list": {"L": [{"S": "a"}, {"N": "1"}, {"M": {"deep": {"BOOL": True}}}, {"L": []}]}}},
+    "empty": {"M": {}},
+}
+
+
+def test_insert_indexes_the_full_new_image_plus_schema() -> None:
+    change = transform(stream_record("INSERT", {"name": {"S": "Golden Ears"}}))
+    assert change.doc == {"pk": PK, "sk": SK, "name": "Golden Ears", "schema": "geozone"}
+    assert not change.tombstone
+
+
+def test_document_id_is_pk_hash_sk_and_target_is_the_schemas_write_alias() -> None:
+    change = transform(stream_record("INSERT", {}))
+    assert change.doc_id == f"{PK}#{SK}"
+    assert change.index == "geozone-write"
+
+
+def test_every_attribute_type_becomes_plain_json() -> None:
+    doc = transform(stream_record("INSERT", ALL_TYPES)).doc
+    assert doc is not None
+    assert doc["name"] == "Golden Ears"
+    assert doc["count"] == 42 and type(doc["count"]) is int
+    assert doc["ratio"] == 0.25
+    assert doc["big"] == 123456789012345678901234567890123456789
+    assert doc["precise"] == PreciseNumber("3.1415926535897932384626433832795028")
+    assert doc["tiny"] == PreciseNumber("1E-130") or doc["tiny"] == 1e-130
+    assert doc["blob"] == "AAECAw=="
+    assert doc["open"] is True and doc["closed"] is False and doc["nothing"] is None
+    assert doc["tags"] == ["camp", "lake", "trail"]
+    assert doc["sizes"] == [-1, 2.5, 10]
+    assert doc["blobs"] == ["AQ==", "Aw=="]
+    assert doc["nested"] == {"list": ["a", 1, {"deep": True}, []]}
+    assert doc["empty"] == {}
+
+
+def test_binary_from_boto3_bytes_is_base64_encoded() -> None:
+    assert documents.from_dynamodb({"B": b"\x00\x01"}) == base64.b64encode(b"\x00\x01").decode()
+    assert documents.from_dynamodb({"BS": [b"\x02", b"\x01"]}) == ["AQ==", "Ag=="]
+
+
+def test_numbers_keep_their_precision_in_the_bulk_body() -> None:
+    change = transform(stream_record("INSERT", ALL_TYPES))
+    text = documents.encode_update(change)
+    assert '"precise":3.1415926535897932384626433832795028' in text
+    assert '"big":123456789012345678901234567890123456789' in text
+    params = json.loads(text.splitlines()[1], parse_float=Decimal)["script"]["params"]
+    assert params["doc"]["precise"] == Decimal("3.1415926535897932384626433832795028")
+    assert params["doc"]["tiny"] == Decimal("1E-130")
+
+
+def test_short_decimals_are_plain_floats() -> None:
+    assert documents.from_dynamodb({"N": "-123.456789"}) == -123.456789
+    assert documents.from_dynamodb({"N": "49.2827291234567891"}) == PreciseNumber("49.2827291234567891")
+    assert documents.from_dynamodb({"N": "0.1000000000000000000"}) == 0.1  # same value as the float
+
+
+def test_modify_replaces_the_document_so_removed_attributes_disappear() -> None:
+    record = stream_record("MODIFY", {"name": {"S": "new"}}, {"name": {"S": "old"}, "gone": {"S": "x"}})
+    doc = transform(record).doc
+    assert doc is not None and "gone" not in doc and doc["name"] == "new"
+
+
+def test_remove_becomes_a_tombstone_with_keys_and_schema() -> None:
+    change = transform(stream_record("REMOVE", None, {"name": {"S": "old"}}))
+    assert change.tombstone and not change.expired
+    assert change.doc == {"pk": PK, "sk": SK, "schema": "geozone"}
+    _action, update = bulk_lines(change)
+    assert update["script"]["params"]["tombstone"] is True
+
+
+def test_ttl_expiry_is_a_remove_by_the_dynamodb_service() -> None:
+    change = transform(stream_record("REMOVE", None, {"expiresAt": {"N": "1764531000"}}, ttl=True))
+    assert change.tombstone and change.expired
+
+
+def test_user_remove_with_another_identity_is_not_an_expiry() -> None:
+    record = stream_record("REMOVE", None, {})
+    record["userIdentity"] = {"type": "Service", "principalId": "someone.amazonaws.com"}
+    assert not transform(record).expired
+
+
+def test_bulk_action_is_a_scripted_upsert_through_the_stored_script() -> None:
+    change = transform(stream_record("INSERT", {"name": {"S": "x"}}, seq="17"))
+    action, update = bulk_lines(change)
+    assert action == {"update": {"_index": "geozone-write", "_id": f"{PK}#{SK}"}}
+    assert update["scripted_upsert"] is True and update["upsert"] == {}
+    assert update["script"]["id"] == "refdata-sync-apply"
+    params = update["script"]["params"]
+    assert params["seq"] == "17".zfill(40) and len(params["seq"]) == 40
+    assert params["tombstone"] is False
+    assert params["doc"] == {"pk": PK, "sk": SK, "name": "x", "schema": "geozone"}
+
+
+def test_padded_sequence_numbers_sort_like_numbers() -> None:
+    small, large = documents.padded_sequence("999"), documents.padded_sequence("1000")
+    assert small < large
+
+
+def test_bulk_body_is_ascii_so_length_is_bytes_and_unicode_round_trips() -> None:
+    change = transform(stream_record("INSERT", {"name": {"S": 'Tŝilhqot\'in "Nen" 🏔'}}))
+    text = documents.encode_update(change)
+    assert text.isascii()
+    assert json.loads(text.splitlines()[1])["script"]["params"]["doc"]["name"] == 'Tŝilhqot\'in "Nen" 🏔'
+
+
+@pytest.mark.parametrize(
+    ("record", "kind"),
+    [
+        ({"eventName": "INSERT"}, "malformed-record"),
+        (stream_record("UPSERT", {}), "malformed-record"),
+        (
+            {**stream_record("INSERT", {}), "dynamodb": {"Keys": {"pk": {"S": PK}}, "SequenceNumber": "1"}},
+            None,
+        ),
+        (stream_record("INSERT", {}, seq="12a"), "malformed-record"),
+        (stream_record("INSERT", {}, seq="1" * 41), "malformed-record"),
+        (stream_record("INSERT", {}, pk="nosuchschema::x"), "unknown-schema"),
+        (stream_record("INSERT", {}, pk="geozone::a#b"), "malformed-record"),
+    ],
+)
+def test_malformed_records_are_permanent_failures(record: dict[str, Any], kind: str | None) -> None:
+    with pytest.raises(RecordError) as raised:
+        transform(record)
+    assert raised.value.kind == (kind or "malformed-record")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"X": "1"}, {"N": "abc"}, {"N": "NaN"}, {"N": "Infinity"}, {"S": "a", "N": "1"}, "S", {"BOOL": "yes"}],
+)
+def test_malformed_values_are_permanent_failures(value: Any) -> None:
+    with pytest.raises(RecordError) as raised:
+        transform(stream_record("INSERT", {"bad": value}))
+    assert raised.value.kind == "malformed-record"
+
+
+def test_insert_without_new_image_is_malformed() -> None:
+    record = stream_record("INSERT", None)
+    with pytest.raises(RecordError, match="without NewImage"):
+        transform(record)
+
+
+def test_non_string_key_is_malformed() -> None:
+    record = stream_record("INSERT", {})
+    record["dynamodb"]["Keys"]["sk"] = {"N": "7"}
+    with pytest.raises(RecordError, match="key attribute 'sk'"):
+        transform(record)
+
+
+def test_non_indexable_schema_is_flagged_not_failed() -> None:
+    change = documents.parse_change(
+        stream_record("INSERT", {}, pk="counter::geozone::bcparks_1", sk="counter")
+    )
+    assert change.indexable is False and change.schema == "counter"
+
+
+SQUARE = [[[-123.0, 49.0], [-122.0, 49.0], [-122.0, 50.0], [-123.0, 50.0], [-123.0, 49.0]]]
+
+
+def dynamo(value: Any) -> Any:
+    return TypeSerializer().serialize(json.loads(json.dumps(value), parse_float=Decimal))
+
+
+def test_inline_geometry_and_location_are_kept() -> None:
+    new = {
+        "geometry": dynamo({"type": "Polygon", "coordinates": SQUARE}),
+        "location": dynamo({"lat": 49.5, "lon": -122.5}),
+    }
+    doc = transform(stream_record("INSERT", new)).doc
+    assert doc is not None
+    assert doc["geometry"] == {"type": "Polygon", "coordinates": SQUARE}
+    assert doc["location"] == {"lat": 49.5, "lon": -122.5}
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [
+        {"type": "Polygon", "coordinates": [SQUARE[0][:-1]]},  # ring not closed
+        {"type": "Polygon", "coordinates": [[[0, 0], [1, 1], [0, 0]]]},  # ring too short
+        {"type": "Point", "coordinates": [200, 10]},  # longitude out of range
+        {"type": "Point", "coordinates": ["a", 10]},
+        {"type": "LineString", "coordinates": [[0, 0]]},
+        {"type": "Circle", "coordinates": [0, 0]},
+        {"type": "MultiPolygon", "coordinates": SQUARE},  # one nesting level short
+        {"coordinates": [0, 0]},
+    ],
+)
+def test_invalid_inline_geometry_is_a_permanent_failure(geometry: dict[str, Any]) -> None:
+    with pytest.raises(RecordError) as raised:
+        transform(stream_record("INSERT", {"geometry": dynamo(geometry)}))
+    assert raised.value.kind == "invalid-geometry"
+
+
+@pytest.mark.parametrize("location", [{"lat": 91, "lon": 0}, {"lat": "x", "lon": 0}, [1, 2]])
+def test_invalid_location_is_a_permanent_failure(location: Any) -> None:
+    with pytest.raises(RecordError, match="location"):
+        transform(stream_record("INSERT", {"location": dynamo(location)}))
+
+
+def test_valid_geometries_of_every_type_pass() -> None:
+    for geometry in [
+        {"type": "Point", "coordinates": [-123.1, 49.2, 10]},
+        {"type": "MultiPoint", "coordinates": [[0, 0], [1, 1]]},
+        {"type": "LineString", "coordinates": [[0, 0], [1, 1]]},
+        {"type": "MultiLineString", "coordinates": [[[0, 0], [1, 1]]]},
+        {"type": "Polygon", "coordinates": SQUARE},
+        {"type": "MultiPolygon", "coordinates": [SQUARE]},
+        {"type": "GeometryCollection", "geometries": [{"type": "Point", "coordinates": [0, 0]}]},
+    ]:
+        documents.validate_geometry(geometry)
+
+
+def test_geometry_url_marks_the_change_for_dereferencing() -> None:
+    change = transform(stream_record("INSERT", {"geometryUrl": {"S": f"s3://{BUCKET}/geozone/7.json"}}))
+    assert change.geometry_url == f"s3://{BUCKET}/geozone/7.json"
+    documents.attach_geometry(
+        change,
+        json.dumps({"type": "Feature", "geometry": {"type": "Polygon", "coordinates": SQUARE}}).encode(),
+    )
+    assert change.doc is not None and change.doc["geometry"]["coordinates"] == SQUARE
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("s3://another-bucket/x.json", "geometry-bucket-not-allowed"),
+        ("https://example.com/x.json", "invalid-geometry"),
+        (f"s3://{BUCKET}/", "invalid-geometry"),
+    ],
+)
+def test_geometry_url_outside_the_geometry_bucket_is_rejected(url: str, kind: str) -> None:
+    with pytest.raises(RecordError) as raised:
+        transform(stream_record("INSERT", {"geometryUrl": {"S": url}}))
+    assert raised.value.kind == kind
+
+
+def test_geojson_file_that_is_not_json_or_not_valid_is_rejected() -> None:
+    with pytest.raises(RecordError, match="not JSON"):
+        documents.geometry_from_geojson(b"{not json")
+    with pytest.raises(RecordError, match="not closed"):
+        documents.geometry_from_geojson(
+            json.dumps({"type": "Polygon", "coordinates": [SQUARE[0][:-1]]}).encode()
+        )
+
+
+def test_feature_collection_becomes_a_geometry_collection() -> None:
+    raw = json.dumps(
+        {
+            "type": "FeatureCollection",
+            "features": [{"type": "Feature", "geometry": {"type": "Point", "coordinates": [1, 2]}}],
+        }
+    ).encode()
+    assert documents.geometry_from_geojson(raw) == {
+        "type": "GeometryCollection",
+        "geometries": [{"type": "Point", "coordinates": [1, 2]}],
+    }
+
+
+def test_creation_time_is_read_from_epoch_seconds_or_a_datetime() -> None:
+    from datetime import UTC, datetime
+
+    record = stream_record("INSERT", {})
+    assert documents.parse_change(record).created_at == 1764531000.0
+    record["dynamodb"]["ApproximateCreationDateTime"] = datetime(2026, 11, 30, tzinfo=UTC)
+    assert documents.parse_change(record).created_at == datetime(2026, 11, 30, tzinfo=UTC).timestamp()
+
+
+# Property: the fast decoder agrees with boto3's TypeDeserializer, and the encoded JSON keeps every digit.
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.text(max_size=20)
+    | st.integers(min_value=-(10**38), max_value=10**38)
+    | st.decimals(allow_nan=False, allow_infinity=False, places=None)
+    .filter(lambda d: d == 0 or Decimal("1E-129") < abs(d) < Decimal("1E+125"))
+    .map(lambda d: Decimal(f"{d:.20g}")),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_decoder_matches_boto3_and_keeps_every_digit(value: Any) -> None:
+    typed = TypeSerializer().serialize(value)
+    expected = TypeDeserializer().deserialize(typed)
+    decoded = documents.from_dynamodb(typed)
+    round_tripped = json.loads(documents.encode_json(decoded), parse_float=Decimal, parse_int=Decimal)
+
+    def normalise(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {key: normalise(member) for key, member in item.items()}
+        if isinstance(item, list):
+            return [normalise(member) for member in item]
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            return item
+        return Decimal(item)
+
+    assert normalise(round_tripped) == normalise(expected)
