@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 
+from datamodel.item_size import MAX_PK_BYTES, MAX_SK_BYTES
 from datamodel.registry import (
     SEPARATOR,
     CounterSk,
@@ -31,9 +32,6 @@ PART_SEPARATOR = "#"
 META = "META"
 TEXT = "TEXT"
 COMMENT = "COMMENT"
-# DynamoDB's limits on key attribute values, in UTF-8 bytes.
-MAX_PK_BYTES = 2048
-MAX_SK_BYTES = 1024
 
 Value = str | int | date
 

@@ -1,0 +1,120 @@
+"""Item writes that assign a globalId once at creation and never change it, and lookup by globalId.
+
+The `globalId` GSI projects KEYS_ONLY, so a lookup is a GSI Query for the item's key followed by a
+GetItem on the base table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from boto3.dynamodb.conditions import Attr, Key
+from botocore.exceptions import ClientError
+
+from datamodel.item_size import check_item
+from datamodel.keys import parse_key
+from datamodel.registry import KeyConventionError, get_schema
+
+GLOBAL_ID = "globalId"
+GLOBAL_ID_INDEX = "globalId"
+KEY_ATTRIBUTES = frozenset({"pk", "sk"})
+
+
+class GlobalIdError(ValueError):
+    """A write would set or change a globalId, or one globalId names more than one item."""
+
+
+class ItemExistsError(ValueError):
+    """A create found an item already stored under the same pk and sk."""
+
+
+def _schema_of(item: Mapping[str, Any]) -> Any:
+    if not isinstance(item.get("pk"), str) or not isinstance(item.get("sk"), str):
+        raise KeyConventionError("an item needs string 'pk' and 'sk' attributes")
+    return get_schema(parse_key(item["pk"], item["sk"]).schema)
+
+
+def _is_conditional_failure(error: ClientError) -> bool:
+    return bool(error.response["Error"]["Code"] == "ConditionalCheckFailedException")
+
+
+def create_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
+    """Put a new item (never overwriting), giving it a fresh globalId if its schema has one."""
+    schema = _schema_of(item)
+    if GLOBAL_ID in item:
+        raise GlobalIdError(f"globalId is assigned at creation, not given ({item['pk']!r} {item['sk']!r})")
+    stored = dict(item)
+    if schema.global_id:
+        stored[GLOBAL_ID] = str(uuid.uuid4())
+    check_item(stored)
+    try:
+        table.put_item(Item=stored, ConditionExpression=Attr("pk").not_exists())
+    except ClientError as error:
+        if _is_conditional_failure(error):
+            raise ItemExistsError(f"item {item['pk']!r} {item['sk']!r} already exists") from error
+        raise
+    return stored
+
+
+def replace_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
+    """Replace an existing item whole; for globalId schemas the item must carry the stored globalId."""
+    schema = _schema_of(item)
+    check_item(item)
+    if schema.global_id:
+        if not isinstance(item.get(GLOBAL_ID), str):
+            raise GlobalIdError(f"replacing {item['pk']!r} {item['sk']!r} needs its stored globalId")
+        condition = Attr(GLOBAL_ID).eq(item[GLOBAL_ID])
+    elif GLOBAL_ID in item:
+        raise GlobalIdError(f"schema {schema.name!r} items have no globalId")
+    else:
+        condition = Attr("pk").exists()
+    try:
+        table.put_item(Item=dict(item), ConditionExpression=condition)
+    except ClientError as error:
+        if _is_conditional_failure(error):
+            raise GlobalIdError(
+                f"item {item['pk']!r} {item['sk']!r} does not exist with globalId {item.get(GLOBAL_ID)!r}"
+            ) from error
+        raise
+    return dict(item)
+
+
+def update_attributes(table: Any, pk: str, sk: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """SET the given attributes on an existing item; keys and globalId cannot be changed this way."""
+    _schema_of({"pk": pk, "sk": sk})
+    forbidden = sorted(set(changes) & (KEY_ATTRIBUTES | {GLOBAL_ID}))
+    if forbidden or not changes:
+        raise GlobalIdError(f"update of {pk!r} {sk!r} must set other attributes than {forbidden or 'none'}")
+    names = {f"#a{i}": name for i, name in enumerate(changes)}
+    values = {f":v{i}": value for i, value in enumerate(changes.values())}
+    assignments = ", ".join(f"#a{i} = :v{i}" for i in range(len(changes)))
+    try:
+        response = table.update_item(
+            Key={"pk": pk, "sk": sk},
+            UpdateExpression=f"SET {assignments}",
+            ConditionExpression=Attr("pk").exists(),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+    except ClientError as error:
+        if _is_conditional_failure(error):
+            raise KeyError(f"no item {pk!r} {sk!r}") from error
+        raise
+    return dict(response["Attributes"])
+
+
+def lookup(table: Any, global_id: str) -> dict[str, Any] | None:
+    """The one item with this globalId, or None: GSI Query for its key, then GetItem."""
+    response = table.query(
+        IndexName=GLOBAL_ID_INDEX, KeyConditionExpression=Key(GLOBAL_ID).eq(global_id), Limit=2
+    )
+    keys = response["Items"]
+    if len(keys) > 1:
+        raise GlobalIdError(f"globalId {global_id!r} names more than one item")
+    if not keys:
+        return None
+    found = table.get_item(Key={"pk": keys[0]["pk"], "sk": keys[0]["sk"]}).get("Item")
+    return dict(found) if found is not None else None

@@ -1,0 +1,113 @@
+"""DynamoDB item size, by the documented sizing rules, and the checks DynamoDB applies on a put.
+
+Rules (docs: "DynamoDB item sizes and formats"): every attribute counts the UTF-8 bytes of its name plus
+its value. String: UTF-8 bytes. Number: 1 byte per two significant digits (leading and trailing zeros
+trimmed), rounded up, plus 1. Binary: raw bytes. Boolean and null: 1. List and Map: 3 bytes plus 1 byte
+per element plus the elements (a map element counts its key's bytes). Sets: the sum of their members.
+The documentation calls the number rule approximate; it is the only published one, so write thresholds
+leave a margin below the 400 KB limit rather than relying on the last byte.
+
+Values are those the boto3 resource API takes: str, int, Decimal, bool, None, bytes, boto3 Binary,
+list, dict and non-empty sets. Floats are refused as boto3 refuses them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence, Set
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import Binary
+
+MAX_ITEM_BYTES = 400 * 1024
+MAX_PK_BYTES = 2048
+MAX_SK_BYTES = 1024
+MAX_NESTING = 32
+MAX_NUMBER_DIGITS = 38
+MIN_NUMBER_EXPONENT = -130
+MAX_NUMBER_EXPONENT = 125
+
+
+class ItemSizeError(ValueError):
+    """An item, or a value in it, that DynamoDB would refuse."""
+
+
+def number_size(value: int | Decimal) -> int:
+    """Bytes for a number: ceil(significant digits / 2) + 1."""
+    number = Decimal(value)
+    if not number.is_finite():
+        raise ItemSizeError(f"number {value!r} is not finite")
+    if number.is_zero():
+        return 1
+    # Not normalize(): it rounds to the context precision (28 digits) and would hide a 39-digit number.
+    digits = len("".join(map(str, number.as_tuple().digits)).strip("0"))
+    if digits > MAX_NUMBER_DIGITS:
+        raise ItemSizeError(f"number {value!r} has more than {MAX_NUMBER_DIGITS} significant digits")
+    if not MIN_NUMBER_EXPONENT <= number.adjusted() <= MAX_NUMBER_EXPONENT:
+        raise ItemSizeError(f"number {value!r} is outside DynamoDB's range 1E-130 .. 9.99E+125")
+    return math.ceil(digits / 2) + 1
+
+
+def value_size(value: Any, depth: int = 1) -> int:
+    """Bytes for one attribute value, without its name."""
+    if depth > MAX_NESTING:
+        raise ItemSizeError(f"value nests deeper than DynamoDB's {MAX_NESTING} levels")
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    if isinstance(value, int | Decimal):
+        return number_size(value)
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, Binary):
+        return len(value.value)
+    if isinstance(value, Mapping):
+        return 3 + sum(len(str(k).encode("utf-8")) + value_size(v, depth + 1) + 1 for k, v in value.items())
+    if isinstance(value, Set):
+        return _set_size(value)
+    if isinstance(value, Sequence):
+        return 3 + sum(value_size(v, depth + 1) + 1 for v in value)
+    raise ItemSizeError(f"value {value!r} of type {type(value).__name__} cannot be stored (use Decimal)")
+
+
+def _set_size(members: Set[Any]) -> int:
+    if not members:
+        raise ItemSizeError("sets must not be empty")
+    kinds = {_set_kind(m) for m in members}
+    if len(kinds) != 1 or None in kinds:
+        raise ItemSizeError(f"set {members!r} must hold only strings, only numbers or only binaries")
+    return sum(value_size(m) for m in members)
+
+
+def _set_kind(member: Any) -> str | None:
+    if isinstance(member, bool):
+        return None
+    if isinstance(member, str):
+        return "S"
+    if isinstance(member, int | Decimal):
+        return "N"
+    if isinstance(member, bytes | Binary):
+        return "B"
+    return None
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """Bytes of a whole item: attribute names plus values."""
+    for name in item:
+        if not isinstance(name, str) or not name:
+            raise ItemSizeError(f"attribute name {name!r} must be a non-empty string")
+    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
+
+
+def check_item(item: Mapping[str, Any]) -> int:
+    """The item's size, or ItemSizeError for anything a put would be refused for."""
+    for name, limit in (("pk", MAX_PK_BYTES), ("sk", MAX_SK_BYTES)):
+        key = item.get(name)
+        if not isinstance(key, str) or not key or len(key.encode("utf-8")) > limit:
+            raise ItemSizeError(f"key attribute {name!r} must be a string of 1..{limit} bytes, got {key!r}")
+    size = item_size(item)
+    if size > MAX_ITEM_BYTES:
+        raise ItemSizeError(f"item {item['pk']!r} {item['sk']!r} is {size} bytes; DynamoDB's limit is 400 KB")
+    return size

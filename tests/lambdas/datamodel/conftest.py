@@ -1,0 +1,54 @@
+"""moto-backed table (pk/sk, KEYS_ONLY globalId GSI) and geometry bucket for datamodel integration tests."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+REGION = "ca-central-1"
+TABLE_NAME = "refdata"
+BUCKET = "geometry-bucket"
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def table(aws: None) -> Any:
+    dynamodb = boto3.resource("dynamodb", region_name=REGION)
+    return dynamodb.create_table(
+        TableName=TABLE_NAME,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "globalId", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "globalId",
+                "KeySchema": [{"AttributeName": "globalId", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+    )
+
+
+@pytest.fixture
+def s3(aws: None) -> Any:
+    client = boto3.client("s3", region_name=REGION)
+    client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    return client
