@@ -1,0 +1,1 @@
+"""Custom resource that puts the stored script, index templates and first index versions in place."""

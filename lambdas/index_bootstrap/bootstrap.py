@@ -1,0 +1,152 @@
+"""Idempotent set-up of the OpenSearch side for a list of indexable schemas.
+
+Run on every deployment: puts the stored ordering script and one composable template per schema
+(both idempotent PUTs), then per schema either creates `<schema>-v1` behind the read and write aliases
+(no version yet), creates `<schema>-v<N+1>` without touching the aliases (the newest version's mapping
+fingerprint differs from the desired one: a reindex fills it and swaps the aliases later), or does nothing.
+It never deletes an index and never moves an alias.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from search.indices import (
+    APPLY_SCRIPT_ID,
+    index_mappings,
+    index_name,
+    index_pattern,
+    index_template,
+    index_version,
+    mapping_fingerprint,
+    read_alias,
+    read_alias_filter,
+    stored_fingerprint,
+    stored_script_body,
+    template_name,
+    write_alias,
+)
+from search.transport import OpenSearchTransport, Response, TransportError, path_segment
+
+logger = logging.getLogger(__name__)
+
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+
+Action = Literal["created_first_version", "created_new_version", "unchanged"]
+
+
+class BootstrapError(Exception):
+    """OpenSearch refused a bootstrap step; the message names the step and OpenSearch's error reason."""
+
+
+@dataclass(frozen=True)
+class SchemaOutcome:
+    schema: str
+    action: Action
+    latest_index: str
+    created_index: str | None
+
+
+class IndexBootstrap:
+    """The bootstrap steps over one transport, with a small bounded retry on throttling and unavailability."""
+
+    def __init__(
+        self,
+        transport: OpenSearchTransport,
+        *,
+        max_attempts: int = 3,
+        backoff_seconds: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._transport = transport
+        self._max_attempts = max_attempts
+        self._backoff_seconds = backoff_seconds
+        self._sleep = sleep
+
+    def run(self, schemas: Sequence[str]) -> list[SchemaOutcome]:
+        self._send("PUT", f"_scripts/{APPLY_SCRIPT_ID}", stored_script_body())
+        for schema in schemas:
+            self._send(
+                "PUT", f"_index_template/{path_segment(template_name(schema))}", index_template(schema)
+            )
+        return [self._ensure_index(schema) for schema in schemas]
+
+    def _ensure_index(self, schema: str) -> SchemaOutcome:
+        desired = index_mappings(schema)
+        existing = self._send("GET", index_pattern(schema)).json()
+        versions = {
+            version: body
+            for name, body in existing.items()
+            if (version := index_version(schema, name)) is not None
+        }
+        if not versions:
+            first = index_name(schema, 1)
+            aliases = {
+                read_alias(schema): {"filter": read_alias_filter()},
+                write_alias(schema): {"is_write_index": True},
+            }
+            self._create_index(first, {"mappings": desired, "aliases": aliases}, desired)
+            logger.info(json.dumps({"schema": schema, "created": first, "aliases": sorted(aliases)}))
+            return SchemaOutcome(schema, "created_first_version", first, first)
+
+        latest_version = max(versions)
+        latest = index_name(schema, latest_version)
+        if stored_fingerprint(versions[latest_version].get("mappings", {})) == mapping_fingerprint(desired):
+            return SchemaOutcome(schema, "unchanged", latest, None)
+        successor = index_name(schema, latest_version + 1)
+        self._create_index(successor, {"mappings": desired}, desired)
+        logger.info(
+            json.dumps(
+                {
+                    "schema": schema,
+                    "created": successor,
+                    "aliases_left_on": latest,
+                    "reason": "mapping changed",
+                }
+            )
+        )
+        return SchemaOutcome(schema, "created_new_version", successor, successor)
+
+    def _create_index(self, name: str, body: Mapping[str, Any], desired: Mapping[str, Any]) -> None:
+        response = self._request("PUT", name, body)
+        if response.ok:
+            return
+        if _error_type(response) == "resource_already_exists_exception":
+            # An earlier attempt of this same step may have succeeded after its response was lost.
+            mappings = self._send("GET", name).json().get(name, {}).get("mappings", {})
+            if stored_fingerprint(mappings) == mapping_fingerprint(desired):
+                return
+        raise BootstrapError(f"PUT {name} failed: {response.error_reason()}")
+
+    def _send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
+        response = self._request(method, path, body)
+        if not response.ok:
+            raise BootstrapError(f"{method} {path} failed: {response.error_reason()}")
+        return response
+
+    def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
+        payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        for attempt in range(1, self._max_attempts + 1):
+            try:
+                response = self._transport.request(method, path, payload)
+            except TransportError as error:
+                if attempt == self._max_attempts:
+                    raise BootstrapError(f"{method} {path} failed: {error}") from error
+            else:
+                if response.status not in RETRYABLE_STATUSES or attempt == self._max_attempts:
+                    return response
+            self._sleep(self._backoff_seconds * 2 ** (attempt - 1))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _error_type(response: Response) -> str | None:
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("type") if isinstance(error, dict) else None

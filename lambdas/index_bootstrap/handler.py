@@ -1,0 +1,78 @@
+"""onEvent handler of the index bootstrap custom resource (CDK `custom_resources.Provider`).
+
+ResourceProperties (set by the index bootstrap construct; CloudFormation passes every value as a string):
+- `Endpoint` (required): the domain endpoint, bare host as `DomainEndpoint` returns it, or a URL.
+- `Region` (optional): region used to sign requests; defaults to the function's `AWS_REGION`.
+- `RequestTimeoutSeconds` (optional, default 30): timeout of each OpenSearch request.
+- `Fingerprint` (optional, not read): `search.indices.bootstrap_fingerprint(...)` of the deployed code, so a
+  template or script change alters the properties and CloudFormation sends an Update.
+
+The endpoint comes from the properties rather than the function's environment so that a new domain
+endpoint is itself a property change (an Update with a new physical id). Create and Update run the
+idempotent bootstrap; Delete changes nothing, so indices and their data outlive the stack resource.
+Errors propagate: the provider framework then reports FAILED with the exception message, which carries
+OpenSearch's error reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from datamodel.registry import indexable_schemas
+from search.transport import OpenSearchTransport, normalize_endpoint
+
+from index_bootstrap.bootstrap import IndexBootstrap
+
+logger = logging.getLogger(__name__)
+logger.setLevel(logging.INFO)
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+
+
+def physical_resource_id(endpoint: str) -> str:
+    return f"opensearch-index-bootstrap:{normalize_endpoint(endpoint).split('://', 1)[1]}"
+
+
+def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
+    request_type = event["RequestType"]
+    if request_type == "Delete":
+        logger.info(json.dumps({"request": "Delete", "note": "indices are kept"}))
+        return {"PhysicalResourceId": event["PhysicalResourceId"]}
+    if request_type not in ("Create", "Update"):
+        raise ValueError(f"unknown RequestType {request_type!r}")
+
+    properties = event.get("ResourceProperties", {})
+    endpoint = properties.get("Endpoint")
+    if not endpoint:
+        raise ValueError("ResourceProperties.Endpoint is required (the OpenSearch domain endpoint)")
+    region = properties.get("Region") or os.environ.get("AWS_REGION")
+    if not region:
+        raise ValueError("ResourceProperties.Region is not set and AWS_REGION is not in the environment")
+    timeout = float(properties.get("RequestTimeoutSeconds", DEFAULT_TIMEOUT_SECONDS))
+
+    transport = OpenSearchTransport(endpoint, region, timeout_seconds=timeout)
+    try:
+        outcomes = IndexBootstrap(transport, sleep=_sleep).run(
+            [schema.name for schema in indexable_schemas()]
+        )
+    finally:
+        transport.close()
+
+    for outcome in outcomes:
+        logger.info(json.dumps({"request": request_type, "schema": outcome.schema, "action": outcome.action}))
+    return {
+        "PhysicalResourceId": physical_resource_id(endpoint),
+        "Data": {
+            "LatestIndices": ",".join(outcome.latest_index for outcome in outcomes),
+            "CreatedIndices": ",".join(o.created_index for o in outcomes if o.created_index),
+        },
+    }
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)

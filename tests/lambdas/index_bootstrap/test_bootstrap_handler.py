@@ -1,0 +1,184 @@
+"""The index bootstrap custom resource against the loopback OpenSearch server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from datamodel.registry import indexable_schemas
+from index_bootstrap import handler
+from index_bootstrap.bootstrap import BootstrapError
+from search.indices import APPLY_SCRIPT_ID, APPLY_SCRIPT_SOURCE, index_mappings, mapping_fingerprint
+
+from tests.support.opensearch_server import (
+    ROUTE_ALIASES,
+    ROUTE_INDEX,
+    ROUTE_INDEX_TEMPLATE,
+    ROUTE_SCRIPTS,
+    LoopbackOpenSearch,
+)
+
+pytestmark = pytest.mark.integration
+
+REGION = "eu-west-1"
+SCHEMAS = [schema.name for schema in indexable_schemas()]
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackOpenSearch]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDBOOTSTRAP")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "bootstrap-secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setattr(handler, "_sleep", lambda seconds: None)
+    with LoopbackOpenSearch(credentials=("AKIDBOOTSTRAP", "bootstrap-secret"), region=REGION) as running:
+        yield running
+
+
+def event(server: LoopbackOpenSearch, request_type: str = "Create", **extra: Any) -> dict[str, Any]:
+    return {
+        "RequestType": request_type,
+        "ResourceProperties": {"Endpoint": server.endpoint, "Region": REGION, "RequestTimeoutSeconds": "2"},
+        **extra,
+    }
+
+
+def puts_of(server: LoopbackOpenSearch, route: str) -> dict[str, Any]:
+    return {request.path: request.json() for request in server.requests_to(route, "PUT")}
+
+
+def test_first_run_creates_version_one_behind_both_aliases(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+
+    assert server.index_names() == ["booking-v1", "geozone-v1", "productdate-v1"]
+    aliases = server.aliases_of("geozone-v1")
+    assert aliases["geozone"] == {"filter": {"bool": {"must_not": [{"term": {"tombstone": True}}]}}}
+    assert aliases["geozone-write"] == {"is_write_index": True}
+
+
+def test_templates_map_geometry_location_and_keys_explicitly(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+
+    template = puts_of(server, ROUTE_INDEX_TEMPLATE)["/_index_template/geozone-template"]
+    mappings = template["template"]["mappings"]
+    assert template["index_patterns"] == ["geozone-v*"]
+    assert mappings["properties"]["geometry"] == {"type": "geo_shape"}
+    assert mappings["properties"]["location"] == {"type": "geo_point"}
+    for key in ("pk", "sk", "globalId", "schema", "stream_seq"):
+        assert mappings["properties"][key] == {"type": "keyword"}
+    assert mappings["properties"]["tombstone"] == {"type": "boolean"}
+    assert (mappings["date_detection"], mappings["numeric_detection"]) == (False, False)
+
+
+def test_every_indexable_schema_gets_a_template(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+
+    assert sorted(puts_of(server, ROUTE_INDEX_TEMPLATE)) == sorted(
+        f"/_index_template/{schema.lower()}-template" for schema in SCHEMAS
+    )
+
+
+def test_created_index_carries_the_mapping_fingerprint(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+
+    meta = server.cluster.indices["productdate-v1"].mappings["_meta"]
+    assert meta["mapping_fingerprint"] == mapping_fingerprint(index_mappings("productDate"))
+
+
+def test_stored_script_is_put_with_its_painless_source(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+
+    body = puts_of(server, ROUTE_SCRIPTS)[f"/_scripts/{APPLY_SCRIPT_ID}"]
+    assert body == {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE}}
+
+
+def test_second_run_creates_no_index_and_moves_no_alias(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+    before = {name: server.aliases_of(name) for name in server.index_names()}
+    index_puts = server.count(ROUTE_INDEX, "PUT")
+
+    response = handler.on_event(event(server, "Update", PhysicalResourceId="x"), None)
+
+    assert server.count(ROUTE_INDEX, "PUT") == index_puts
+    assert server.count(ROUTE_ALIASES) == 0
+    assert {name: server.aliases_of(name) for name in server.index_names()} == before
+    assert response["Data"]["CreatedIndices"] == ""
+
+
+def test_mapping_change_creates_next_version_without_moving_aliases(server: LoopbackOpenSearch) -> None:
+    old_mappings = {"_meta": {"mapping_fingerprint": "older"}, "properties": {"pk": {"type": "keyword"}}}
+    server.cluster.create_index(
+        "geozone-v1",
+        {"mappings": old_mappings, "aliases": {"geozone": {}, "geozone-write": {"is_write_index": True}}},
+    )
+
+    response = handler.on_event(event(server), None)
+
+    assert "geozone-v2" in server.index_names()
+    assert server.aliases_of("geozone-v2") == {}
+    assert set(server.aliases_of("geozone-v1")) == {"geozone", "geozone-write"}
+    assert "geozone-v2" in response["Data"]["CreatedIndices"].split(",")
+
+
+def test_latest_version_decides_when_several_exist(server: LoopbackOpenSearch) -> None:
+    server.cluster.create_index("booking-v1", {"mappings": {"_meta": {"mapping_fingerprint": "older"}}})
+    server.cluster.create_index("booking-v2", {"mappings": index_mappings("booking")})
+
+    handler.on_event(event(server), None)
+
+    assert [name for name in server.index_names() if name.startswith("booking")] == [
+        "booking-v1",
+        "booking-v2",
+    ]
+
+
+def test_error_response_raises_with_the_opensearch_reason(server: LoopbackOpenSearch) -> None:
+    server.fail_next(
+        ROUTE_INDEX_TEMPLATE,
+        400,
+        error_type="mapper_parsing_exception",
+        reason="No handler for type [geoshape]",
+    )
+
+    with pytest.raises(BootstrapError, match=r"mapper_parsing_exception: No handler for type \[geoshape\]"):
+        handler.on_event(event(server), None)
+
+
+def test_throttling_is_retried_a_bounded_number_of_times(server: LoopbackOpenSearch) -> None:
+    server.fail_next(ROUTE_SCRIPTS, 429, retry_after=1, times=2)
+
+    handler.on_event(event(server), None)
+
+    assert server.count(ROUTE_SCRIPTS) == 3
+
+
+def test_persistent_unavailability_fails_after_the_last_attempt(server: LoopbackOpenSearch) -> None:
+    server.fail_next(ROUTE_SCRIPTS, 503, times=5)
+
+    with pytest.raises(BootstrapError, match="HTTP 503"):
+        handler.on_event(event(server), None)
+    assert server.count(ROUTE_SCRIPTS) == 3
+
+
+def test_delete_keeps_every_index(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+    indices = server.index_names()
+
+    response = handler.on_event(event(server, "Delete", PhysicalResourceId="bootstrap-id"), None)
+
+    assert response == {"PhysicalResourceId": "bootstrap-id"}
+    assert server.index_names() == indices
+    assert server.count(ROUTE_INDEX, "DELETE") == 0
+
+
+def test_physical_id_is_stable_for_one_endpoint(server: LoopbackOpenSearch) -> None:
+    first = handler.on_event(event(server), None)["PhysicalResourceId"]
+    second = handler.on_event(event(server, "Update", PhysicalResourceId=first), None)["PhysicalResourceId"]
+
+    assert first == second == f"opensearch-index-bootstrap:127.0.0.1:{server.port}"
+
+
+def test_missing_endpoint_is_an_error_naming_the_property() -> None:
+    with pytest.raises(ValueError, match="Endpoint"):
+        handler.on_event({"RequestType": "Create", "ResourceProperties": {}}, None)
