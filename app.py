@@ -1,0 +1,14 @@
+#!/usr/bin/env python3
+"""CDK entry point: every environment's stacks. The only place that reads the process environment."""
+
+import os
+
+from aws_cdk import App
+
+from infra.app_builder import build_app, committed_context
+
+# Under the CDK CLI the context (cdk.json + cdk.context.json + -c flags) arrives in CDK_CONTEXT_JSON;
+# a bare `python app.py` loads the committed files itself so both produce the same templates.
+app = App(context=None if "CDK_CONTEXT_JSON" in os.environ else committed_context())
+build_app(app)
+app.synth()

@@ -1,0 +1,396 @@
+"""Typed, validated settings for one deployment environment.
+
+Every difference between environments lives here as data; constructs read these records and never branch on
+an environment's name. Validation runs when a record is built, and each error names the offending field as
+``<environment>.<field>`` so a bad edit fails synth with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, is_dataclass
+from enum import StrEnum
+from typing import Any
+
+ACCOUNT_ID = re.compile(r"^\d{12}$")
+REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")
+ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,254}$")
+DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/(1[6-9]|2[0-8])$")
+
+# CloudWatch Logs accepts only these retention periods.
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+
+
+class ConfigError(ValueError):
+    """A setting is invalid; the message starts with the field's dotted path."""
+
+
+class RemovalPolicy(StrEnum):
+    DESTROY = "destroy"
+    RETAIN = "retain"
+
+
+class CapacityMode(StrEnum):
+    ON_DEMAND = "on-demand"
+    PROVISIONED = "provisioned"
+
+
+class Projection(StrEnum):
+    KEYS_ONLY = "keys-only"
+    INCLUDE = "include"
+    ALL = "all"
+
+
+def _require(condition: bool, path: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(f"{path}: {message}")
+
+
+def _validate_nested(record: Any, path: str) -> None:
+    """Calls ``validate(path)`` on every nested settings record, so errors carry the full dotted path."""
+    for f in fields(record):
+        value = getattr(record, f.name)
+        items = value if isinstance(value, tuple) else (value,)
+        for index, item in enumerate(items):
+            if is_dataclass(item) and hasattr(item, "validate"):
+                suffix = f"[{index}]" if isinstance(value, tuple) else ""
+                item.validate(f"{path}.{f.name}{suffix}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProvisionedCapacity:
+    """Auto-scaled provisioned throughput for the table and each GSI."""
+
+    min_read: int = 5
+    max_read: int = 100
+    min_write: int = 5
+    max_write: int = 100
+    target_utilization_percent: int = 70
+
+    def validate(self, path: str) -> None:
+        for name in ("min_read", "min_write"):
+            _require(getattr(self, name) >= 1, f"{path}.{name}", "must be at least 1")
+        _require(self.max_read >= self.min_read, f"{path}.max_read", "must be >= min_read")
+        _require(self.max_write >= self.min_write, f"{path}.max_write", "must be >= min_write")
+        _require(
+            20 <= self.target_utilization_percent <= 90,
+            f"{path}.target_utilization_percent",
+            "must be between 20 and 90",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GsiSettings:
+    """A global secondary index beyond the built-in sparse ``globalId`` index."""
+
+    name: str
+    partition_key: str
+    sort_key: str | None = None
+    projection: Projection = Projection.KEYS_ONLY
+    non_key_attributes: tuple[str, ...] = ()
+
+    def validate(self, path: str) -> None:
+        _require(
+            bool(re.fullmatch(r"[A-Za-z0-9_.-]{3,255}", self.name)),
+            f"{path}.name",
+            f"{self.name!r} is not a valid index name (3-255 of A-Z a-z 0-9 _ . -)",
+        )
+        _require(self.name != "globalId", f"{path}.name", "'globalId' is the built-in index")
+        for attr in ("partition_key", "sort_key"):
+            value = getattr(self, attr)
+            if value is not None:
+                _require(
+                    bool(ATTRIBUTE_NAME.fullmatch(value)),
+                    f"{path}.{attr}",
+                    f"{value!r} is not a valid attribute name",
+                )
+        _require(
+            (self.projection is Projection.INCLUDE) == bool(self.non_key_attributes),
+            f"{path}.non_key_attributes",
+            "must be given exactly when projection is 'include'",
+        )
+
+
+# The seeds' inverted-index pattern (seed 001/002): swap the keys so every item of an entity can be queried
+# across partitions. Off by default; add it to an environment's ``extra_gsis`` to turn it on.
+INVERTED_INDEX = GsiSettings(name="inverted", partition_key="sk", sort_key="pk")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableSettings:
+    capacity_mode: CapacityMode = CapacityMode.ON_DEMAND
+    provisioned: ProvisionedCapacity | None = None
+    contributor_insights: bool = False
+    ttl_attribute: str = "expiresAt"
+    extra_gsis: tuple[GsiSettings, ...] = ()
+    backup_enabled: bool = False
+    backup_retention_days: int = 35
+
+    def validate(self, path: str) -> None:
+        _require(
+            (self.capacity_mode is CapacityMode.PROVISIONED) == (self.provisioned is not None),
+            f"{path}.provisioned",
+            "must be set exactly when capacity_mode is 'provisioned'",
+        )
+        _require(
+            bool(ATTRIBUTE_NAME.fullmatch(self.ttl_attribute)),
+            f"{path}.ttl_attribute",
+            f"{self.ttl_attribute!r} is not a valid attribute name",
+        )
+        names = [gsi.name for gsi in self.extra_gsis]
+        _require(len(names) == len(set(names)), f"{path}.extra_gsis", f"duplicate index names in {names}")
+        _require(len(names) <= 19, f"{path}.extra_gsis", "DynamoDB allows 20 GSIs per table, one is globalId")
+        _require(
+            1 <= self.backup_retention_days <= 36500,
+            f"{path}.backup_retention_days",
+            "must be between 1 and 36500",
+        )
+        _validate_nested(self, path)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSettings:
+    """A VPC made by the stack (isolated subnets, no NAT) unless ``existing_vpc_id`` names one.
+
+    An existing VPC is described in full here (ids, zones, route tables) so synth never looks anything up.
+    """
+
+    cidr: str = "10.40.0.0/16"
+    max_azs: int = 3
+    existing_vpc_id: str | None = None
+    existing_availability_zones: tuple[str, ...] = ()
+    existing_isolated_subnet_ids: tuple[str, ...] = ()
+    existing_route_table_ids: tuple[str, ...] = ()
+    flow_log_retention_days: int = 90
+
+    def validate(self, path: str) -> None:
+        _require(
+            bool(CIDR.fullmatch(self.cidr)), f"{path}.cidr", f"{self.cidr!r} is not an IPv4 CIDR /16-/28"
+        )
+        _require(1 <= self.max_azs <= 3, f"{path}.max_azs", "must be 1, 2 or 3")
+        _require(
+            self.flow_log_retention_days in LOG_RETENTION_DAYS,
+            f"{path}.flow_log_retention_days",
+            f"must be one of {LOG_RETENTION_DAYS}",
+        )
+        if self.existing_vpc_id is not None:
+            _require(
+                bool(re.fullmatch(r"vpc-[0-9a-f]{8,17}", self.existing_vpc_id)),
+                f"{path}.existing_vpc_id",
+                f"{self.existing_vpc_id!r} is not a VPC id",
+            )
+            count = len(self.existing_isolated_subnet_ids)
+            _require(count >= 1, f"{path}.existing_isolated_subnet_ids", "required with existing_vpc_id")
+            _require(
+                len(self.existing_availability_zones) == count,
+                f"{path}.existing_availability_zones",
+                "needs one zone per subnet",
+            )
+            _require(
+                len(self.existing_route_table_ids) == count,
+                f"{path}.existing_route_table_ids",
+                "needs one route table per subnet",
+            )
+
+
+def http_payload_limit_bytes(instance_type: str) -> int:
+    """Amazon OpenSearch Service's documented maximum HTTP request payload per instance size."""
+    size = instance_type.split(".")[1] if instance_type.count(".") == 2 else ""
+    return (10 if size in {"nano", "micro", "small", "medium", "large"} else 100) * 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSettings:
+    """OpenSearch domain sizing. ``bulk_max_bytes`` must stay under the instance type's HTTP payload limit."""
+
+    domain_name: str
+    engine_version: str = "OpenSearch_3.3"
+    data_node_type: str = "t3.small.search"
+    data_node_count: int = 1
+    master_node_type: str | None = None
+    master_node_count: int = 0
+    availability_zone_count: int = 1
+    volume_size_gib: int = 10
+    volume_iops: int = 3000
+    volume_throughput_mibps: int = 125
+    bulk_max_bytes: int = 9 * 1024 * 1024
+    master_role_arn: str | None = None
+    snapshot_hour_utc: int = 8
+
+    def validate(self, path: str) -> None:
+        _require(
+            bool(DOMAIN_NAME.fullmatch(self.domain_name)),
+            f"{path}.domain_name",
+            f"{self.domain_name!r} must be 3-28 of a-z 0-9 -, starting with a letter",
+        )
+        _require(
+            bool(re.fullmatch(r"OpenSearch_\d+\.\d+", self.engine_version)),
+            f"{path}.engine_version",
+            f"{self.engine_version!r} is not an OpenSearch engine version like 'OpenSearch_3.3'",
+        )
+        _require(
+            self.data_node_type.endswith(".search"),
+            f"{path}.data_node_type",
+            f"{self.data_node_type!r} is not an OpenSearch instance type",
+        )
+        _require(
+            self.availability_zone_count in (1, 2, 3), f"{path}.availability_zone_count", "must be 1, 2 or 3"
+        )
+        _require(
+            self.data_node_count >= self.availability_zone_count
+            and self.data_node_count % self.availability_zone_count == 0,
+            f"{path}.data_node_count",
+            "must be a multiple of availability_zone_count",
+        )
+        _require(
+            (self.master_node_type is None) == (self.master_node_count == 0),
+            f"{path}.master_node_count",
+            "master_node_type and master_node_count go together",
+        )
+        _require(self.master_node_count in (0, 3, 5), f"{path}.master_node_count", "must be 0, 3 or 5")
+        _require(10 <= self.volume_size_gib <= 16384, f"{path}.volume_size_gib", "must be 10-16384")
+        limit = http_payload_limit_bytes(self.data_node_type)
+        _require(
+            1024 * 1024 <= self.bulk_max_bytes < limit,
+            f"{path}.bulk_max_bytes",
+            f"must be at least 1 MiB and below {self.data_node_type}'s {limit // 2**20} MiB request limit",
+        )
+        if self.master_role_arn is not None:
+            _require(
+                bool(ROLE_ARN.fullmatch(self.master_role_arn)),
+                f"{path}.master_role_arn",
+                f"{self.master_role_arn!r} is not an IAM role ARN",
+            )
+        _require(0 <= self.snapshot_hour_utc <= 23, f"{path}.snapshot_hour_utc", "must be 0-23")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncSettings:
+    """The stream-sync function and its event source mapping."""
+
+    memory_mb: int = 1024
+    timeout_seconds: int = 120
+    reserved_concurrency: int = 10
+    batch_size: int = 1000
+    batching_window_seconds: int = 1
+    parallelization_factor: int = 1
+    retry_attempts: int = 10
+    max_record_age_seconds: int = 21600
+    request_timeout_seconds: int = 30
+
+    def validate(self, path: str) -> None:
+        _require(128 <= self.memory_mb <= 10240, f"{path}.memory_mb", "must be 128-10240")
+        _require(10 <= self.timeout_seconds <= 900, f"{path}.timeout_seconds", "must be 10-900")
+        _require(1 <= self.reserved_concurrency <= 1000, f"{path}.reserved_concurrency", "must be 1-1000")
+        _require(1 <= self.batch_size <= 10000, f"{path}.batch_size", "must be 1-10000")
+        _require(0 <= self.batching_window_seconds <= 300, f"{path}.batching_window_seconds", "must be 0-300")
+        _require(1 <= self.parallelization_factor <= 10, f"{path}.parallelization_factor", "must be 1-10")
+        _require(0 <= self.retry_attempts <= 10000, f"{path}.retry_attempts", "must be 0-10000")
+        _require(
+            60 <= self.max_record_age_seconds <= 604800, f"{path}.max_record_age_seconds", "must be 60-604800"
+        )
+        _require(
+            1 <= self.request_timeout_seconds < self.timeout_seconds,
+            f"{path}.request_timeout_seconds",
+            "must be at least 1 and below timeout_seconds",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvironmentConfig:
+    name: str
+    account: str
+    region: str
+    removal_policy: RemovalPolicy
+    log_retention_days: int
+    table: TableSettings
+    search: SearchSettings
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    sync: SyncSettings = field(default_factory=SyncSettings)
+    production: bool = False
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        path = self.name if ENVIRONMENT_NAME.fullmatch(self.name or "") else "environment"
+        _require(
+            bool(ENVIRONMENT_NAME.fullmatch(self.name or "")),
+            f"{path}.name",
+            f"{self.name!r} must be 2-16 of a-z 0-9, starting with a letter",
+        )
+        _require(
+            isinstance(self.account, str) and bool(ACCOUNT_ID.fullmatch(self.account)),
+            f"{path}.account",
+            f"{self.account!r} is not a 12-digit AWS account id",
+        )
+        _require(
+            bool(REGION.fullmatch(self.region)), f"{path}.region", f"{self.region!r} is not an AWS region"
+        )
+        _require(
+            isinstance(self.removal_policy, RemovalPolicy),
+            f"{path}.removal_policy",
+            f"{self.removal_policy!r} must be one of {[p.value for p in RemovalPolicy]}",
+        )
+        _require(
+            self.log_retention_days in LOG_RETENTION_DAYS,
+            f"{path}.log_retention_days",
+            f"{self.log_retention_days} must be one of {LOG_RETENTION_DAYS}",
+        )
+        if self.production:
+            _require(
+                self.removal_policy is RemovalPolicy.RETAIN,
+                f"{path}.removal_policy",
+                "a production environment must retain its data ('retain')",
+            )
+            _require(
+                self.table.backup_enabled,
+                f"{path}.table.backup_enabled",
+                "a production environment must back up its table",
+            )
+            _require(
+                self.search.availability_zone_count == 3,
+                f"{path}.search.availability_zone_count",
+                "a production domain spans three zones",
+            )
+            _require(
+                self.search.master_node_count >= 3,
+                f"{path}.search.master_node_count",
+                "a production domain has dedicated masters",
+            )
+        _require(
+            self.search.availability_zone_count <= self.network.max_azs,
+            f"{path}.search.availability_zone_count",
+            "cannot exceed network.max_azs",
+        )
+        _validate_nested(self, path)
+
+    @property
+    def retains_data(self) -> bool:
+        return self.removal_policy is RemovalPolicy.RETAIN

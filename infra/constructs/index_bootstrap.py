@@ -1,0 +1,156 @@
+"""The custom resource that creates index templates, versioned indices and aliases at deploy time."""
+
+from __future__ import annotations
+
+from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from infra.constructs.vpc_function import ENI_ACTIONS, VpcFunction
+from infra.iam import attach_policy
+from infra.nag import acknowledge
+
+
+class IndexBootstrap(Construct):
+    """Runs ``index_bootstrap.handler.on_event`` through the CDK provider framework on every deploy that
+    changes the schemas or their mappings; no console step is needed to make the domain usable.
+
+    The handler assumes the FGAC master role to put templates, the sync script, indices, aliases and the
+    stream-sync role mapping. ``fingerprint`` (a hash of the desired templates) is a resource property so a
+    mapping change triggers an update, which creates the next index version.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        role: iam.IRole,
+        admin_role: iam.IRole,
+        sync_role: iam.IRole,
+        domain_endpoint: str,
+        schemas: list[str],
+        fingerprint: str,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        key: kms.IKey,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler = VpcFunction(
+            self,
+            "Function",
+            description="OpenSearch index bootstrap (custom resource)",
+            handler="index_bootstrap.handler.on_event",
+            role=role,
+            vpc=vpc,
+            subnets=subnets,
+            key=key,
+            log_retention=log_retention,
+            removal_policy=removal_policy,
+            memory_mb=256,
+            timeout=Duration.minutes(5),
+            reserved_concurrency=1,
+            environment={},
+            statements=[],
+        )
+        framework_dlq = sqs.Queue(
+            self,
+            "ProviderDeadLetterQueue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+            removal_policy=removal_policy,
+        )
+        acknowledge(
+            framework_dlq,
+            "This queue is itself the dead-letter queue of the provider framework's function.",
+            "AwsSolutions-SQS3",
+            "Serverless-SQSRedrivePolicy",
+        )
+        acknowledge(
+            self.handler.function,
+            "The provider framework invokes this handler synchronously and reports its failure to CloudFormation "
+            "(FAILED with the reason); an asynchronous-invocation DLQ would never receive anything.",
+            "Serverless-LambdaDLQ",
+            "NIST.800.53.R5-LambdaDLQ",
+            "HIPAA.Security-LambdaDLQ",
+        )
+        framework_role = iam.Role(
+            self, "ProviderRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com")
+        )
+        framework_logs = logs.LogGroup(
+            self, "ProviderLogs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
+        )
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.handler.function,
+            framework_on_event_role=framework_role.without_policy_updates(),
+            log_group=framework_logs,
+            vpc=vpc,
+            vpc_subnets=subnets,
+            security_groups=[self.handler.security_group],
+            provider_function_env_encryption=key,
+        )
+        framework_policy = attach_policy(
+            self,
+            "ProviderPolicy",
+            framework_role,
+            [
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.handler.arn]),
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[framework_logs.log_group_arn],
+                ),
+                iam.PolicyStatement(actions=ENI_ACTIONS, resources=["*"]),
+                iam.PolicyStatement(
+                    actions=["xray:PutTraceSegments", "xray:PutTelemetryRecords"], resources=["*"]
+                ),
+                iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
+                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[framework_dlq.queue_arn]),
+            ],
+        )
+        self._harden_framework_function(framework_dlq)
+        self.provider.node.add_dependency(framework_policy)
+        acknowledge(
+            framework_policy,
+            "Actions that accept only '*': Lambda's VPC network-interface management and X-Ray segment upload.",
+            "AwsSolutions-IAM5[Resource::*]",
+        )
+        self.resource = CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type="Custom::OpenSearchIndexBootstrap",
+            properties={
+                "Endpoint": f"https://{domain_endpoint}",
+                "Region": Stack.of(self).region,
+                "AdminRoleArn": admin_role.role_arn,
+                "SyncRoleArn": sync_role.role_arn,
+                "Schemas": schemas,
+                "Fingerprint": fingerprint,
+            },
+        )
+
+    def _harden_framework_function(self, dead_letter_queue: sqs.IQueue) -> None:
+        """The provider framework's own function exposes no props for these; set them on its L1 resource.
+
+        CloudFormation invokes it asynchronously, so a dead-letter queue does catch events it fails on.
+        """
+        framework = self.provider.node.find_child("framework-onEvent").node.default_child
+        assert isinstance(framework, lambda_.CfnFunction)
+        framework.memory_size = 256
+        framework.reserved_concurrent_executions = 1
+        framework.tracing_config = lambda_.CfnFunction.TracingConfigProperty(mode="Active")
+        framework.dead_letter_config = lambda_.CfnFunction.DeadLetterConfigProperty(
+            target_arn=dead_letter_queue.queue_arn
+        )

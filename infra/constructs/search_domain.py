@@ -1,0 +1,159 @@
+"""The private, hardened OpenSearch domain: VPC placement, encryption, FGAC, logs and a role-scoped policy."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_opensearchservice as opensearch
+from constructs import Construct
+
+from infra.config import SearchSettings
+from infra.nag import acknowledge
+
+LOG_TYPES = ("SearchSlow", "IndexSlow", "Application", "Audit")
+
+
+class SearchDomain(Construct):
+    """One OpenSearch domain sized from config, reachable only from inside the VPC and only by named roles.
+
+    The resource policy is written as the L1 property with the domain's ARN built from its fixed name, and the
+    log-delivery resource policy is our own: both avoid the hidden custom resources the L2 would add.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: SearchSettings,
+        vpc: ec2.IVpc,
+        subnets: list[ec2.ISubnet],
+        key: kms.IKey,
+        admin_role: iam.IRole,
+        client_roles: list[iam.IRole],
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.domain_name = settings.domain_name
+        self.domain_arn = (
+            f"arn:{Aws.PARTITION}:es:{Aws.REGION}:{Aws.ACCOUNT_ID}:domain/{settings.domain_name}"
+        )
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description=f"OpenSearch domain {settings.domain_name}: HTTPS from platform functions only",
+            allow_all_outbound=False,
+        )
+        log_groups = {
+            kind: logs.LogGroup(
+                self,
+                f"{kind}Logs",
+                encryption_key=key,
+                retention=log_retention,
+                removal_policy=removal_policy,
+            )
+            for kind in LOG_TYPES
+        }
+        logs.ResourcePolicy(
+            self,
+            "LogDelivery",
+            policy_statements=[
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("es.amazonaws.com")],
+                    actions=["logs:PutLogEvents", "logs:CreateLogStream"],
+                    resources=[group.log_group_arn for group in log_groups.values()],
+                    conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+                )
+            ],
+        )
+        zones = settings.availability_zone_count
+        self.domain = opensearch.Domain(
+            self,
+            "Resource",
+            domain_name=settings.domain_name,
+            version=opensearch.EngineVersion.open_search(settings.engine_version.removeprefix("OpenSearch_")),
+            capacity=opensearch.CapacityConfig(
+                data_node_instance_type=settings.data_node_type,
+                data_nodes=settings.data_node_count,
+                master_node_instance_type=settings.master_node_type,
+                master_nodes=settings.master_node_count or None,
+                multi_az_with_standby_enabled=False,
+            ),
+            zone_awareness=opensearch.ZoneAwarenessConfig(
+                enabled=zones > 1, availability_zone_count=zones if zones > 1 else None
+            ),
+            ebs=opensearch.EbsOptions(
+                volume_size=settings.volume_size_gib,
+                volume_type=ec2.EbsDeviceVolumeType.GP3,
+                iops=settings.volume_iops,
+                throughput=settings.volume_throughput_mibps,
+            ),
+            vpc=vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnets=subnets[:zones])],
+            security_groups=[self.security_group],
+            encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True, kms_key=key),
+            node_to_node_encryption=True,
+            enforce_https=True,
+            tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2_PFS,
+            fine_grained_access_control=opensearch.AdvancedSecurityOptions(
+                master_user_arn=admin_role.role_arn
+            ),
+            logging=opensearch.LoggingOptions(
+                slow_search_log_enabled=True,
+                slow_search_log_group=log_groups["SearchSlow"],
+                slow_index_log_enabled=True,
+                slow_index_log_group=log_groups["IndexSlow"],
+                app_log_enabled=True,
+                app_log_group=log_groups["Application"],
+                audit_log_enabled=True,
+                audit_log_group=log_groups["Audit"],
+            ),
+            suppress_logs_resource_policy=True,
+            automated_snapshot_start_hour=settings.snapshot_hour_utc,
+            enable_auto_software_update=True,
+            off_peak_window_enabled=True,
+            removal_policy=removal_policy,
+        )
+        cfn_domain = self.domain.node.default_child
+        assert isinstance(cfn_domain, opensearch.CfnDomain)
+        principals = [admin_role.role_arn, *(role.role_arn for role in client_roles)]
+        cfn_domain.access_policies = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": principals},
+                    "Action": ["es:ESHttp*"],
+                    "Resource": f"{self.domain_arn}/*",
+                }
+            ],
+        }
+        acknowledge(
+            self.domain,
+            "The domain lives in isolated VPC subnets; IP allowlists do not apply to VPC domains, whose access "
+            "is limited by security group, by the role-scoped resource policy and by fine-grained access control.",
+            "AwsSolutions-OS3",
+        )
+        if settings.master_node_count == 0:
+            acknowledge(
+                self.domain,
+                f"This environment's config runs {settings.data_node_count} data node(s) without dedicated "
+                "masters to save cost; production config requires three dedicated masters (validated).",
+                "AwsSolutions-OS4",
+            )
+        if zones == 1:
+            acknowledge(
+                self.domain,
+                "This environment's config runs a single-zone domain to save cost; production config "
+                "requires three-zone awareness (validated).",
+                "AwsSolutions-OS7",
+            )
+
+    @property
+    def endpoint(self) -> str:
+        return self.domain.domain_endpoint

@@ -1,0 +1,140 @@
+"""DynamoDB stream → OpenSearch: the sync function, its dead-letter queue and the event source mapping."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.config import SyncSettings
+from infra.constructs.vpc_function import VpcFunction
+from infra.nag import acknowledge, finding_resource
+
+DLQ_RETENTION = Duration.days(14)
+
+
+def key_prefix_filter(schemas: list[str]) -> dict[str, object]:
+    """An event filter that admits only records whose pk starts with ``<schema>::`` for an indexable schema.
+
+    Counter items (``counter::...``) and every other non-indexed item type never invoke the function.
+    """
+    return {"dynamodb": {"Keys": {"pk": {"S": [{"prefix": f"{schema}::"} for schema in schemas]}}}}
+
+
+class StreamSync(Construct):
+    """Keeps the search indices equal to the table (see docs/sync.md for the guarantees).
+
+    The mapping reports partial batch failures, bisects failing batches, bounds retries and record age, and
+    sends what it finally gives up on to the same encrypted queue the handler dead-letters permanent failures
+    into, so every record ends indexed, deleted, retried or in the queue.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: SyncSettings,
+        table: dynamodb.ITable,
+        geometry_bucket: s3.IBucket,
+        geometry_bucket_arn: str,
+        key: kms.IKey,
+        role: iam.IRole,
+        domain_arn: str,
+        domain_endpoint: str,
+        bulk_max_bytes: int,
+        indexable_schemas: list[str],
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=DLQ_RETENTION,
+            removal_policy=removal_policy,
+        )
+        acknowledge(
+            self.dead_letter_queue,
+            "This queue is itself the dead-letter queue of the stream sync; a DLQ of the DLQ would only move the "
+            "problem. Its depth alarms, and the redrive tool re-reads DynamoDB for each message.",
+            "AwsSolutions-SQS3",
+            "Serverless-SQSRedrivePolicy",
+        )
+        geometry_objects = f"{geometry_bucket_arn}/geometries/*"
+        stream_arn = table.table_stream_arn
+        assert stream_arn is not None, "the table must have a stream"
+        self.handler = VpcFunction(
+            self,
+            "Function",
+            description="DynamoDB stream to OpenSearch sync",
+            handler="stream_sync.handler.handler",
+            role=role,
+            vpc=vpc,
+            subnets=subnets,
+            key=key,
+            log_retention=log_retention,
+            removal_policy=removal_policy,
+            memory_mb=settings.memory_mb,
+            timeout=Duration.seconds(settings.timeout_seconds),
+            reserved_concurrency=settings.reserved_concurrency,
+            dead_letter_queue=self.dead_letter_queue,
+            environment={
+                "OPENSEARCH_ENDPOINT": f"https://{domain_endpoint}",
+                "DLQ_URL": self.dead_letter_queue.queue_url,
+                "GEOMETRY_BUCKET": geometry_bucket.bucket_name,
+                "BULK_MAX_BYTES": str(bulk_max_bytes),
+                "REQUEST_TIMEOUT_SECONDS": str(settings.request_timeout_seconds),
+                "MAX_RECORD_AGE_SECONDS": str(settings.max_record_age_seconds),
+                "METRICS_NAMESPACE": "RefData/StreamSync",
+            },
+            statements=[
+                iam.PolicyStatement(
+                    actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
+                    resources=[stream_arn],
+                ),
+                iam.PolicyStatement(actions=["dynamodb:ListStreams"], resources=["*"]),
+                iam.PolicyStatement(actions=["s3:GetObject"], resources=[geometry_objects]),
+                iam.PolicyStatement(
+                    actions=["sqs:SendMessage"], resources=[self.dead_letter_queue.queue_arn]
+                ),
+                iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
+                iam.PolicyStatement(actions=["es:ESHttpPost"], resources=[f"{domain_arn}/_bulk"]),
+            ],
+        )
+        self.function = self.handler.function
+        acknowledge(
+            self.handler.policy,
+            "dynamodb:ListStreams accepts only '*'. Geometry objects are content-addressed under 'geometries/' "
+            "and their names are unknown until items are written, so reading them needs that prefix's wildcard.",
+            f"AwsSolutions-IAM5[Resource::{finding_resource(self, geometry_objects)}]",
+        )
+        self.function.add_event_source(
+            sources.DynamoEventSource(
+                table,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=settings.batch_size,
+                max_batching_window=Duration.seconds(settings.batching_window_seconds),
+                parallelization_factor=settings.parallelization_factor,
+                retry_attempts=settings.retry_attempts,
+                max_record_age=Duration.seconds(settings.max_record_age_seconds),
+                bisect_batch_on_error=True,
+                report_batch_item_failures=True,
+                on_failure=sources.SqsDlq(self.dead_letter_queue),
+                filters=[lambda_.FilterCriteria.filter(key_prefix_filter(indexable_schemas))],
+                metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
+            )
+        )

@@ -1,0 +1,150 @@
+"""A Python function inside the VPC with its own security group, encrypted log group and exact permissions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.iam import attach_policy
+from infra.nag import acknowledge
+
+RUNTIME_ROOT = Path(__file__).resolve().parents[2] / "lambdas"
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+
+
+def runtime_code() -> lambda_.Code:
+    """The whole ``lambdas/`` tree as one asset (CDK needs a Code instance per stack).
+
+    Runtime code needs only the standard library and the boto3/botocore/urllib3 that the Lambda Python runtime
+    provides, so nothing is vendored and no Docker bundling is involved.
+    """
+    return lambda_.Code.from_asset(
+        str(RUNTIME_ROOT), exclude=["**/__pycache__", "**/*.pyc", "**/.mypy_cache"]
+    )
+
+
+ENI_ACTIONS = [
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+]
+
+
+class VpcFunction(Construct):
+    """arm64 Python function with X-Ray tracing, reserved concurrency and a customer-managed policy.
+
+    Its security group allows outbound HTTPS only. The subnets are isolated (no NAT, no internet gateway),
+    so that reaches nothing but the VPC endpoints and the search domain.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        description: str,
+        handler: str,
+        role: iam.IRole,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        key: kms.IKey,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+        memory_mb: int,
+        timeout: Duration,
+        reserved_concurrency: int,
+        environment: dict[str, str],
+        statements: list[iam.PolicyStatement],
+        dead_letter_queue: object | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description=f"{description}: outbound HTTPS only",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(),
+            ec2.Port.tcp(443),
+            "HTTPS to VPC endpoints and the search domain (no route out)",
+        )
+        self.log_group = logs.LogGroup(
+            self, "Logs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
+        )
+        self.function = lambda_.Function(
+            self,
+            "Resource",
+            description=description,
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=handler,
+            code=runtime_code(),
+            role=role.without_policy_updates(),
+            memory_size=memory_mb,
+            timeout=timeout,
+            reserved_concurrent_executions=reserved_concurrency,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=self.log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            vpc=vpc,
+            vpc_subnets=subnets,
+            security_groups=[self.security_group],
+            environment=environment,
+            dead_letter_queue=dead_letter_queue,  # type: ignore[arg-type]
+        )
+        self.policy = attach_policy(
+            self,
+            "Policy",
+            role,
+            [
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[self.log_group.log_group_arn],
+                ),
+                iam.PolicyStatement(actions=ENI_ACTIONS, resources=["*"]),
+                iam.PolicyStatement(
+                    actions=["xray:PutTraceSegments", "xray:PutTelemetryRecords"], resources=["*"]
+                ),
+                *statements,
+            ],
+        )
+        # The function must not start before its permissions exist.
+        self.function.node.add_dependency(self.policy)
+        acknowledge(
+            self.policy,
+            "Actions that accept only '*': Lambda's VPC network-interface management and X-Ray segment upload.",
+            "AwsSolutions-IAM5[Resource::*]",
+        )
+
+    def allow_https_to(self, construct_id: str, target: ec2.ISecurityGroup, description: str) -> None:
+        """Admits this function into ``target`` on 443.
+
+        The rule lives here, with the function, so a group in the stateful stack never references a group in the
+        stateless stack (which would make the two stacks depend on each other).
+        """
+        ec2.CfnSecurityGroupIngress(
+            self,
+            construct_id,
+            group_id=target.security_group_id,
+            source_security_group_id=self.security_group.security_group_id,
+            ip_protocol="tcp",
+            from_port=443,
+            to_port=443,
+            description=description,
+        )
+
+    @property
+    def arn(self) -> str:
+        return self.function.function_arn

@@ -1,0 +1,81 @@
+"""The deployment environments. Edit the account ids here (or override them, see the README)."""
+
+from __future__ import annotations
+
+from infra.config import (
+    CapacityMode,
+    EnvironmentConfig,
+    NetworkSettings,
+    ProvisionedCapacity,
+    RemovalPolicy,
+    SearchSettings,
+    SyncSettings,
+    TableSettings,
+)
+
+# Example account ids; replace with yours, or pass `-c account.<env>=<id>` to the CDK CLI.
+EXAMPLE_ACCOUNTS = {"dev": "111111111111", "test": "222222222222", "prod": "333333333333"}
+REGION = "ca-central-1"
+
+
+def environments(accounts: dict[str, str] | None = None) -> dict[str, EnvironmentConfig]:
+    """Builds and validates every environment; ``accounts`` overrides the example account ids."""
+    account = {**EXAMPLE_ACCOUNTS, **(accounts or {})}
+    envs = (
+        EnvironmentConfig(
+            name="dev",
+            account=account["dev"],
+            region=REGION,
+            removal_policy=RemovalPolicy.DESTROY,
+            log_retention_days=30,
+            table=TableSettings(),
+            network=NetworkSettings(cidr="10.40.0.0/16", max_azs=2, flow_log_retention_days=30),
+            search=SearchSettings(domain_name="refdata-dev", bulk_max_bytes=9 * 1024 * 1024),
+            sync=SyncSettings(reserved_concurrency=5),
+        ),
+        EnvironmentConfig(
+            name="test",
+            account=account["test"],
+            region=REGION,
+            removal_policy=RemovalPolicy.RETAIN,
+            log_retention_days=90,
+            table=TableSettings(
+                capacity_mode=CapacityMode.PROVISIONED,
+                provisioned=ProvisionedCapacity(min_read=5, max_read=200, min_write=5, max_write=200),
+                contributor_insights=True,
+                backup_enabled=True,
+                backup_retention_days=14,
+            ),
+            network=NetworkSettings(cidr="10.41.0.0/16", max_azs=2),
+            search=SearchSettings(
+                domain_name="refdata-test",
+                data_node_type="m7g.large.search",
+                data_node_count=2,
+                availability_zone_count=2,
+                volume_size_gib=50,
+                bulk_max_bytes=9 * 1024 * 1024,
+            ),
+        ),
+        EnvironmentConfig(
+            name="prod",
+            account=account["prod"],
+            region=REGION,
+            removal_policy=RemovalPolicy.RETAIN,
+            log_retention_days=365,
+            production=True,
+            table=TableSettings(contributor_insights=True, backup_enabled=True, backup_retention_days=35),
+            network=NetworkSettings(cidr="10.42.0.0/16", max_azs=3, flow_log_retention_days=365),
+            search=SearchSettings(
+                domain_name="refdata-prod",
+                data_node_type="r7g.large.search",
+                data_node_count=3,
+                master_node_type="m7g.large.search",
+                master_node_count=3,
+                availability_zone_count=3,
+                volume_size_gib=200,
+                bulk_max_bytes=9 * 1024 * 1024,
+            ),
+            sync=SyncSettings(reserved_concurrency=20, parallelization_factor=2),
+        ),
+    )
+    return {env.name: env for env in envs}

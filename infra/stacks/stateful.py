@@ -1,0 +1,79 @@
+"""Composition of everything that holds data: key, table, geometry bucket, network and search domain."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Fn, RemovalPolicy, Stack
+from constructs import Construct
+
+from infra.config import EnvironmentConfig
+from infra.constructs.data_key import DataKey
+from infra.constructs.geometry_bucket import GeometryBucket
+from infra.constructs.network import Network
+from infra.constructs.search_access import SearchAccess
+from infra.constructs.search_domain import SearchDomain
+from infra.constructs.single_table import SingleTable
+from infra.retention import retention
+
+
+class StatefulStack(Stack):
+    """Resources whose logical ids never change (pinned by tests) and which test and prod retain."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, **kwargs: object
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        removal = RemovalPolicy.RETAIN if config.retains_data else RemovalPolicy.DESTROY
+        log_retention = retention(config.log_retention_days)
+        self.key = DataKey(self, "DataKey", removal_policy=removal).key
+        self.table = SingleTable(
+            self, "Table", settings=config.table, key=self.key, removal_policy=removal
+        ).table
+        self.geometry_bucket = GeometryBucket(
+            self, "GeometryBucket", key=self.key, removal_policy=removal
+        ).bucket
+        self.network = Network(
+            self,
+            "Network",
+            settings=config.network,
+            key=self.key,
+            log_retention=retention(config.network.flow_log_retention_days),
+            removal_policy=removal,
+        )
+        self.search_access = SearchAccess(self, "SearchAccess", settings=config.search)
+        self.search = SearchDomain(
+            self,
+            "Search",
+            settings=config.search,
+            vpc=self.network.vpc,
+            subnets=self.network.isolated_subnets,
+            key=self.key,
+            admin_role=self.search_access.admin_role,
+            client_roles=[self.search_access.sync_role],
+            log_retention=log_retention,
+            removal_policy=removal,
+        )
+        CfnOutput(self, "TableName", value=self.table.table_name)
+        CfnOutput(self, "GeometryBucketName", value=self.geometry_bucket.bucket_name)
+        # Exported by name so the stateless stack's policy (and its cdk-nag acknowledgment) can name it at
+        # construction time; CDK's automatic exports get their names only at synth.
+        geometry_export = CfnOutput(
+            self,
+            "GeometryBucketArn",
+            value=self.geometry_bucket.bucket_arn,
+            export_name=f"{self.stack_name}-GeometryBucketArn",
+        )
+        self.geometry_bucket_arn = Fn.import_value(geometry_export.export_name)
+        CfnOutput(self, "SearchEndpoint", value=f"https://{self.search.endpoint}")
+        CfnOutput(self, "SearchDashboardsUrl", value=f"https://{self.search.endpoint}/_dashboards")
+        CfnOutput(
+            self,
+            "SearchAdminRoleArn",
+            value=self.search_access.admin_role.role_arn,
+            description="FGAC master user: assume it to administer the domain and map further backend roles",
+        )
+        CfnOutput(
+            self,
+            "SearchSyncRoleArn",
+            value=self.search_access.sync_role.role_arn,
+            description="Mapped by the index bootstrap to the write-only 'refdata_stream_sync' FGAC role",
+        )
