@@ -1,0 +1,207 @@
+"""Index names, the composable template, the mapping fingerprint and the ordering script's semantics."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from datamodel.registry import indexable_schemas
+from hypothesis import given
+from hypothesis import strategies as st
+from search.indices import (
+    APPLY_SCRIPT_SOURCE,
+    STREAM_SEQ_WIDTH,
+    apply_sync_script,
+    bootstrap_fingerprint,
+    index_mappings,
+    index_name,
+    index_pattern,
+    index_template,
+    index_version,
+    mapping_fingerprint,
+    read_alias,
+    stored_fingerprint,
+    template_name,
+    write_alias,
+)
+
+
+def seq(number: int) -> str:
+    return str(number).zfill(STREAM_SEQ_WIDTH)
+
+
+def test_names_follow_the_contract_in_lower_case() -> None:
+    assert index_name("productDate", 3) == "productdate-v3"
+    assert read_alias("productDate") == "productdate"
+    assert write_alias("productDate") == "productdate-write"
+    assert template_name("productDate") == "productdate-template"
+    assert index_pattern("productDate") == "productdate-v*"
+
+
+def test_every_indexable_schema_has_a_valid_index_name() -> None:
+    for schema in indexable_schemas():
+        name = index_name(schema.name, 1)
+        assert name == name.lower()
+        assert index_version(schema.name, name) == 1
+
+
+@pytest.mark.parametrize("bad", ["", "_hidden", "a b", "geo#zone", "a/b", "a*"])
+def test_names_that_opensearch_would_refuse_are_rejected(bad: str) -> None:
+    with pytest.raises(ValueError):
+        index_name(bad, 1)
+
+
+def test_versions_start_at_one() -> None:
+    with pytest.raises(ValueError):
+        index_name("geozone", 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("geozone-v12", 12),
+        ("geozone-write", None),
+        ("geozone-v0", None),
+        ("geozone-v1-old", None),
+        ("geo-v1", None),
+    ],
+)
+def test_index_version_reads_only_the_schemas_own_versions(name: str, version: int | None) -> None:
+    assert index_version("geozone", name) == version
+
+
+def test_template_maps_keys_geometry_location_and_bbox_explicitly() -> None:
+    properties = index_template("geozone")["template"]["mappings"]["properties"]
+
+    assert {
+        key: properties[key]["type"] for key in ("pk", "sk", "globalId", "schema", "stream_seq")
+    } == dict.fromkeys(("pk", "sk", "globalId", "schema", "stream_seq"), "keyword")
+    assert properties["tombstone"] == {"type": "boolean"}
+    assert properties["geometry"] == {"type": "geo_shape"}
+    assert properties["location"] == {"type": "geo_point"}
+    assert properties["bbox"] == {"type": "double"}
+
+
+def test_template_turns_off_date_and_numeric_guessing() -> None:
+    mappings = index_template("geozone")["template"]["mappings"]
+
+    assert mappings["date_detection"] is False
+    assert mappings["numeric_detection"] is False
+
+
+def test_other_strings_become_text_with_a_keyword_subfield() -> None:
+    (dynamic,) = index_template("booking")["template"]["mappings"]["dynamic_templates"]
+    rule = next(iter(dynamic.values()))
+
+    assert rule["match_mapping_type"] == "string"
+    assert rule["mapping"]["type"] == "text"
+    assert rule["mapping"]["fields"]["keyword"]["type"] == "keyword"
+
+
+def test_template_targets_only_the_schemas_versions() -> None:
+    template = index_template("booking")
+
+    assert template["index_patterns"] == ["booking-v*"]
+    assert isinstance(template["priority"], int)
+
+
+def test_fingerprint_is_stored_in_meta_and_ignores_meta() -> None:
+    mappings = index_mappings("geozone")
+
+    assert stored_fingerprint(mappings) == mapping_fingerprint(mappings)
+    assert mapping_fingerprint(mappings | {"_meta": {"other": 1}}) == mapping_fingerprint(mappings)
+
+
+def test_fingerprint_is_deterministic_and_order_independent() -> None:
+    mappings = index_mappings("geozone")
+    reordered = dict(reversed(list(mappings.items())))
+
+    assert mapping_fingerprint(reordered) == mapping_fingerprint(index_mappings("geozone"))
+
+
+def test_fingerprint_changes_with_any_field_mapping() -> None:
+    changed = copy.deepcopy(index_mappings("geozone"))
+    changed["properties"]["bbox"] = {"type": "float"}
+
+    assert mapping_fingerprint(changed) != mapping_fingerprint(index_mappings("geozone"))
+
+
+def test_bootstrap_fingerprint_follows_the_schema_list() -> None:
+    assert bootstrap_fingerprint(["a", "b"]) == bootstrap_fingerprint(["b", "a"])
+    assert bootstrap_fingerprint(["a"]) != bootstrap_fingerprint(["a", "b"])
+
+
+def test_script_replaces_the_whole_document_with_a_newer_change() -> None:
+    stored = {"pk": "p", "sk": "1", "old": True, "stream_seq": seq(1), "tombstone": False}
+
+    result = apply_sync_script(stored, {"seq": seq(2), "tombstone": False, "doc": {"pk": "p", "sk": "1"}})
+
+    assert result == {"pk": "p", "sk": "1", "stream_seq": seq(2), "tombstone": False}
+
+
+@pytest.mark.parametrize("incoming", [1, 5])
+def test_script_ignores_an_older_or_equal_change(incoming: int) -> None:
+    stored = {"pk": "p", "sk": "1", "stream_seq": seq(5), "tombstone": False}
+
+    assert apply_sync_script(stored, {"seq": seq(incoming), "tombstone": False, "doc": {"pk": "p"}}) is None
+
+
+def test_script_writes_a_minimal_tombstone_for_a_remove() -> None:
+    doc = {"pk": "p", "sk": "1", "schema": "geozone", "name": "x", "geometry": {"type": "Point"}}
+
+    result = apply_sync_script(None, {"seq": seq(9), "tombstone": True, "doc": doc})
+
+    assert result == {"pk": "p", "sk": "1", "schema": "geozone", "stream_seq": seq(9), "tombstone": True}
+
+
+def test_script_lets_a_newer_upsert_revive_a_tombstone() -> None:
+    tombstone = {"pk": "p", "sk": "1", "schema": "s", "stream_seq": seq(3), "tombstone": True}
+
+    result = apply_sync_script(tombstone, {"seq": seq(4), "tombstone": False, "doc": {"pk": "p", "sk": "1"}})
+
+    assert result is not None
+    assert result["tombstone"] is False
+
+
+def test_script_source_has_the_same_rule_as_its_python_twin() -> None:
+    source = APPLY_SCRIPT_SOURCE
+
+    assert "stored.compareTo(incoming) >= 0" in source
+    assert "ctx.op = 'none'" in source
+    assert "ctx._source.clear()" in source
+    assert "replacement.put('stream_seq', incoming)" in source
+    assert source.count("{") == source.count("}")
+
+
+changes = st.lists(
+    st.tuples(st.integers(min_value=1, max_value=10**30), st.booleans(), st.integers(0, 3)),
+    min_size=1,
+    max_size=8,
+    unique_by=lambda change: change[0],
+)
+
+
+@given(changes, st.randoms(use_true_random=False))
+def test_any_delivery_order_converges_to_the_newest_change(
+    history: list[tuple[int, bool, int]], shuffler: Any
+) -> None:
+    def params(change: tuple[int, bool, int]) -> dict[str, Any]:
+        number, tombstone, value = change
+        return {
+            "seq": seq(number),
+            "tombstone": tombstone,
+            "doc": {"pk": "p", "sk": "1", "schema": "s", "v": value},
+        }
+
+    def deliver(order: list[tuple[int, bool, int]]) -> dict[str, Any] | None:
+        current: dict[str, Any] | None = None
+        for change in order:
+            current = apply_sync_script(current, params(change)) or current
+        return current
+
+    shuffled = list(history)
+    shuffler.shuffle(shuffled)
+    replayed = shuffled + list(reversed(history))
+
+    assert deliver(replayed) == deliver(sorted(history))
