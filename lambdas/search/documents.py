@@ -20,7 +20,6 @@ from functools import lru_cache
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
-from datamodel.keys import document_id
 from datamodel.registry import schema_of_pk
 
 from search import indices
@@ -336,7 +335,7 @@ def parse_change(record: Mapping[str, Any]) -> Change:
     )
     schema_name, indexable, index = _target(pk)
     try:
-        doc_id = document_id(pk, sk)
+        doc_id = _key_conventions().document_id(pk, sk)
     except ValueError as error:  # KeyConventionError
         raise RecordError("malformed-record", str(error)) from None
     return Change(
@@ -353,6 +352,15 @@ def parse_change(record: Mapping[str, Any]) -> Change:
         index=index,
         indexable=indexable,
     )
+
+
+@lru_cache(maxsize=1)
+def _key_conventions() -> Any:
+    # datamodel.keys pulls in boto3 (through datamodel.item_size); importing it on first use keeps the
+    # handler module's import, the cold-start cost paid before the first event, free of the SDK.
+    from datamodel import keys
+
+    return keys
 
 
 @lru_cache(maxsize=4096)

@@ -355,7 +355,7 @@ json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.text(max_size=20)
-    | st.integers(min_value=-(10**38), max_value=10**38)
+    | st.integers(min_value=-(10**38) + 1, max_value=10**38 - 1)
     | st.decimals(allow_nan=False, allow_infinity=False, places=None)
     .filter(lambda d: d == 0 or Decimal("1E-129") < abs(d) < Decimal("1E+125"))
     .map(lambda d: Decimal(f"{d:.20g}")),

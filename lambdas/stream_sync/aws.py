@@ -1,0 +1,130 @@
+"""The sync's ports over real clients: signed `_bulk` (search.transport), S3 geometry, SQS DLQ.
+
+boto3, botocore and urllib3 are imported on first use, not at module import, to keep cold starts short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from stream_sync.config import Settings
+from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, HttpReply, Ports
+
+SQS_BATCH_ENTRIES = 10
+SQS_BATCH_MAX_BYTES = 256 * 1024
+_MISSING_OBJECT_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+def _client_config(settings: Settings) -> Any:
+    from botocore.config import Config
+
+    return Config(
+        connect_timeout=min(settings.request_timeout_seconds, 10.0),
+        read_timeout=settings.request_timeout_seconds,
+        retries={"mode": "standard", "max_attempts": 3},
+    )
+
+
+class BulkClient:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._transport: Any = None
+
+    def __call__(self, body: bytes) -> HttpReply:
+        from search.transport import TransportError
+
+        if self._transport is None:
+            from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
+
+            self._content_type = NDJSON_CONTENT_TYPE
+            self._transport = OpenSearchTransport(
+                self._settings.opensearch_endpoint,
+                self._settings.region,
+                timeout_seconds=self._settings.request_timeout_seconds,
+            )
+        try:
+            response = self._transport.request("POST", "_bulk", body, {"Content-Type": self._content_type})
+        except TransportError as error:
+            raise BulkUnavailable(str(error)) from error
+        return HttpReply(response.status, response.headers, response.body)
+
+
+class GeometryFetcher:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._client: Any = None
+
+    def __call__(self, bucket: str, key: str) -> bytes:
+        import boto3
+        from botocore.exceptions import ClientError
+
+        if self._client is None:
+            self._client = boto3.client(
+                "s3", region_name=self._settings.region, config=_client_config(self._settings)
+            )
+        try:
+            body: bytes = self._client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in _MISSING_OBJECT_CODES:
+                raise GeometryMissing(f"s3://{bucket}/{key} does not exist") from error
+            raise
+        return body
+
+
+def sqs_batches(letters: Sequence[DeadLetter]) -> list[list[DeadLetter]]:
+    """At most 10 entries and 256 KiB of bodies per SendMessageBatch call."""
+    batches: list[list[DeadLetter]] = []
+    current: list[DeadLetter] = []
+    size = 0
+    for letter in letters:
+        length = len(letter.body.encode())
+        if current and (len(current) == SQS_BATCH_ENTRIES or size + length > SQS_BATCH_MAX_BYTES):
+            batches.append(current)
+            current, size = [], 0
+        current.append(letter)
+        size += length
+    if current:
+        batches.append(current)
+    return batches
+
+
+class DeadLetterQueue:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._client: Any = None
+
+    def __call__(self, letters: Sequence[DeadLetter]) -> Iterable[int]:
+        import boto3
+
+        if self._client is None:
+            self._client = boto3.client(
+                "sqs", region_name=self._settings.region, config=_client_config(self._settings)
+            )
+        failed: list[int] = []
+        for batch in sqs_batches(letters):
+            entries = [
+                {
+                    "Id": str(letter.position),
+                    "MessageBody": letter.body,
+                    "MessageAttributes": {
+                        "reasonKind": {"DataType": "String", "StringValue": letter.reason_kind}
+                    },
+                }
+                for letter in batch
+            ]
+            try:
+                response = self._client.send_message_batch(QueueUrl=self._settings.dlq_url, Entries=entries)
+            except Exception:  # the whole call failed: every entry in it is retried by the caller
+                failed.extend(letter.position for letter in batch)
+                continue
+            failed.extend(int(entry["Id"]) for entry in response.get("Failed", []))
+        return failed
+
+
+def build_ports(settings: Settings) -> Ports:
+    return Ports(
+        bulk=BulkClient(settings),
+        fetch_geometry=GeometryFetcher(settings),
+        dead_letter=DeadLetterQueue(settings),
+    )

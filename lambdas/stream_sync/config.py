@@ -1,0 +1,106 @@
+"""The stream sync's settings, read only from environment variables that the stack sets (see docs/sync.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+_T = TypeVar("_T")
+
+DEFAULT_BULK_MAX_BYTES = 10 * 1024 * 1024
+DEFAULT_DLQ_MAX_MESSAGE_BYTES = 256 * 1024
+
+
+class ConfigError(ValueError):
+    """An environment variable is missing or invalid; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    opensearch_endpoint: str
+    region: str
+    dlq_url: str
+    geometry_bucket: str | None = None
+    bulk_max_bytes: int = DEFAULT_BULK_MAX_BYTES
+    request_timeout_seconds: float = 30.0
+    max_record_age_seconds: int = -1
+    record_age_margin_seconds: int = 300
+    max_attempts: int = 5
+    retry_base_seconds: float = 0.2
+    retry_max_seconds: float = 10.0
+    deadline_margin_seconds: float = 3.0
+    dlq_max_message_bytes: int = DEFAULT_DLQ_MAX_MESSAGE_BYTES
+    metrics_namespace: str = "RefData/StreamSync"
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[bool, str]] = [
+            (self.bulk_max_bytes >= 1024, "BULK_MAX_BYTES must be at least 1024"),
+            (self.request_timeout_seconds > 0, "REQUEST_TIMEOUT_SECONDS must be positive"),
+            (
+                self.max_record_age_seconds == -1 or self.max_record_age_seconds >= 60,
+                "MAX_RECORD_AGE_SECONDS must be -1 (no limit) or at least 60",
+            ),
+            (self.record_age_margin_seconds >= 0, "RECORD_AGE_MARGIN_SECONDS must not be negative"),
+            (self.max_attempts >= 1, "BULK_MAX_ATTEMPTS must be at least 1"),
+            (self.retry_base_seconds >= 0, "RETRY_BASE_SECONDS must not be negative"),
+            (
+                self.retry_max_seconds >= self.retry_base_seconds,
+                "RETRY_MAX_SECONDS must be >= RETRY_BASE_SECONDS",
+            ),
+            (self.deadline_margin_seconds >= 0, "DEADLINE_MARGIN_SECONDS must not be negative"),
+            (self.dlq_max_message_bytes >= 1024, "DLQ_MAX_MESSAGE_BYTES must be at least 1024"),
+            (
+                self.log_level in ("DEBUG", "INFO", "WARNING", "ERROR"),
+                "LOG_LEVEL must be DEBUG/INFO/WARNING/ERROR",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    @property
+    def dead_letter_age_seconds(self) -> float | None:
+        """Records older than this that still fail transiently go to the DLQ with their payload."""
+        if self.max_record_age_seconds < 0:
+            return None
+        return float(max(self.max_record_age_seconds - self.record_age_margin_seconds, 0))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        def required(name: str) -> str:
+            value = environ.get(name, "").strip()
+            if not value:
+                raise ConfigError(f"{name} is required")
+            return value
+
+        def optional(name: str, parse: Callable[[str], _T], default: _T) -> _T:
+            raw = environ.get(name, "").strip()
+            if not raw:
+                return default
+            try:
+                return parse(raw)
+            except ValueError:
+                raise ConfigError(f"{name}={raw!r} is not a valid {parse.__name__}") from None
+
+        region = environ.get("AWS_REGION", "").strip() or environ.get("AWS_DEFAULT_REGION", "").strip()
+        if not region:
+            raise ConfigError("AWS_REGION is required (the Lambda runtime sets it)")
+        return cls(
+            opensearch_endpoint=required("OPENSEARCH_ENDPOINT"),
+            region=region,
+            dlq_url=required("DLQ_URL"),
+            geometry_bucket=environ.get("GEOMETRY_BUCKET", "").strip() or None,
+            bulk_max_bytes=optional("BULK_MAX_BYTES", int, DEFAULT_BULK_MAX_BYTES),
+            request_timeout_seconds=optional("REQUEST_TIMEOUT_SECONDS", float, 30.0),
+            max_record_age_seconds=optional("MAX_RECORD_AGE_SECONDS", int, -1),
+            record_age_margin_seconds=optional("RECORD_AGE_MARGIN_SECONDS", int, 300),
+            max_attempts=optional("BULK_MAX_ATTEMPTS", int, 5),
+            retry_base_seconds=optional("RETRY_BASE_SECONDS", float, 0.2),
+            retry_max_seconds=optional("RETRY_MAX_SECONDS", float, 10.0),
+            deadline_margin_seconds=optional("DEADLINE_MARGIN_SECONDS", float, 3.0),
+            dlq_max_message_bytes=optional("DLQ_MAX_MESSAGE_BYTES", int, DEFAULT_DLQ_MAX_MESSAGE_BYTES),
+            metrics_namespace=environ.get("METRICS_NAMESPACE", "").strip() or "RefData/StreamSync",
+            log_level=(environ.get("LOG_LEVEL", "").strip() or "INFO").upper(),
+        )

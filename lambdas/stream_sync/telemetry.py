@@ -1,0 +1,100 @@
+"""Structured JSON log lines and CloudWatch Embedded Metric Format (EMF) lines, written to stdout."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from stream_sync.config import Settings
+from stream_sync.sync import BatchResult, Fate
+
+_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
+
+# metric name -> (unit, value getter)
+_METRICS: dict[str, tuple[str, Callable[[BatchResult, dict[str, int]], float | None]]] = {
+    "BatchSize": ("Count", lambda r, c: len(r.outcomes)),
+    "DocumentsIndexed": ("Count", lambda r, c: c[Fate.INDEXED]),
+    "DocumentsDeleted": ("Count", lambda r, c: c[Fate.DELETED]),
+    "DocumentsExpired": (
+        "Count",
+        lambda r, c: sum(1 for o in r.outcomes if o.fate is Fate.DELETED and o.change and o.change.expired),
+    ),
+    "DocumentsStaleSkipped": ("Count", lambda r, c: c[Fate.STALE_SKIPPED]),
+    "RecordsCoalesced": ("Count", lambda r, c: c[Fate.COALESCED]),
+    "RecordsIgnored": ("Count", lambda r, c: c[Fate.IGNORED]),
+    "DocumentsRetried": ("Count", lambda r, c: r.item_retries),
+    "RecordsReportedForRetry": ("Count", lambda r, c: c[Fate.RETRY]),
+    "DocumentsDeadLettered": ("Count", lambda r, c: c[Fate.DEAD_LETTERED]),
+    "DeadLetterSendFailures": ("Count", lambda r, c: r.dead_letter_failures),
+    "BulkRequests": ("Count", lambda r, c: r.bulk_requests),
+    "ReplicationLagSeconds": ("Seconds", lambda r, c: r.lag_seconds),
+}
+
+
+def _line(level: str, message: str, **fields: Any) -> str:
+    return json.dumps({"level": level, "message": message, **fields}, default=str, separators=(",", ":"))
+
+
+def emf_line(result: BatchResult, namespace: str, now: float) -> str:
+    counts = result.counts()
+    values = {name: getter(result, counts) for name, (_, getter) in _METRICS.items()}
+    present = {name: value for name, value in values.items() if value is not None}
+    document: dict[str, Any] = {
+        "_aws": {
+            "Timestamp": int(now * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": namespace,
+                    "Dimensions": [[]],
+                    "Metrics": [{"Name": name, "Unit": _METRICS[name][0]} for name in present],
+                }
+            ],
+        },
+        **present,
+    }
+    return json.dumps(document, separators=(",", ":"))
+
+
+def emit(
+    result: BatchResult, settings: Settings, *, now: float, write: Callable[[str], None] = print
+) -> None:
+    """One summary line (record ids grouped by outcome), one line per unfinished or dead-lettered record,
+    per-record lines at DEBUG, and the EMF metrics line."""
+    threshold = _LEVELS[settings.log_level]
+    counts = result.counts()
+    by_fate: dict[str, list[str]] = {}
+    for outcome in result.outcomes:
+        key = outcome.fate.value if outcome.fate else "none"
+        by_fate.setdefault(key, []).append(outcome.event_id or str(outcome.sequence_number))
+        if outcome.fate in (Fate.DEAD_LETTERED, Fate.RETRY, Fate.REJECTED) or threshold <= 10:
+            level = "INFO" if outcome.final else "WARNING"
+            if _LEVELS[level] >= threshold:
+                write(
+                    _line(
+                        level,
+                        "record outcome",
+                        eventID=outcome.event_id,
+                        sequenceNumber=outcome.sequence_number,
+                        documentId=outcome.change.doc_id if outcome.change else None,
+                        outcome=outcome.fate.value if outcome.fate else None,
+                        reasonKind=outcome.reason_kind,
+                        reason=outcome.reason,
+                        attempts=outcome.attempts,
+                    )
+                )
+    if threshold <= 20:
+        write(
+            _line(
+                "INFO",
+                "batch synced",
+                records=len(result.outcomes),
+                outcomes={fate: n for fate, n in counts.items() if n},
+                recordIds=by_fate,
+                bulkRequests=result.bulk_requests,
+                retryRounds=result.retry_rounds,
+                batchItemFailures=result.batch_item_failures(),
+                replicationLagSeconds=result.lag_seconds,
+            )
+        )
+    write(emf_line(result, settings.metrics_namespace, now))

@@ -1,0 +1,156 @@
+"""In-process stand-ins for the sync's ports: an OpenSearch `_bulk` that runs the script's Python twin,
+an S3 geometry store and a DLQ. Unit tests use these; integration tests use moto and the loopback server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from search.indices import apply_sync_script
+from stream_sync.config import Settings
+from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, HttpReply, Ports
+
+PK = "geozone::bcparks_1"
+
+
+def settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "opensearch_endpoint": "http://127.0.0.1:9",
+        "region": "ca-central-1",
+        "dlq_url": "https://sqs.ca-central-1.amazonaws.com/123456789012/dlq",
+        "geometry_bucket": "geometry-bucket",
+        "retry_base_seconds": 0.01,
+        "retry_max_seconds": 0.05,
+        "request_timeout_seconds": 1.0,
+        "deadline_margin_seconds": 0.0,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def record(
+    event_name: str,
+    sk: str,
+    seq: int,
+    attributes: dict[str, Any] | None = None,
+    *,
+    pk: str = PK,
+    created_at: float = 1_764_531_000.0,
+) -> dict[str, Any]:
+    keys = {"pk": {"S": pk}, "sk": {"S": sk}}
+    body: dict[str, Any] = {
+        "ApproximateCreationDateTime": created_at,
+        "Keys": keys,
+        "SequenceNumber": str(seq),
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    if event_name != "REMOVE":
+        body["NewImage"] = {**keys, **(attributes or {})}
+    return {
+        "eventID": f"event-{seq}",
+        "eventName": event_name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "ca-central-1",
+        "dynamodb": body,
+    }
+
+
+Reply = HttpReply | BulkUnavailable
+
+
+@dataclass
+class FakeOpenSearch:
+    """`_bulk` over a dict, applying `search.indices.apply_sync_script` like the stored script."""
+
+    docs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    replies: list[Reply] = field(default_factory=list)  # canned whole-request outcomes, used first
+    item_errors: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # doc id -> (status, type)
+    bodies: list[bytes] = field(default_factory=list)
+
+    def __call__(self, body: bytes) -> HttpReply:
+        self.bodies.append(body)
+        if self.replies:
+            reply = self.replies.pop(0)
+            if isinstance(reply, BulkUnavailable):
+                raise reply
+            return reply
+        lines = body.decode("ascii").splitlines()
+        items = []
+        for action_line, update_line in zip(lines[::2], lines[1::2], strict=True):
+            meta = json.loads(action_line)["update"]
+            update = json.loads(update_line)
+            errors = self.item_errors.get(meta["_id"])
+            if errors:
+                status, kind = errors.pop(0)
+                items.append(
+                    {"update": {"_id": meta["_id"], "status": status, "error": {"type": kind, "reason": "x"}}}
+                )
+                continue
+            key = (meta["_index"], meta["_id"])
+            new = apply_sync_script(self.docs.get(key), update["script"]["params"])
+            if new is None:
+                items.append({"update": {"_id": meta["_id"], "status": 200, "result": "noop"}})
+            else:
+                result = "updated" if key in self.docs else "created"
+                self.docs[key] = new
+                items.append({"update": {"_id": meta["_id"], "status": 200, "result": result}})
+        return HttpReply(200, {}, json.dumps({"errors": False, "items": items}).encode())
+
+    def doc(self, sk: str, pk: str = PK) -> dict[str, Any] | None:
+        return self.docs.get(("geozone-write", f"{pk}#{sk}"))
+
+
+@dataclass
+class FakeDeadLetterQueue:
+    sent: list[DeadLetter] = field(default_factory=list)
+    fail_positions: set[int] = field(default_factory=set)
+    down: bool = False
+
+    def __call__(self, letters: Sequence[DeadLetter]) -> list[int]:
+        if self.down:
+            raise ConnectionError("sqs unreachable")
+        self.sent.extend(letter for letter in letters if letter.position not in self.fail_positions)
+        return [letter.position for letter in letters if letter.position in self.fail_positions]
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [json.loads(letter.body) for letter in self.sent]
+
+
+@dataclass
+class FakeGeometryStore:
+    objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    broken: bool = False
+
+    def __call__(self, bucket: str, key: str) -> bytes:
+        if self.broken:
+            raise TimeoutError("s3 timed out")
+        try:
+            return self.objects[(bucket, key)]
+        except KeyError:
+            raise GeometryMissing(f"s3://{bucket}/{key}") from None
+
+
+@dataclass
+class Harness:
+    opensearch: FakeOpenSearch = field(default_factory=FakeOpenSearch)
+    dlq: FakeDeadLetterQueue = field(default_factory=FakeDeadLetterQueue)
+    geometry: FakeGeometryStore = field(default_factory=FakeGeometryStore)
+    clock: float = 1_764_531_060.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def ports(self) -> Ports:
+        return Ports(
+            bulk=self.opensearch,
+            fetch_geometry=self.geometry,
+            dead_letter=self.dlq,
+            now=lambda: self.clock,
+            sleep=self.sleeps.append,
+            jitter=lambda: 0.5,
+        )
+
+
+def always(seconds: float) -> Callable[[], float]:
+    return lambda: seconds

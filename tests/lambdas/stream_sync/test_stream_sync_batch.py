@@ -1,0 +1,277 @@
+"""Batch logic: coalescing, one bulk request, per-item outcomes, retries, dead letters, reported failures."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fakes import Harness, always, record, settings
+from stream_sync.sync import BatchIncompleteError, BulkUnavailable, HttpReply, process_batch
+
+SQUARE = {
+    "type": "Polygon",
+    "coordinates": [[[-123.0, 49.0], [-122.0, 49.0], [-122.0, 50.0], [-123.0, 50.0], [-123.0, 49.0]]],
+}
+
+
+def run(harness: Harness, records: list[dict[str, Any]], remaining: float = 60.0, **overrides: Any) -> Any:
+    return process_batch(
+        records, settings=settings(**overrides), ports=harness.ports(), remaining_seconds=always(remaining)
+    )
+
+
+def fates(result: Any) -> list[str]:
+    return [o.fate.value for o in result.outcomes]
+
+
+def name(value: str) -> dict[str, Any]:
+    return {"name": {"S": value}}
+
+
+def test_a_batch_is_one_bulk_request_and_every_record_is_indexed() -> None:
+    harness = Harness()
+    records = [record("INSERT", f"{i:010d}", 100 + i, name(f"n{i}")) for i in range(50)]
+    result = run(harness, records)
+    assert len(harness.opensearch.bodies) == 1
+    assert fates(result) == ["indexed"] * 50
+    assert result.batch_item_failures() == []
+    assert harness.opensearch.doc("0000000007") == {
+        "pk": "geozone::bcparks_1",
+        "sk": "0000000007",
+        "name": "n7",
+        "schema": "geozone",
+        "tombstone": False,
+        "stream_seq": "107".zfill(40),
+    }
+
+
+def test_changes_to_one_key_are_coalesced_to_the_last() -> None:
+    harness = Harness()
+    records = [
+        record("INSERT", "a", 1, name("first")),
+        record("MODIFY", "a", 2, name("second")),
+        record("INSERT", "b", 3, name("other")),
+        record("REMOVE", "a", 4),
+        record("INSERT", "a", 5, name("again")),
+    ]
+    result = run(harness, records)
+    assert fates(result) == ["coalesced", "coalesced", "indexed", "coalesced", "indexed"]
+    assert [o.superseded_by for o in result.outcomes[:2]] == [4, 4]
+    assert harness.opensearch.bodies[0].count(b"\n") == 4  # two actions
+    assert harness.opensearch.doc("a")["name"] == "again"  # type: ignore[index]
+
+
+def test_remove_writes_a_tombstone_and_counts_as_deleted() -> None:
+    harness = Harness()
+    run(harness, [record("INSERT", "a", 1, name("x"))])
+    result = run(harness, [record("REMOVE", "a", 2)])
+    assert fates(result) == ["deleted"]
+    assert harness.opensearch.doc("a") == {
+        "pk": "geozone::bcparks_1",
+        "sk": "a",
+        "schema": "geozone",
+        "tombstone": True,
+        "stream_seq": "2".zfill(40),
+    }
+
+
+def test_an_older_batch_replayed_after_a_newer_one_is_stale_skipped() -> None:
+    harness = Harness()
+    run(harness, [record("REMOVE", "a", 9)])
+    result = run(harness, [record("INSERT", "a", 3, name("old")), record("MODIFY", "b", 4, name("b"))])
+    assert fates(result) == ["stale-skipped", "indexed"]
+    assert harness.opensearch.doc("a")["tombstone"] is True  # type: ignore[index]
+
+
+def test_throttled_request_is_retried_after_retry_after() -> None:
+    harness = Harness()
+    harness.opensearch.replies = [HttpReply(429, {"retry-after": "0.04"}, b'{"error":"throttled"}')]
+    result = run(harness, [record("INSERT", "a", 1, name("x"))])
+    assert fates(result) == ["indexed"]
+    assert harness.sleeps == [0.04]
+    assert result.item_retries == 1 and result.bulk_requests == 2
+
+
+def test_persistent_5xx_is_reported_from_the_smallest_unfinished_sequence_number() -> None:
+    harness = Harness()
+    harness.opensearch.replies = [HttpReply(503, {}, b"unavailable")] * 3
+    result = run(harness, [record("INSERT", "a", 12, name("x")), record("INSERT", "b", 7)], max_attempts=3)
+    assert fates(result) == ["retry", "retry"]
+    assert result.batch_item_failures() == [{"itemIdentifier": "7"}]
+    assert len(harness.sleeps) == 2 and harness.dlq.sent == []
+
+
+def test_timeouts_and_refused_connections_are_transient() -> None:
+    harness = Harness()
+    harness.opensearch.replies = [BulkUnavailable("timed out"), BulkUnavailable("connection refused")]
+    result = run(harness, [record("INSERT", "a", 1, name("x"))])
+    assert fates(result) == ["indexed"]
+    assert [o.attempts for o in result.outcomes] == [3]
+
+
+def test_no_retry_when_the_invocation_has_no_time_left() -> None:
+    harness = Harness()
+    harness.opensearch.replies = [HttpReply(500, {}, b"boom")]
+    result = run(harness, [record("INSERT", "a", 5, name("x"))], remaining=0.5)
+    assert fates(result) == ["retry"] and harness.sleeps == []
+    assert result.batch_item_failures() == [{"itemIdentifier": "5"}]
+
+
+def test_mapping_rejection_goes_to_the_dlq_with_record_and_reason() -> None:
+    harness = Harness()
+    doc_id = "geozone::bcparks_1#bad"
+    harness.opensearch.item_errors[doc_id] = [(400, "mapper_parsing_exception")]
+    records = [record("INSERT", "bad", 1, name("x")), record("INSERT", "good", 2, name("y"))]
+    result = run(harness, records)
+    assert fates(result) == ["dead-lettered", "indexed"]
+    assert result.batch_item_failures() == []
+    (message,) = harness.dlq.bodies()
+    assert message["reasonKind"] == "mapping-rejected"
+    assert "mapper_parsing_exception" in message["reason"]
+    assert message["record"] == records[0]
+    assert message["documentId"] == doc_id and message["schema"] == "geozone" and message["failedAt"]
+    assert harness.dlq.sent[0].reason_kind == "mapping-rejected"
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"), [(429, "rejected_execution_exception"), (409, "version_conflict")]
+)
+def test_per_item_transient_errors_are_retried(status: int, kind: str) -> None:
+    harness = Harness()
+    harness.opensearch.item_errors["geozone::bcparks_1#a"] = [(status, kind)]
+    result = run(harness, [record("INSERT", "a", 1, name("x")), record("INSERT", "b", 2, name("y"))])
+    assert fates(result) == ["indexed", "indexed"]
+    assert result.item_retries == 1
+    assert harness.opensearch.bodies[1].count(b"\n") == 2  # only the failed item is sent again
+
+
+def test_record_close_to_max_age_goes_to_the_dlq_instead_of_retrying() -> None:
+    harness = Harness()
+    harness.opensearch.replies = [HttpReply(503, {}, b"down")] * 2
+    old = record("INSERT", "a", 1, name("x"), created_at=harness.clock - 3500)
+    young = record("INSERT", "b", 2, name("y"), created_at=harness.clock - 10)
+    result = run(
+        harness, [old, young], max_attempts=2, max_record_age_seconds=3600, record_age_margin_seconds=300
+    )
+    assert fates(result) == ["dead-lettered", "retry"]
+    assert harness.dlq.bodies()[0]["reasonKind"] == "transient-exhausted"
+    assert result.batch_item_failures() == [{"itemIdentifier": "2"}]
+
+
+def test_dlq_failure_falls_back_to_reporting_the_record() -> None:
+    harness = Harness()
+    harness.opensearch.item_errors["geozone::bcparks_1#a"] = [(400, "mapper_parsing_exception")]
+    harness.dlq.down = True
+    result = run(harness, [record("INSERT", "a", 3, name("x")), record("INSERT", "b", 4, name("y"))])
+    assert fates(result) == ["retry", "indexed"]
+    assert result.outcomes[0].reason_kind == "dead-letter-failed"
+    assert result.batch_item_failures() == [{"itemIdentifier": "3"}]
+
+
+def test_a_rejected_dlq_entry_is_reported_for_retry() -> None:
+    harness = Harness()
+    harness.dlq.fail_positions = {1}
+    records = [
+        record("INSERT", "a", 3, {"geometry": {"S": "nope"}}),
+        record("INSERT", "b", 4, {"geometry": {"N": "1"}}),
+    ]
+    result = run(harness, records)
+    assert fates(result) == ["dead-lettered", "retry"]
+
+
+def test_undeliverable_record_without_sequence_number_fails_the_invocation() -> None:
+    harness = Harness()
+    harness.dlq.down = True
+    with pytest.raises(BatchIncompleteError):
+        run(harness, [{"eventName": "INSERT"}])
+
+
+def test_malformed_record_never_blocks_the_batch() -> None:
+    harness = Harness()
+    broken = record("INSERT", "a", 1)
+    broken["dynamodb"]["NewImage"]["bad"] = {"Q": "?"}
+    result = run(
+        harness, [broken, {"eventName": "MODIFY", "dynamodb": {}}, record("INSERT", "b", 3, name("y"))]
+    )
+    assert fates(result) == ["dead-lettered", "dead-lettered", "indexed"]
+    assert {m["reasonKind"] for m in harness.dlq.bodies()} == {"malformed-record"}
+
+
+def test_payload_cap_splits_the_batch_and_oversize_documents_are_dead_lettered() -> None:
+    harness = Harness()
+    records = [record("INSERT", f"{i:03d}", i + 1, name("x" * 300)) for i in range(10)]
+    records.append(record("INSERT", "huge", 99, name("y" * 5000)))
+    result = run(harness, records, bulk_max_bytes=2048)
+    assert fates(result) == ["indexed"] * 10 + ["dead-lettered"]
+    assert all(len(body) <= 2048 for body in harness.opensearch.bodies)
+    assert len(harness.opensearch.bodies) >= 3
+    assert harness.dlq.bodies()[0]["reasonKind"] == "document-too-large"
+
+
+def test_request_too_large_for_the_domain_is_bisected() -> None:
+    harness = Harness()
+    harness.opensearch.replies = [HttpReply(413, {}, b"too large")]
+    result = run(harness, [record("INSERT", f"{i}", i + 1, name("x")) for i in range(4)])
+    assert fates(result) == ["indexed"] * 4
+    assert [body.count(b"\n") for body in harness.opensearch.bodies] == [8, 4, 4]
+
+
+def test_geometry_by_url_is_fetched_and_indexed_in_full() -> None:
+    harness = Harness()
+    harness.geometry.objects[("geometry-bucket", "zones/a.json")] = json.dumps(SQUARE).encode()
+    url = {"geometryUrl": {"S": "s3://geometry-bucket/zones/a.json"}}
+    result = run(harness, [record("INSERT", "a", 1, url)])
+    assert fates(result) == ["indexed"]
+    doc = harness.opensearch.doc("a")
+    assert (
+        doc is not None
+        and doc["geometry"] == SQUARE
+        and doc["geometryUrl"] == "s3://geometry-bucket/zones/a.json"
+    )
+
+
+def test_geometry_problems_are_permanent_or_transient_as_they_should_be() -> None:
+    harness = Harness()
+    harness.geometry.objects[("geometry-bucket", "bad.json")] = (
+        b'{"type": "Polygon", "coordinates": [[[0,0],[1,1]]]}'
+    )
+    records = [
+        record("INSERT", "missing", 1, {"geometryUrl": {"S": "s3://geometry-bucket/none.json"}}),
+        record("INSERT", "invalid", 2, {"geometryUrl": {"S": "s3://geometry-bucket/bad.json"}}),
+        record("INSERT", "foreign", 3, {"geometryUrl": {"S": "s3://elsewhere/x.json"}}),
+    ]
+    result = run(harness, records)
+    assert fates(result) == ["dead-lettered"] * 3
+    assert [m["reasonKind"] for m in harness.dlq.bodies()] == [
+        "missing-geometry-object",
+        "invalid-geometry",
+        "geometry-bucket-not-allowed",
+    ]
+    harness.geometry.broken = True
+    result = run(
+        harness, [record("INSERT", "later", 4, {"geometryUrl": {"S": "s3://geometry-bucket/x.json"}})]
+    )
+    assert fates(result) == ["retry"] and result.outcomes[0].reason_kind == "geometry-fetch-failed"
+
+
+def test_non_indexable_schemas_are_ignored() -> None:
+    harness = Harness()
+    result = run(harness, [record("INSERT", "counter", 1, pk="counter::geozone::bcparks_1")])
+    assert fates(result) == ["ignored"] and harness.opensearch.bodies == []
+
+
+def test_replication_lag_is_measured_from_approximate_creation_time() -> None:
+    harness = Harness()
+    result = run(harness, [record("INSERT", "a", 1, created_at=harness.clock - 42.0)])
+    assert result.lag_seconds == pytest.approx(42.0)
+
+
+def test_unreadable_bulk_response_is_transient() -> None:
+    harness = Harness()
+    harness.opensearch.replies = [
+        HttpReply(200, {}, b"<html>proxy</html>"),
+        HttpReply(200, {}, b'{"items": []}'),
+    ]
+    result = run(harness, [record("INSERT", "a", 1)])
+    assert fates(result) == ["indexed"] and result.bulk_requests == 3

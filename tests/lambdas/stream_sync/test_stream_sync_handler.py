@@ -1,0 +1,153 @@
+"""Handler wiring, configuration from the environment, logs and EMF metrics, DLQ message shaping."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fakes import Harness, record, settings
+from stream_sync import aws, handler, telemetry
+from stream_sync.config import ConfigError, Settings
+from stream_sync.sync import DeadLetter, Fate, Outcome, dead_letter_body
+
+ENV = {
+    "AWS_REGION": "ca-central-1",
+    "OPENSEARCH_ENDPOINT": "https://vpc-refdata.ca-central-1.es.amazonaws.com",
+    "DLQ_URL": "https://sqs.ca-central-1.amazonaws.com/123456789012/sync-dlq",
+}
+
+
+def test_settings_defaults_from_the_minimal_environment() -> None:
+    config = Settings.from_env(ENV)
+    assert config.opensearch_endpoint == ENV["OPENSEARCH_ENDPOINT"]
+    assert config.geometry_bucket is None
+    assert config.bulk_max_bytes == 10 * 1024 * 1024
+    assert config.request_timeout_seconds == 30.0
+    assert config.max_record_age_seconds == -1 and config.dead_letter_age_seconds is None
+    assert config.metrics_namespace == "RefData/StreamSync"
+
+
+def test_settings_read_every_variable() -> None:
+    config = Settings.from_env(
+        {
+            **ENV,
+            "GEOMETRY_BUCKET": "geo",
+            "BULK_MAX_BYTES": "5000000",
+            "REQUEST_TIMEOUT_SECONDS": "20",
+            "MAX_RECORD_AGE_SECONDS": "3600",
+            "RECORD_AGE_MARGIN_SECONDS": "600",
+            "BULK_MAX_ATTEMPTS": "3",
+            "RETRY_BASE_SECONDS": "0.5",
+            "RETRY_MAX_SECONDS": "4",
+            "DEADLINE_MARGIN_SECONDS": "2",
+            "DLQ_MAX_MESSAGE_BYTES": "1048576",
+            "METRICS_NAMESPACE": "X/Y",
+            "LOG_LEVEL": "debug",
+        }
+    )
+    assert (config.geometry_bucket, config.bulk_max_bytes, config.max_attempts) == ("geo", 5_000_000, 3)
+    assert config.dead_letter_age_seconds == 3000.0
+    assert config.log_level == "DEBUG" and config.dlq_max_message_bytes == 1048576
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({k: v for k, v in ENV.items() if k != "DLQ_URL"}, "DLQ_URL is required"),
+        ({k: v for k, v in ENV.items() if k != "OPENSEARCH_ENDPOINT"}, "OPENSEARCH_ENDPOINT is required"),
+        ({**ENV, "BULK_MAX_BYTES": "lots"}, "BULK_MAX_BYTES='lots'"),
+        ({**ENV, "BULK_MAX_BYTES": "10"}, "BULK_MAX_BYTES must be at least"),
+        ({**ENV, "MAX_RECORD_AGE_SECONDS": "5"}, "MAX_RECORD_AGE_SECONDS"),
+        ({**ENV, "LOG_LEVEL": "LOUD"}, "LOG_LEVEL"),
+    ],
+)
+def test_invalid_settings_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Settings.from_env(env)
+
+
+def test_handler_returns_the_partial_batch_response(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    harness = Harness()
+    harness.opensearch.item_errors["geozone::bcparks_1#b"] = [(503, "unavailable")] * 10
+    monkeypatch.setattr(aws, "build_ports", lambda _settings: harness.ports())
+    handler.reset()
+    context = SimpleNamespace(get_remaining_time_in_millis=lambda: 100)  # no time for retries
+    event = {"Records": [record("INSERT", "a", 10), record("INSERT", "b", 11), record("INSERT", "c", 12)]}
+    assert handler.handler(event, context) == {"batchItemFailures": [{"itemIdentifier": "11"}]}
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert any(line.get("message") == "record outcome" and line["outcome"] == "retry" for line in lines)
+    handler.reset()
+
+
+def test_handler_module_imports_no_aws_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, stream_sync.handler; print(sorted(m for m in ('boto3', 'botocore', 'urllib3') if m in sys.modules))"
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="lambdas"
+    )
+    assert output.stdout.strip() == "[]"
+
+
+def outcome(fate: Fate, seq: str = "1") -> Outcome:
+    from search.documents import parse_change
+
+    raw = record("INSERT", "a", int(seq))
+    result = Outcome(0, raw, seq, f"event-{seq}", fate)
+    result.change = parse_change(raw)
+    return result
+
+
+def test_summary_log_lists_record_ids_by_outcome_and_emf_carries_the_counts() -> None:
+    from stream_sync.sync import BatchResult
+
+    result = BatchResult(
+        [outcome(Fate.INDEXED, "1"), outcome(Fate.DEAD_LETTERED, "2"), outcome(Fate.RETRY, "3")]
+    )
+    result.outcomes[1].reason_kind, result.outcomes[1].reason = "mapping-rejected", "bad field"
+    result.bulk_requests, result.lag_seconds = 1, 2.5
+    lines: list[str] = []
+    telemetry.emit(result, settings(), now=1_764_531_060.0, write=lines.append)
+    parsed = [json.loads(line) for line in lines]
+    summary = next(line for line in parsed if line.get("message") == "batch synced")
+    assert summary["recordIds"] == {
+        "indexed": ["event-1"],
+        "dead-lettered": ["event-2"],
+        "retry": ["event-3"],
+    }
+    assert summary["batchItemFailures"] == [{"itemIdentifier": "3"}]
+    failed = [line for line in parsed if line.get("message") == "record outcome"]
+    assert {line["outcome"] for line in failed} == {"dead-lettered", "retry"}
+    emf = parsed[-1]
+    directive = emf["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Namespace"] == "RefData/StreamSync" and directive["Dimensions"] == [[]]
+    names = {metric["Name"] for metric in directive["Metrics"]}
+    assert {"DocumentsIndexed", "DocumentsDeleted", "DocumentsRetried", "DocumentsDeadLettered"} <= names
+    assert (
+        emf["DocumentsIndexed"] == 1
+        and emf["DocumentsDeadLettered"] == 1
+        and emf["RecordsReportedForRetry"] == 1
+    )
+    assert emf["ReplicationLagSeconds"] == 2.5 and emf["_aws"]["Timestamp"] == 1_764_531_060_000
+
+
+def test_dead_letter_body_drops_images_rather_than_exceed_the_sqs_limit() -> None:
+    big = outcome(Fate.DEAD_LETTERED)
+    big.record["dynamodb"]["NewImage"]["blob"] = {"S": "x" * 5000}
+    big.reason_kind, big.reason = "document-too-large", "too big"
+    body = json.loads(dead_letter_body(big, 0.0, 2000))
+    assert "NewImage" not in body["record"]["dynamodb"] and body["truncated"]
+    assert body["record"]["dynamodb"]["Keys"] == {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "a"}}
+    assert body["record"]["dynamodb"]["SequenceNumber"] == "1"
+
+
+def test_dead_letters_are_sent_ten_per_call_within_the_batch_size_limit() -> None:
+    letters = [DeadLetter(i, "x" * 100, "k") for i in range(23)]
+    assert [len(batch) for batch in aws.sqs_batches(letters)] == [10, 10, 3]
+    large = [DeadLetter(i, "x" * 100_000, "k") for i in range(5)]
+    assert [len(batch) for batch in aws.sqs_batches(large)] == [2, 2, 1]
