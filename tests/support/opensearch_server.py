@@ -915,6 +915,7 @@ class LoopbackOpenSearch:
     """A thread-safe in-memory OpenSearch on 127.0.0.1:<ephemeral port>; use as a context manager.
 
     `credentials` (access key, secret key) makes it verify signatures, not only their presence.
+    `max_body_bytes` emulates Amazon OpenSearch Service's per-instance-type request size limit (HTTP 413).
     """
 
     def __init__(
@@ -927,8 +928,10 @@ class LoopbackOpenSearch:
         auto_create_index: bool = True,
         script_emulators: Mapping[str, ScriptEmulator] | None = None,
         idle_connection_timeout_seconds: float = 5.0,
+        max_body_bytes: int | None = None,
     ) -> None:
         self.require_signature = require_signature
+        self.max_body_bytes = max_body_bytes
         self.credentials = credentials
         self.region = region
         self.latency_seconds = latency_seconds
@@ -1311,6 +1314,9 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
             )
             if denied is not None:
                 self._send(denied.status, {"message": denied.reason, "error": denied.body()["error"]})
+                return
+            if owner.max_body_bytes is not None and len(body) > owner.max_body_bytes:
+                self._send(413, {"Message": f"Request size exceeded {owner.max_body_bytes} bytes"})
                 return
             fault = owner._next_fault(request.route, request.method)
             if fault is not None:

@@ -276,3 +276,15 @@ def test_index_names_must_be_lower_case(client: OpenSearchTransport) -> None:
 
     assert response.status == 400
     assert response.json()["error"]["type"] == "invalid_index_name_exception"
+
+
+def test_bodies_over_the_domain_limit_are_refused_with_413() -> None:
+    with LoopbackOpenSearch(max_body_bytes=100) as small:
+        transport = OpenSearchTransport(
+            small.endpoint, "eu-west-1", timeout_seconds=2, credentials=Credentials("a", "b")
+        )
+
+        response = bulk(transport, [{"index": {"_index": "x", "_id": "1"}}, {"pad": "x" * 200}])
+
+    assert response.status == 413
+    assert small.index_names() == []
