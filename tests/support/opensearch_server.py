@@ -1006,14 +1006,23 @@ class LoopbackOpenSearch:
             route, Fault(status=status, body=error.body(), headers=headers, method=method), times=times
         )
 
-    def delay_next(self, route: str, seconds: float, *, times: int = 1, status: int | None = None) -> None:
+    def delay_next(
+        self,
+        route: str,
+        seconds: float,
+        *,
+        times: int = 1,
+        status: int | None = None,
+        method: str | None = None,
+    ) -> None:
         """The next requests wait `seconds`; then they take effect normally (or answer `status`)."""
         body = OpenSearchError(status, "exception", f"injected {status}").body() if status else None
-        self.enqueue_fault(route, Fault(status=status, body=body, delay_seconds=seconds), times=times)
+        fault = Fault(status=status, body=body, delay_seconds=seconds, method=method)
+        self.enqueue_fault(route, fault, times=times)
 
-    def drop_next(self, route: str, *, times: int = 1) -> None:
+    def drop_next(self, route: str, *, times: int = 1, method: str | None = None) -> None:
         """The next requests are read, not applied, and the connection is closed without a response."""
-        self.enqueue_fault(route, Fault(drop_connection=True), times=times)
+        self.enqueue_fault(route, Fault(drop_connection=True, method=method), times=times)
 
     def fail_item(
         self,
@@ -1060,8 +1069,10 @@ class LoopbackOpenSearch:
     def document(self, target: str, doc_id: str) -> dict[str, Any] | None:
         """The `_source` of `doc_id` in an index, or in an alias's write index; None when absent."""
         with self.cluster.lock:
+            if target not in self.cluster.indices and not self.cluster._alias_owners(target):
+                return None
             try:
-                name = self.cluster.write_index(target) if target not in self.cluster.indices else target
+                name = self.cluster.write_index(target)
             except OpenSearchError:
                 return None
             source = self.cluster.indices[name].docs.get(doc_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 import urllib3
 from botocore.credentials import Credentials
 from search.indices import APPLY_SCRIPT_ID, stored_script_body
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response
+from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response, TransportTimeoutError
 
 from tests.support.opensearch_server import ROUTE_BULK, LoopbackOpenSearch
 
@@ -288,3 +289,24 @@ def test_bodies_over_the_domain_limit_are_refused_with_413() -> None:
 
     assert response.status == 413
     assert small.index_names() == []
+
+
+def test_a_delayed_request_still_takes_effect_after_the_client_gave_up(server: LoopbackOpenSearch) -> None:
+    impatient = OpenSearchTransport(
+        server.endpoint, "eu-west-1", timeout_seconds=0.1, credentials=Credentials("a", "b")
+    )
+    server.delay_next(ROUTE_BULK, 0.3)
+
+    with pytest.raises(TransportTimeoutError):
+        bulk(impatient, [{"index": {"_index": "late", "_id": "1"}}, {"n": 1}])
+    for _ in range(50):
+        if server.document("late", "1") is not None:
+            break
+        time.sleep(0.02)
+
+    assert server.document("late", "1") == {"n": 1}
+
+
+def test_inspecting_a_missing_index_creates_nothing(server: LoopbackOpenSearch) -> None:
+    assert server.document("nowhere", "1") is None
+    assert server.index_names() == []
