@@ -61,7 +61,7 @@ class IndexBootstrap(Construct):
             environment={},
             statements=[],
         )
-        framework_dlq = sqs.Queue(
+        self.dead_letter_queue = framework_dlq = sqs.Queue(
             self,
             "ProviderDeadLetterQueue",
             encryption=sqs.QueueEncryption.KMS,

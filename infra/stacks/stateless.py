@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from constructs import Construct
 from datamodel.registry import indexable_schemas
 from search.indices import bootstrap_fingerprint
 
 from infra.config import EnvironmentConfig
 from infra.constructs.index_bootstrap import IndexBootstrap
+from infra.constructs.monitoring import Monitoring
 from infra.constructs.stream_sync import StreamSync
 from infra.retention import retention
 from infra.stacks.stateful import StatefulStack
@@ -64,6 +65,12 @@ class StatelessStack(Stack):
             fingerprint=bootstrap_fingerprint(schemas),
             **shared,  # type: ignore[arg-type]
         )
+        self.monitoring = Monitoring(self, "Monitoring", key=stateful.key)
+        self.monitoring.watch_stream_function("StreamSync", self.sync.function)
+        self.monitoring.watch_dead_letter_queue("StreamSyncDeadLetters", self.sync.dead_letter_queue)
+        self.monitoring.watch_dead_letter_queue("BootstrapDeadLetters", self.bootstrap.dead_letter_queue)
+        CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
+        CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
         # Documents must not flow before the templates that map them exist.
         self.sync.function.node.add_dependency(self.bootstrap.resource)
         for function in (self.sync.handler, self.bootstrap.handler):

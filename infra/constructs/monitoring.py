@@ -1,0 +1,68 @@
+"""Alarms that page: stream lag, dead-lettered records, function errors and throttles."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions
+from aws_cdk import aws_kms as kms, aws_lambda as lambda_, aws_sns as sns, aws_sqs as sqs
+from constructs import Construct
+
+ITERATOR_AGE_ALARM = Duration.minutes(5)
+
+
+class Monitoring(Construct):
+    """Every alarm has its metric's dimensions (so it evaluates) and an action on the encrypted topic
+    (so it reaches someone); subscribe the on-call endpoint to the ``AlarmTopic`` output."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, key: kms.IKey) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True)
+        self._action = actions.SnsAction(self.topic)
+
+    def watch_stream_function(self, name: str, function: lambda_.IFunction) -> None:
+        """Replication lag (iterator age), errors and throttles of a stream-triggered function."""
+        self._alarm(
+            f"{name}IteratorAge",
+            function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1)),
+            threshold=ITERATOR_AGE_ALARM.to_milliseconds(),
+            description="Stream records wait longer than 5 minutes: OpenSearch lags DynamoDB.",
+        )
+        self.watch_function(name, function)
+
+    def watch_function(self, name: str, function: lambda_.IFunction) -> None:
+        self._alarm(
+            f"{name}Errors",
+            function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+            threshold=1,
+            description="The function failed (crash or timeout): its batch is being retried.",
+        )
+        self._alarm(
+            f"{name}Throttles",
+            function.metric_throttles(period=Duration.minutes(5), statistic="Sum"),
+            threshold=1,
+            description="Invocations were throttled by the reserved concurrency.",
+        )
+
+    def watch_dead_letter_queue(self, name: str, queue: sqs.IQueue) -> None:
+        self._alarm(
+            f"{name}Depth",
+            queue.metric_approximate_number_of_messages_visible(
+                period=Duration.minutes(1), statistic="Maximum"
+            ),
+            threshold=1,
+            description="Records were dead-lettered: see docs/sync.md for the redrive procedure.",
+        )
+
+    def _alarm(
+        self, construct_id: str, metric: cloudwatch.IMetric, *, threshold: float, description: str
+    ) -> None:
+        alarm = cloudwatch.Alarm(
+            self,
+            construct_id,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
+        alarm.add_alarm_action(self._action)
