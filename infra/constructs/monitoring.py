@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions
-from aws_cdk import aws_kms as kms, aws_lambda as lambda_, aws_sns as sns, aws_sqs as sqs
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 ITERATOR_AGE_ALARM = Duration.minutes(5)

@@ -12,10 +12,10 @@ import pytest
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CDK_VALIDATION", "false")
 
-from aws_cdk import App, Stack, Stage  # noqa: E402
-from aws_cdk.assertions import Template  # noqa: E402
+from aws_cdk import App, Stack, Stage
+from aws_cdk.assertions import Template
 
-from infra.app_builder import build_app, committed_context  # noqa: E402
+from infra.app_builder import build_app, committed_context
 
 ENVIRONMENTS = ("dev", "test", "prod")
 STACK_KINDS = ("Stateful", "Stateless")

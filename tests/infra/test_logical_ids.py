@@ -54,7 +54,10 @@ def test_every_stateful_resource_is_pinned(synthesized: Synthesized, env_name: s
 def test_test_and_prod_retain_every_pinned_resource(synthesized: Synthesized, env_name: str) -> None:
     resources = synthesized.template_json(env_name, "Stateful")["Resources"]
     policies = {
-        logical_id: (resources[logical_id].get("DeletionPolicy"), resources[logical_id].get("UpdateReplacePolicy"))
+        logical_id: (
+            resources[logical_id].get("DeletionPolicy"),
+            resources[logical_id].get("UpdateReplacePolicy"),
+        )
         for logical_id in pinned(synthesized, env_name)
     }
     assert policies == {logical_id: ("Retain", "Retain") for logical_id in policies}

@@ -11,7 +11,9 @@ from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
 @pytest.mark.parametrize("pack", RULE_PACKS, ids=lambda pack: pack.__name__)
 @pytest.mark.parametrize("kind", STACK_KINDS)
 @pytest.mark.parametrize("env_name", ENVIRONMENTS)
-def test_rule_pack_has_no_unacknowledged_findings(synthesized: Synthesized, env_name: str, kind: str, pack) -> None:  # type: ignore[no-untyped-def]
+def test_rule_pack_has_no_unacknowledged_findings(
+    synthesized: Synthesized, env_name: str, kind: str, pack
+) -> None:  # type: ignore[no-untyped-def]
     result = pack().validate_scope(synthesized.stack(env_name, kind))
     findings = [
         f"{violation.rule_name} ({violation.severity}): "
