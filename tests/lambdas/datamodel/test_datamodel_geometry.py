@@ -1,0 +1,119 @@
+import json
+import math
+from decimal import Decimal
+
+import pytest
+from datamodel.geometry import GeometryError, canonical_bytes, centroid, content_key, envelope, validate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+SQUARE_WITH_HOLE = {
+    "type": "Polygon",
+    "coordinates": [
+        [[0, 0], [4, 0], [4, 4], [0, 4], [0, 0]],
+        [[0, 0], [0, 2], [2, 2], [2, 0], [0, 0]],
+    ],
+}
+
+
+def test_envelope_covers_every_ring_and_part():
+    multi = {
+        "type": "MultiPolygon",
+        "coordinates": [
+            [[[0, 0], [1, 0], [1, 1], [0, 0]]],
+            [[[10, -5], [12, -5], [12, 3], [10, -5]], [[10.5, -4], [11, -4], [11, -3], [10.5, -4]]],
+        ],
+    }
+    assert envelope(multi) == (0, -5, 12, 3)
+
+
+def test_polygon_centroid_is_area_weighted_and_holes_subtract():
+    assert centroid(SQUARE_WITH_HOLE) == pytest.approx((28 / 12, 28 / 12))
+
+
+def test_centroid_does_not_depend_on_ring_winding():
+    clockwise = {"type": "Polygon", "coordinates": [[[0, 0], [0, 2], [2, 2], [2, 0], [0, 0]]]}
+    counter = {"type": "Polygon", "coordinates": [[[0, 0], [2, 0], [2, 2], [0, 2], [0, 0]]]}
+    assert centroid(clockwise) == centroid(counter) == pytest.approx((1, 1))
+
+
+@pytest.mark.parametrize(
+    ("geometry", "expected"),
+    [
+        ({"type": "Point", "coordinates": [-123.1, 49.2]}, (-123.1, 49.2)),
+        ({"type": "MultiPoint", "coordinates": [[0, 0], [2, 4]]}, (1, 2)),
+        ({"type": "LineString", "coordinates": [[0, 0], [2, 0], [2, 6]]}, (1.75, 2.25)),
+        ({"type": "Polygon", "coordinates": [[[0, 0], [1, 1], [2, 2], [0, 0]]]}, (1, 1)),
+        (
+            {
+                "type": "GeometryCollection",
+                "geometries": [
+                    {"type": "Point", "coordinates": [100, 50]},
+                    {"type": "Polygon", "coordinates": [[[0, 0], [2, 0], [2, 2], [0, 2], [0, 0]]]},
+                ],
+            },
+            (1, 1),
+        ),
+    ],
+)
+def test_centroid_uses_the_highest_dimension_with_extent(geometry, expected):
+    assert centroid(geometry) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("geometry", "message"),
+    [
+        ([], "JSON object"),
+        ({"type": "Circle", "coordinates": [0, 0]}, "geometry.type: 'Circle'"),
+        ({"type": "Point"}, "geometry.coordinates"),
+        ({"type": "Point", "coordinates": [0]}, "a position"),
+        ({"type": "Point", "coordinates": [0, "1"]}, r"coordinates\[1\]: '1' is not a number"),
+        ({"type": "Point", "coordinates": [0, True]}, "not a number"),
+        ({"type": "Point", "coordinates": [181, 0]}, "outside"),
+        ({"type": "Point", "coordinates": [0, float("nan")]}, "not finite"),
+        ({"type": "LineString", "coordinates": [[0, 0]]}, "at least 2"),
+        ({"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 1]]]}, "end where it starts"),
+        ({"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [0, 0]]]}, "at least 4"),
+        ({"type": "MultiPolygon", "coordinates": []}, "at least 1"),
+        ({"type": "GeometryCollection", "geometries": [{"type": "Nope"}]}, r"geometries\[0\].type"),
+    ],
+)
+def test_invalid_geojson_is_rejected_saying_where_and_why(geometry, message):
+    with pytest.raises(GeometryError, match=message):
+        validate(geometry)
+
+
+def test_canonical_bytes_ignore_number_type_and_key_order():
+    from_json = {"type": "Point", "coordinates": [1, 2.5]}
+    from_dynamodb = {"coordinates": [Decimal("1"), Decimal("2.5")], "type": "Point"}
+    assert canonical_bytes(from_json) == canonical_bytes(from_dynamodb)
+    assert json.loads(canonical_bytes(from_json)) == from_json
+
+
+def test_content_key_is_the_sha256_of_the_bytes():
+    assert content_key(b"{}") == (
+        "geometries/44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a.geojson"
+    )
+
+
+@st.composite
+def polygons(draw: st.DrawFn) -> dict:
+    """Simple (star-shaped) polygons: vertices at increasing angles around a centre."""
+    cx, cy = draw(st.floats(-170, 170)), draw(st.floats(-80, 80))
+    jitters = draw(st.lists(st.floats(0, 0.9), min_size=4, max_size=12))
+    angles = [2 * math.pi * (k + j) / len(jitters) for k, j in enumerate(jitters)]
+    radii = draw(st.lists(st.floats(0.001, 10), min_size=len(angles), max_size=len(angles)))
+    ring = [[cx + r * math.cos(a), cy + r * math.sin(a)] for a, r in zip(angles, radii, strict=True)]
+    return {"type": "Polygon", "coordinates": [[*ring, ring[0]]]}
+
+
+@settings(max_examples=100)
+@given(polygons())
+def test_envelope_contains_every_position_and_the_centroid(polygon):
+    min_lon, min_lat, max_lon, max_lat = envelope(polygon)
+    for lon, lat in polygon["coordinates"][0]:
+        assert min_lon <= lon <= max_lon and min_lat <= lat <= max_lat
+    lon, lat = centroid(polygon)
+    slack = 1e-6 * (1 + abs(max_lon) + abs(max_lat))
+    assert min_lon - slack <= lon <= max_lon + slack and min_lat - slack <= lat <= max_lat + slack
+    assert math.isfinite(lon) and math.isfinite(lat)
