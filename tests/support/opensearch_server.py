@@ -586,9 +586,8 @@ class _Cluster:
             400,
             "illegal_argument_exception",
             f"no write index is defined for alias [{target}]. The write index may be explicitly disabled "
-            "using "
-            "is_write_index=false or the alias points to multiple indices without one being designated as a "
-            "write index",
+            "using is_write_index=false or the alias points to multiple indices without one being "
+            "designated as a write index",
         )
 
     # --- scripts ---------------------------------------------------------------------------------
@@ -628,8 +627,7 @@ class _Cluster:
                 400,
                 "illegal_argument_exception",
                 f"alias [{target}] has more than one index associated with it [{names}], can't execute a "
-                "single "
-                "index op",
+                "single index op",
             )
         index = self.indices[names[0]]
         if doc_id not in index.docs:
@@ -673,8 +671,9 @@ class _Cluster:
         }
 
     def bulk(self, default_index: str | None, lines: list[bytes]) -> dict[str, Any]:
+        """Parses the whole request first (a malformed request changes nothing), then runs each item."""
         started = time.monotonic()
-        items: list[dict[str, Any]] = []
+        operations: list[tuple[str, Mapping[str, Any], Any]] = []
         position = 0
         while position < len(lines):
             try:
@@ -689,8 +688,7 @@ class _Cluster:
                     400,
                     "illegal_argument_exception",
                     f"Malformed action/metadata line [{position + 1}], expected one of [create, delete, "
-                    "index, "
-                    f"update] but found [{op}]",
+                    f"index, update] but found [{op}]",
                 )
             position += 1
             source: Any = None
@@ -706,7 +704,8 @@ class _Cluster:
                 except ValueError:
                     source = _UNPARSEABLE
                 position += 1
-            items.append({op: self._bulk_item(op, meta, source, default_index)})
+            operations.append((op, meta, source))
+        items = [{op: self._bulk_item(op, meta, source, default_index)} for op, meta, source in operations]
         return {
             "took": int((time.monotonic() - started) * 1000),
             "errors": any("error" in next(iter(item.values())) for item in items),

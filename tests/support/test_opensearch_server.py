@@ -310,3 +310,14 @@ def test_a_delayed_request_still_takes_effect_after_the_client_gave_up(server: L
 def test_inspecting_a_missing_index_creates_nothing(server: LoopbackOpenSearch) -> None:
     assert server.document("nowhere", "1") is None
     assert server.index_names() == []
+
+
+def test_a_malformed_bulk_request_changes_nothing(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    body = b'{"index": {"_index": "x", "_id": "1"}}\n{}\n{"upsert_all": {}}\n{}\n'
+
+    response = client.request("POST", "_bulk", body, {"Content-Type": NDJSON_CONTENT_TYPE})
+
+    assert response.status == 400
+    assert server.index_names() == []
