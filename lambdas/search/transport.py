@@ -124,7 +124,11 @@ class OpenSearchTransport:
         body: bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
-        """Send one signed request; `path` may carry a query string (`_cat/indices?format=json`)."""
+        """Send one signed request and return the response, whatever its status.
+
+        `path` is sent as given, so it must already be percent-encoded (`path_segment` for document ids) and
+        may carry a query string (`_cat/indices?format=json`). Raises `TransportError` when no response came.
+        """
         method = method.upper()
         url = f"{self.endpoint}/{path.lstrip('/')}"
         payload = body if body is not None else b""
@@ -159,6 +163,7 @@ class OpenSearchTransport:
         )
 
     def close(self) -> None:
+        """Close pooled connections; the transport reconnects if used again."""
         self._pool.clear()
 
     def _sign(self, method: str, url: str, payload: bytes, headers: dict[str, str]) -> dict[str, str]:
