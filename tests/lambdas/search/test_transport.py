@@ -34,7 +34,9 @@ def server() -> Iterator[LoopbackOpenSearch]:
         yield running
 
 
-def transport_for(server: LoopbackOpenSearch, *, timeout: float = 2.0, secret: str = SECRET_KEY) -> OpenSearchTransport:
+def transport_for(
+    server: LoopbackOpenSearch, *, timeout: float = 2.0, secret: str = SECRET_KEY
+) -> OpenSearchTransport:
     return OpenSearchTransport(
         server.endpoint, REGION, timeout_seconds=timeout, credentials=Credentials(ACCESS_KEY, secret)
     )
@@ -166,5 +168,7 @@ def test_one_transport_is_safe_to_share_between_threads(server: LoopbackOpenSear
 
 
 def test_a_bare_domain_endpoint_means_https() -> None:
-    assert normalize_endpoint("vpc-x.eu-west-1.es.amazonaws.com") == "https://vpc-x.eu-west-1.es.amazonaws.com"
+    assert (
+        normalize_endpoint("vpc-x.eu-west-1.es.amazonaws.com") == "https://vpc-x.eu-west-1.es.amazonaws.com"
+    )
     assert normalize_endpoint("http://127.0.0.1:9200/") == "http://127.0.0.1:9200"
