@@ -110,7 +110,7 @@ def from_dynamodb(value: Mapping[str, Any]) -> Any:
     if tag == "N":
         return _number(inner)
     if tag == "M":
-        return {name: from_dynamodb(member) for name, member in inner.items()}
+        return _map(inner)
     if tag == "L":
         return [from_dynamodb(member) for member in inner]
     if tag == "BOOL":
@@ -129,14 +129,28 @@ def from_dynamodb(value: Mapping[str, Any]) -> Any:
     raise RecordError("malformed-record", f"unsupported DynamoDB value: {value!r:.200}")
 
 
+def _map(members: Mapping[str, Any]) -> dict[str, Any]:
+    # The hot loop: strings and numbers are most attributes, so they skip the generic call.
+    plain: dict[str, Any] = {}
+    try:
+        for name, value in members.items():
+            ((tag, inner),) = value.items()
+            if tag == "S":
+                plain[name] = inner
+            elif tag == "N":
+                plain[name] = _number(inner)
+            else:
+                plain[name] = from_dynamodb(value)
+    except (AttributeError, ValueError):
+        raise RecordError("malformed-record", f"not a DynamoDB map: {members!r:.200}") from None
+    return plain
+
+
 def item_from_dynamodb(image: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """A whole item image (attribute name -> DynamoDB-JSON value) as a plain dict."""
     if not isinstance(image, Mapping):
         raise RecordError("malformed-record", "item image is not a map")
-    try:
-        return {name: from_dynamodb(value) for name, value in image.items()}
-    except AttributeError:
-        raise RecordError("malformed-record", "item image is not a map") from None
+    return _map(image)
 
 
 # --------------------------------------------------------------------------- geometry

@@ -1,0 +1,109 @@
+"""Real stream records through the handler into the loopback OpenSearch: the happy path and the ordering rule."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import BUCKET, Pipeline, account
+
+from tests.support.opensearch_server import ROUTE_BULK
+
+pytestmark = pytest.mark.integration
+
+ZONE = "geozone::bcparks_1"
+DAY = "productDate::bcparks_1::dayuse::1"
+SQUARE = {
+    "type": "Polygon",
+    "coordinates": [[[-123.0, 49.0], [-122.0, 49.0], [-122.0, 50.0], [-123.0, 50.0], [-123.0, 49.0]]],
+}
+EVERY_TYPE = {
+    "name": {"S": "Golden Ears"},
+    "capacity": {"N": "120"},
+    "area": {"N": "555.25"},
+    "precise": {"N": "3.1415926535897932384626433832795028"},
+    "huge": {"N": "12345678901234567890123456789"},
+    "open": {"BOOL": True},
+    "note": {"NULL": True},
+    "logo": {"B": b"\x89PNG"},
+    "tags": {"SS": ["lake", "camp"]},
+    "sizes": {"NS": ["1", "2.5"]},
+    "thumbs": {"BS": [b"\x01", b"\x02"]},
+    "contact": {"M": {"email": {"S": "ranger@example.com"}, "phones": {"L": [{"S": "555"}, {"N": "1"}]}}},
+    "location": {"M": {"lat": {"N": "49.35"}, "lon": {"N": "-122.45"}}},
+}
+
+
+def test_mixed_batch_lands_in_one_bulk_request_and_index_equals_dynamodb(pipeline: Pipeline) -> None:
+    pipeline.s3.put_object(Bucket=BUCKET, Key="zones/3.json", Body=json.dumps(SQUARE).encode())
+    pipeline.put(ZONE, "0000000001", **EVERY_TYPE)
+    pipeline.put(ZONE, "0000000002", name={"S": "first"}, extra={"S": "goes away"})
+    pipeline.put(ZONE, "0000000002", name={"S": "second"})  # MODIFY drops `extra`
+    pipeline.put(ZONE, "0000000003", geometryUrl={"S": f"s3://{BUCKET}/zones/3.json"})
+    pipeline.put(ZONE, "0000000004", name={"S": "doomed"})
+    pipeline.delete(ZONE, "0000000004")
+    pipeline.put(DAY, "1::2025-12-31", inline={"M": {"geometry": {"S": "not geometry, just a nested attr"}}})
+    pipeline.put("counter::geozone::bcparks_1", "counter", value={"N": "4"})  # not indexable
+    records = pipeline.read_stream()
+    assert [r["eventName"] for r in records].count("REMOVE") == 1
+
+    final, invocations = pipeline.deliver(records)
+
+    assert pipeline.server.count(ROUTE_BULK) == 1
+    fates = account(final, records, pipeline.dlq_messages())
+    assert fates == {"indexed": 4, "coalesced": 2, "deleted": 1, "ignored": 1}
+    pipeline.assert_index_equals_dynamodb()
+    doc = pipeline.server.document("geozone", f"{ZONE}#0000000003")
+    assert doc is not None and doc["geometry"] == SQUARE
+    removed = pipeline.server.document("geozone", f"{ZONE}#0000000004")
+    assert removed is not None and removed["tombstone"] is True  # a tombstone, never a real delete
+    emf = invocations[0].lines[-1]
+    assert emf["DocumentsIndexed"] == 4 and emf["DocumentsDeleted"] == 1 and emf["BulkRequests"] == 1
+    assert emf["ReplicationLagSeconds"] >= 0
+
+
+def test_numbers_reach_opensearch_with_every_digit(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", **EVERY_TYPE)
+    pipeline.deliver(pipeline.read_stream())
+    (request,) = pipeline.server.requests_to(ROUTE_BULK)
+    assert b'"precise":3.1415926535897932384626433832795028' in request.body
+    assert b'"huge":12345678901234567890123456789' in request.body
+
+
+def test_ttl_expiry_writes_a_tombstone(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", expiresAt={"N": "1764531000"})
+    pipeline.deliver(pipeline.read_stream())
+    pipeline.delete(ZONE, "0000000001")
+    (remove,) = pipeline.read_stream()
+    remove["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}  # as TTL deletes
+    final, invocations = pipeline.deliver([remove])
+    assert final == {remove["eventID"]: "deleted"}
+    assert invocations[0].lines[-1]["DocumentsExpired"] == 1
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_an_older_batch_replayed_after_newer_ones_changes_nothing(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", name={"S": "v1"})
+    pipeline.put(ZONE, "0000000002", name={"S": "v1"})
+    old_batch = pipeline.read_stream()
+    pipeline.deliver(old_batch)
+    pipeline.put(ZONE, "0000000001", name={"S": "v2"})
+    pipeline.delete(ZONE, "0000000002")
+    pipeline.deliver(pipeline.read_stream())
+
+    final, _ = pipeline.deliver(old_batch)  # e.g. a retried batch arriving late
+
+    assert set(final.values()) == {"stale-skipped"}
+    pipeline.assert_index_equals_dynamodb()  # the deleted item did not come back
+
+
+def test_records_split_out_of_order_across_invocations_still_converge(pipeline: Pipeline) -> None:
+    for version in range(5):
+        pipeline.put(ZONE, "0000000001", name={"S": f"v{version}"})
+        pipeline.put(ZONE, f"000000010{version}", name={"S": "x"})
+    pipeline.delete(ZONE, "0000000001")
+    records = pipeline.read_stream()
+    # Bisected halves and retries can arrive in any order; only the newest change per key may stand.
+    for piece in (records[6:], records[:3], records[3:6], records[:6], records):
+        pipeline.deliver(piece)
+    pipeline.assert_index_equals_dynamodb()
