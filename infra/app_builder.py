@@ -14,7 +14,7 @@ if str(ROOT / "lambdas") not in sys.path:
 
 from aws_cdk import App, Environment, Stage, Validations  # noqa: E402
 
-from infra.config import EnvironmentConfig  # noqa: E402
+from infra.config import ConfigError, EnvironmentConfig  # noqa: E402
 from infra.environments import environments  # noqa: E402
 from infra.nag import RULE_PACKS  # noqa: E402
 from infra.stacks.stateful import StatefulStack  # noqa: E402
@@ -26,6 +26,19 @@ def committed_context() -> dict[str, Any]:
     context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
     context.update(json.loads((ROOT / "cdk.context.json").read_text()))
     return context
+
+
+def account_overrides(app: App, *, known: set[str]) -> dict[str, str]:
+    """Account ids passed as context ``account.<env>=<id>``; naming an unknown environment is an error."""
+    overrides = {}
+    for key, value in app.node.get_all_context().items():
+        if not key.startswith("account."):
+            continue
+        name = key.removeprefix("account.")
+        if name not in known:
+            raise ConfigError(f"{key}: unknown environment {name!r}; known: {sorted(known)}")
+        overrides[name] = str(value)
+    return overrides
 
 
 def build_environment(app: App, config: EnvironmentConfig) -> Stage:
@@ -48,11 +61,7 @@ def build_app(app: App, *, nag: bool = True) -> dict[str, Stage]:
 
     Account ids come from ``infra/environments.py`` unless context ``account.<env>`` overrides them.
     """
-    overrides = {
-        name: str(app.node.try_get_context(f"account.{name}"))
-        for name in environments()
-        if app.node.try_get_context(f"account.{name}") is not None
-    }
+    overrides = account_overrides(app, known=set(environments()))
     if nag:
         Validations.of(app).add_plugins(*(pack(app) for pack in RULE_PACKS))
     return {name: build_environment(app, config) for name, config in environments(overrides).items()}
