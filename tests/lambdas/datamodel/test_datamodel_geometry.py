@@ -107,7 +107,7 @@ def polygons(draw: st.DrawFn) -> dict:
     return {"type": "Polygon", "coordinates": [[*ring, ring[0]]]}
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(polygons())
 def test_envelope_contains_every_position_and_the_centroid(polygon):
     min_lon, min_lat, max_lon, max_lat = envelope(polygon)

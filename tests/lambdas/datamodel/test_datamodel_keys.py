@@ -54,14 +54,14 @@ def item_keys(draw: st.DrawFn) -> ItemKey:
     return ItemKey(schema.name, values)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(item_keys())
 def test_parse_inverts_build_for_every_schema(key):
     pk, sk = build_key(key)
     assert parse_key(pk, sk) == key
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(item_keys())
 def test_schema_is_recoverable_from_the_pk(key):
     pk, _ = build_key(key)
@@ -69,14 +69,14 @@ def test_schema_is_recoverable_from_the_pk(key):
     assert schema.name == key.schema
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(item_keys())
 def test_document_id_round_trips(key):
     pk, sk = build_key(key)
     assert parse_document_id(document_id(pk, sk)) == (pk, sk)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(item_keys(), item_keys())
 def test_different_items_never_share_a_document_id(a, b):
     keys_a, keys_b = build_key(a), build_key(b)
@@ -84,7 +84,7 @@ def test_different_items_never_share_a_document_id(a, b):
         assert document_id(*keys_a) != document_id(*keys_b)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.integers(0, 10**6 - 1), st.integers(0, 10**6 - 1))
 def test_padded_numbers_sort_as_text_in_numeric_order(a, b):
     field = Field("n", Kind.NUMBER, width=6)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 SCOPE = {"collectionId": "bcparks_1"}
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.text(max_size=40))
 def test_shard_is_deterministic_and_in_range(value):
     assert shard_of("booking", value) == shard_of("booking", value)
