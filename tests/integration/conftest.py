@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ class Pipeline:
     s3: Any = field(default_factory=lambda: boto3.client("s3", region_name=REGION))
     sqs: Any = field(default_factory=lambda: boto3.client("sqs", region_name=REGION))
     sleeps: list[float] = field(default_factory=list)
+    real_sleep: bool = False
     iterators: dict[str, str] = field(default_factory=dict)
     stream_arn: str = ""
     dlq_url: str = ""
@@ -116,12 +118,17 @@ class Pipeline:
 
         def build_ports(settings: Settings) -> Any:
             ports = real_build_ports(settings)
-            ports.sleep = self.sleeps.append  # backoff is recorded, never slept for real
+            ports.sleep = self._sleep  # backoff is recorded, and only slept for real when asked
             return ports
 
         self.monkeypatch.setattr(aws, "build_ports", build_ports)
         handler.reset()
         return self
+
+    def _sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self.real_sleep:
+            time.sleep(seconds)
 
     def configure(self, **overrides: str) -> None:
         env = {
@@ -249,6 +256,7 @@ class Pipeline:
             dynamodb=self.dynamodb,
             streams=self.streams,
             visibility_timeout=30,
+            wait_seconds=0,
         )
 
     # --- the invariant ---------------------------------------------------------------------------

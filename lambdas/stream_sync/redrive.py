@@ -1,0 +1,294 @@
+"""Redrive the sync's dead-letter queue by re-reading DynamoDB, never by replaying old images.
+
+For every dead-lettered record, the item's current state is read (consistent GetItem by its keys) and
+written through the same bulk path as the stream, versioned with the dead-lettered record's own
+sequence number. The index's ordering rule then lets it win only over older changes, and any newer stream
+record still supersedes it, so a redrive can run at any time, any number of times.
+
+Two message shapes are understood:
+- the sync's own: `{"reason", "record": <full stream record>, "documentId", ...}`;
+- the event source mapping's on-failure record: `{"requestContext", "DDBStreamBatchInfo": {"shardId",
+  "startSequenceNumber", "endSequenceNumber", "streamArn"}}` (metadata only): the range is re-read from
+  the stream (within its 24-hour retention) to learn the keys and sequence numbers.
+
+A message is deleted only when every record it names reached a final fate.
+
+CLI: `python -m stream_sync.redrive --table <name> [--queue-url URL] [--max-messages N] [--dry-run]`,
+configured like the handler (OPENSEARCH_ENDPOINT, GEOMETRY_BUCKET, BULK_MAX_BYTES, ... from the environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stream_sync.config import Settings
+from stream_sync.sync import FINAL_FATES, Ports, process_batch
+
+Keys = dict[str, Any]
+ReadRange = Callable[[str, str, str, str], list[Mapping[str, Any]]]
+GetItem = Callable[[Keys], dict[str, Any] | None]
+
+
+class UnreadableMessageError(ValueError):
+    """A DLQ message that names no record this tool can redrive; it stays in the queue."""
+
+
+@dataclass
+class Message:
+    message_id: str
+    receipt_handle: str
+    body: str
+
+
+@dataclass
+class MessageReport:
+    message_id: str
+    records: int = 0
+    fates: dict[str, int] = field(default_factory=dict)
+    deleted: bool = False
+    error: str | None = None
+
+
+def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Keys, str, Any]]:
+    """(keys, SequenceNumber, ApproximateCreationDateTime) of every record a DLQ message names."""
+    record = body.get("record")
+    if isinstance(record, Mapping):
+        stream = record.get("dynamodb")
+        if not isinstance(stream, Mapping) or not isinstance(stream.get("Keys"), Mapping):
+            raise UnreadableMessageError("dead-lettered record has no dynamodb.Keys")
+        seq = stream.get("SequenceNumber")
+        if not isinstance(seq, str) or not seq.isdigit():
+            raise UnreadableMessageError("dead-lettered record has no SequenceNumber")
+        return [(dict(stream["Keys"]), seq, stream.get("ApproximateCreationDateTime"))]
+    info = body.get("DDBStreamBatchInfo")
+    if isinstance(info, Mapping):
+        try:
+            arn, shard = info["streamArn"], info["shardId"]
+            start, end = info["startSequenceNumber"], info["endSequenceNumber"]
+        except KeyError as error:
+            raise UnreadableMessageError(f"DDBStreamBatchInfo lacks {error}") from None
+        records = read_range(arn, shard, start, end)
+        if not records:
+            raise UnreadableMessageError(
+                f"stream range {start}..{end} of {shard} is no longer readable (24 h retention): reconcile instead"
+            )
+        return [
+            (
+                dict(r["dynamodb"]["Keys"]),
+                r["dynamodb"]["SequenceNumber"],
+                r["dynamodb"].get("ApproximateCreationDateTime"),
+            )
+            for r in records
+        ]
+    raise UnreadableMessageError("neither a dead-lettered record nor DDBStreamBatchInfo")
+
+
+def current_state_record(
+    keys: Keys, sequence_number: str, created_at: Any, get_item: GetItem
+) -> dict[str, Any]:
+    """A synthetic stream record carrying the item's current state and the dead-lettered sequence number."""
+    item = get_item(keys)
+    stream: dict[str, Any] = {"Keys": keys, "SequenceNumber": sequence_number}
+    if created_at is not None:
+        stream["ApproximateCreationDateTime"] = created_at
+    if item is not None:
+        stream["NewImage"] = item
+    return {
+        "eventID": f"redrive-{sequence_number}",
+        "eventName": "MODIFY" if item is not None else "REMOVE",
+        "eventSource": "redrive",
+        "dynamodb": stream,
+    }
+
+
+def redrive_messages(
+    messages: Sequence[Message],
+    *,
+    settings: Settings,
+    ports: Ports,
+    read_range: ReadRange,
+    get_item: GetItem,
+    remaining_seconds: Callable[[], float] = lambda: 300.0,
+) -> list[MessageReport]:
+    """Apply the current DynamoDB state of every record the messages name; report which are done."""
+    reports = [MessageReport(m.message_id) for m in messages]
+    records: list[dict[str, Any]] = []
+    owner: list[int] = []
+    for position, message in enumerate(messages):
+        try:
+            body = json.loads(message.body)
+            if not isinstance(body, Mapping):
+                raise UnreadableMessageError("message body is not a JSON object")
+            targets = targets_of(body, read_range)
+            fresh = [current_state_record(keys, seq, created, get_item) for keys, seq, created in targets]
+        except (ValueError, KeyError, TypeError) as error:  # UnreadableMessageError and bad JSON included
+            reports[position].error = str(error)
+            continue
+        records.extend(fresh)
+        owner.extend([position] * len(fresh))
+        reports[position].records = len(fresh)
+    if records:
+        result = process_batch(
+            records, settings=settings, ports=ports, remaining_seconds=remaining_seconds, dead_letter=False
+        )
+        finished = [True] * len(messages)
+        for outcome, position in zip(result.outcomes, owner, strict=True):
+            fate = outcome.fate.value if outcome.fate else "none"
+            fates = reports[position].fates
+            fates[fate] = fates.get(fate, 0) + 1
+            if outcome.fate not in FINAL_FATES:
+                finished[position] = False
+                reports[position].error = f"{outcome.reason_kind}: {outcome.reason}"
+        for position, report in enumerate(reports):
+            report.deleted = report.error is None and report.records > 0 and finished[position]
+    return reports
+
+
+# --------------------------------------------------------------------------- AWS wiring and CLI
+
+
+def stream_range_reader(streams: Any) -> ReadRange:
+    def read_range(arn: str, shard: str, start: str, end: str) -> list[Mapping[str, Any]]:
+        from botocore.exceptions import ClientError
+
+        try:
+            iterator = streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard, ShardIteratorType="AT_SEQUENCE_NUMBER", SequenceNumber=start
+            ).get("ShardIterator")
+        except ClientError:
+            return []  # trimmed or expired: the caller reports the range as unreadable
+        found: list[Mapping[str, Any]] = []
+        empty_pages = 0
+        while iterator and empty_pages < 3:
+            page = streams.get_records(ShardIterator=iterator, Limit=1000)
+            batch = page.get("Records", [])
+            empty_pages = 0 if batch else empty_pages + 1
+            for record in batch:
+                if int(record["dynamodb"]["SequenceNumber"]) > int(end):
+                    return found
+                found.append(record)
+            if found and int(found[-1]["dynamodb"]["SequenceNumber"]) >= int(end):
+                return found
+            iterator = page.get("NextShardIterator")
+        return found
+
+    return read_range
+
+
+def item_reader(dynamodb: Any, table: str) -> GetItem:
+    def get_item(keys: Keys) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = dynamodb.get_item(TableName=table, Key=keys, ConsistentRead=True).get(
+            "Item"
+        )
+        return item
+
+    return get_item
+
+
+def _describe(message: Message, read_range: ReadRange) -> MessageReport:
+    report = MessageReport(message.message_id)
+    try:
+        report.records = len(targets_of(json.loads(message.body), read_range))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        report.error = str(error)
+    return report
+
+
+def redrive_queue(
+    *,
+    queue_url: str,
+    table: str,
+    settings: Settings,
+    ports: Ports,
+    sqs: Any,
+    dynamodb: Any,
+    streams: Any,
+    max_messages: int = 1000,
+    visibility_timeout: int = 300,
+    wait_seconds: int = 1,
+    dry_run: bool = False,
+) -> list[MessageReport]:
+    """Receive up to `max_messages`, redrive them ten at a time, delete the ones that are done."""
+    reports: list[MessageReport] = []
+    read_range, get_item = stream_range_reader(streams), item_reader(dynamodb, table)
+    while len(reports) < max_messages:
+        received = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=min(10, max_messages - len(reports)),
+            VisibilityTimeout=visibility_timeout,
+            WaitTimeSeconds=wait_seconds,
+        ).get("Messages", [])
+        if not received:
+            break
+        messages = [Message(m["MessageId"], m["ReceiptHandle"], m["Body"]) for m in received]
+        if dry_run:
+            batch_reports = [_describe(m, read_range) for m in messages]
+        else:
+            batch_reports = redrive_messages(
+                messages, settings=settings, ports=ports, read_range=read_range, get_item=get_item
+            )
+            done = [
+                {"Id": str(i), "ReceiptHandle": m.receipt_handle}
+                for i, (m, r) in enumerate(zip(messages, batch_reports, strict=True))
+                if r.deleted
+            ]
+            if done:
+                sqs.delete_message_batch(QueueUrl=queue_url, Entries=done)
+        reports.extend(batch_reports)
+    return reports
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stream_sync.redrive", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--table", default=os.environ.get("TABLE_NAME"), required="TABLE_NAME" not in os.environ
+    )
+    parser.add_argument("--queue-url", default=os.environ.get("DLQ_URL"))
+    parser.add_argument("--max-messages", type=int, default=1000)
+    parser.add_argument("--visibility-timeout", type=int, default=300)
+    parser.add_argument("--dry-run", action="store_true", help="receive and report, change nothing")
+    args = parser.parse_args(argv)
+    settings = Settings.from_env(os.environ)
+
+    import boto3
+
+    from stream_sync.aws import build_ports
+
+    reports = redrive_queue(
+        queue_url=args.queue_url or settings.dlq_url,
+        table=args.table,
+        settings=settings,
+        ports=build_ports(settings),
+        sqs=boto3.client("sqs", region_name=settings.region),
+        dynamodb=boto3.client("dynamodb", region_name=settings.region),
+        streams=boto3.client("dynamodbstreams", region_name=settings.region),
+        max_messages=args.max_messages,
+        visibility_timeout=args.visibility_timeout,
+        dry_run=args.dry_run,
+    )
+    for report in reports:
+        print(
+            json.dumps(
+                {
+                    "messageId": report.message_id,
+                    "records": report.records,
+                    "fates": report.fates,
+                    "deleted": report.deleted,
+                    "error": report.error,
+                }
+            )
+        )
+    remaining = sum(1 for r in reports if not r.deleted)
+    print(json.dumps({"redriven": len(reports) - remaining, "leftInQueue": remaining, "at": time.time()}))
+    return 0 if remaining == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

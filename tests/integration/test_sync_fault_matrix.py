@@ -1,0 +1,301 @@
+"""Fault matrix: for every fault, every input record's fate is counted (indexed, deleted, stale-skipped,
+coalesced, ignored, reported for retry, or in the DLQ with its payload) and, once Lambda's redelivery
+and the DLQ redrive have run, the index equals DynamoDB."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from conftest import BUCKET, Pipeline, account, unused_port
+
+from tests.support.opensearch_server import ROUTE_BULK
+
+pytestmark = pytest.mark.integration
+
+ZONE = "geozone::bcparks_1"
+SQUARE = {
+    "type": "Polygon",
+    "coordinates": [[[-123.0, 49.0], [-122.0, 49.0], [-122.0, 50.0], [-123.0, 50.0], [-123.0, 49.0]]],
+}
+OPEN_RING = {"type": "Polygon", "coordinates": [SQUARE["coordinates"][0][:-1]]}
+
+
+def doc_id(sk: str) -> str:
+    return f"{ZONE}#{sk}"
+
+
+def write_mix(pipeline: Pipeline, count: int = 12) -> list[dict[str, Any]]:
+    """INSERTs, MODIFYs and REMOVEs over `count` keys, read back from the stream."""
+    for i in range(count):
+        pipeline.put(ZONE, f"{i:010d}", name={"S": f"zone {i}"}, capacity={"N": str(i)})
+    for i in range(0, count, 3):
+        pipeline.put(ZONE, f"{i:010d}", name={"S": f"zone {i} v2"})
+    for i in range(1, count, 4):
+        pipeline.delete(ZONE, f"{i:010d}")
+    return pipeline.read_stream()
+
+
+def redrive_all(pipeline: Pipeline) -> None:
+    reports = pipeline.redrive()
+    assert all(report.deleted for report in reports), [r.error for r in reports if not r.deleted]
+    assert pipeline.dlq_messages() == []
+
+
+def test_429_storm_is_absorbed_by_backoff_honouring_retry_after(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline)
+    pipeline.server.fail_next(ROUTE_BULK, 429, times=3, retry_after=2)
+    final, _ = pipeline.deliver(records)
+    assert set(account(final, records, pipeline.dlq_messages())) <= {"indexed", "deleted", "coalesced"}
+    assert pipeline.sleeps[:3] == [2.0, 2.0, 2.0]  # Retry-After honoured (recorded, not slept)
+    assert pipeline.server.count(ROUTE_BULK) == 4
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_429_storm_longer_than_the_retry_budget_is_reported_then_redelivered(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline)
+    pipeline.server.fail_next(ROUTE_BULK, 429, times=4, retry_after=1)
+    first = pipeline.invoke(records)
+    assert set(first.fates.values()) == {"retry", "coalesced"}
+    unfinished = [r["dynamodb"]["SequenceNumber"] for r in records if first.fates[r["eventID"]] == "retry"]
+    assert first.response["batchItemFailures"] == [{"itemIdentifier": min(unfinished, key=int)}]
+    assert first.lines[-1]["RecordsReportedForRetry"] > 0
+    final, _ = pipeline.deliver(records)
+    account(final, records, pipeline.dlq_messages())
+    assert "retry" not in final.values()
+    pipeline.assert_index_equals_dynamodb()
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_5xx_is_retried(pipeline: Pipeline, status: int) -> None:
+    records = write_mix(pipeline)
+    pipeline.server.fail_next(ROUTE_BULK, status, times=2)
+    final, invocations = pipeline.deliver(records)
+    assert len(invocations) == 1 and "retry" not in final.values()
+    account(final, records, pipeline.dlq_messages())
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_timeouts_that_applied_anyway_turn_into_stale_skips(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline, count=4)
+    pipeline.configure(REQUEST_TIMEOUT_SECONDS="0.2", RETRY_BASE_SECONDS="0.3", RETRY_MAX_SECONDS="0.3")
+    pipeline.real_sleep = True  # the retry must reach the server after the abandoned request applied
+    pipeline.server.delay_next(ROUTE_BULK, 0.25)  # applied by the server after the client gave up
+    final, _ = pipeline.deliver(records)
+    fates = account(final, records, pipeline.dlq_messages())
+    assert fates["stale-skipped"] > 0 and "retry" not in fates
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_connection_refused_is_reported_until_the_domain_is_back(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline)
+    pipeline.configure(OPENSEARCH_ENDPOINT=f"http://127.0.0.1:{unused_port()}")
+    first = pipeline.invoke(records)
+    assert set(first.fates.values()) == {"retry", "coalesced"} and pipeline.dlq_messages() == []
+    pipeline.configure()  # the domain is reachable again
+    final, _ = pipeline.deliver(records)
+    account(final, records, pipeline.dlq_messages())
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_dropped_connections_are_retried(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline)
+    pipeline.server.drop_next(ROUTE_BULK, times=2)
+    final, _ = pipeline.deliver(records)
+    assert "retry" not in account(final, records, pipeline.dlq_messages())
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_malformed_records_go_to_the_dlq_and_never_block_the_shard(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline)
+    bad_type = next(r for r in records if r["eventName"] == "INSERT")
+    bad_type["dynamodb"]["NewImage"]["capacity"] = {"Q": "7"}
+    bad_event = next(r for r in reversed(records) if r["eventName"] == "MODIFY")
+    bad_event["eventName"] = "UPSERT"
+    garbage = {"eventID": "garbage-1", "eventName": "INSERT", "dynamodb": {"SequenceNumber": "1"}}
+    batch = [*records, garbage]
+    final, invocations = pipeline.deliver(batch)
+    fates = account(final, batch, pipeline.dlq_messages())
+    assert len(invocations) == 1
+    assert final["garbage-1"] == "dead-lettered" and final[bad_event["eventID"]] == "dead-lettered"
+    assert fates["dead-lettered"] >= 2
+    kinds = {m["_attributes"]["reasonKind"]["StringValue"] for m in pipeline.dlq_messages()}
+    assert kinds == {"malformed-record"}
+    # The items themselves are fine in DynamoDB: the redrive re-reads them. The garbage record names no key.
+    reports = pipeline.redrive()
+    assert sorted(r.deleted for r in reports) == [False] + [True] * (len(reports) - 1)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_missing_geometry_object_is_dead_lettered_then_redriven_once_uploaded(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", geometryUrl={"S": f"s3://{BUCKET}/zones/1.json"})
+    pipeline.put(ZONE, "0000000002", name={"S": "fine"})
+    records = pipeline.read_stream()
+    final, _ = pipeline.deliver(records)
+    assert account(final, records, pipeline.dlq_messages()) == {"dead-lettered": 1, "indexed": 1}
+    (message,) = pipeline.dlq_messages()
+    assert message["reasonKind"] == "missing-geometry-object" and message["documentId"] == doc_id(
+        "0000000001"
+    )
+    pipeline.s3.put_object(Bucket=BUCKET, Key="zones/1.json", Body=json.dumps(SQUARE).encode())
+    redrive_all(pipeline)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_invalid_geometry_is_dead_lettered_and_a_later_fix_wins(pipeline: Pipeline) -> None:
+    pipeline.s3.put_object(Bucket=BUCKET, Key="zones/bad.json", Body=json.dumps(OPEN_RING).encode())
+    pipeline.put(ZONE, "0000000001", geometryUrl={"S": f"s3://{BUCKET}/zones/bad.json"})
+    pipeline.put(
+        ZONE, "0000000002", geometry={"M": {"type": {"S": "Point"}, "coordinates": {"L": [{"N": "500"}]}}}
+    )
+    records = pipeline.read_stream()
+    final, _ = pipeline.deliver(records)
+    assert account(final, records, pipeline.dlq_messages()) == {"dead-lettered": 2}
+    assert {m["reasonKind"] for m in pipeline.dlq_messages()} == {"invalid-geometry"}
+    # Owners fix the items; the fixes stream through; the old messages redrive as no-ops afterwards.
+    pipeline.s3.put_object(Bucket=BUCKET, Key="zones/good.json", Body=json.dumps(SQUARE).encode())
+    pipeline.put(ZONE, "0000000001", geometryUrl={"S": f"s3://{BUCKET}/zones/good.json"})
+    pipeline.put(
+        ZONE,
+        "0000000002",
+        geometry={"M": {"type": {"S": "Point"}, "coordinates": {"L": [{"N": "1"}, {"N": "2"}]}}},
+    )
+    pipeline.deliver(pipeline.read_stream())
+    reports = pipeline.redrive()
+    assert all(r.deleted and r.fates == {"stale-skipped": 1} for r in reports)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_oversize_document_is_dead_lettered_and_the_rest_split_under_the_cap(pipeline: Pipeline) -> None:
+    pipeline.configure(BULK_MAX_BYTES="4096")
+    for i in range(12):
+        pipeline.put(ZONE, f"{i:010d}", blurb={"S": "x" * 600})
+    pipeline.put(ZONE, "big", blurb={"S": "y" * 6000})
+    records = pipeline.read_stream()
+    final, _ = pipeline.deliver(records)
+    assert account(final, records, pipeline.dlq_messages()) == {"indexed": 12, "dead-lettered": 1}
+    bodies = [r.body for r in pipeline.server.requests_to(ROUTE_BULK)]
+    assert len(bodies) > 1 and all(len(body) <= 4096 for body in bodies)
+    (message,) = pipeline.dlq_messages()
+    assert message["reasonKind"] == "document-too-large"
+    pipeline.put(ZONE, "big", blurb={"S": "y" * 600})  # the owner trims the item
+    pipeline.deliver(pipeline.read_stream())
+    redrive_all(pipeline)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_mapping_rejection_is_dead_lettered_and_redriven_after_the_mapping_fix(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline)
+    rejected = doc_id("0000000002")
+    pipeline.server.fail_item(rejected, status=400, error_type="mapper_parsing_exception", times=1)
+    final, _ = pipeline.deliver(records)
+    fates = account(final, records, pipeline.dlq_messages())
+    assert fates["dead-lettered"] == 1
+    (message,) = pipeline.dlq_messages()
+    assert message["documentId"] == rejected and "mapper_parsing_exception" in message["reason"]
+    redrive_all(pipeline)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_version_conflicts_and_per_item_429_are_retried(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline)
+    pipeline.server.fail_item(
+        doc_id("0000000000"), status=409, error_type="version_conflict_engine_exception"
+    )
+    pipeline.server.fail_item(
+        doc_id("0000000002"), status=429, error_type="rejected_execution_exception", times=2
+    )
+    final, invocations = pipeline.deliver(records)
+    assert "retry" not in account(final, records, pipeline.dlq_messages()) and len(invocations) == 1
+    assert invocations[0].lines[-1]["DocumentsRetried"] == 3
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_dead_lettered_record_delivered_again_long_after_newer_changes(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", name={"S": "v1"})
+    first = pipeline.read_stream()
+    pipeline.server.fail_item(doc_id("0000000001"), status=400, times=1)
+    pipeline.deliver(first)
+    assert len(pipeline.dlq_messages()) == 1
+    pipeline.put(ZONE, "0000000001", name={"S": "v2"})
+    pipeline.delete(ZONE, "0000000001")
+    pipeline.put(ZONE, "0000000001", name={"S": "v3"})
+    pipeline.deliver(pipeline.read_stream())
+    pipeline.assert_index_equals_dynamodb()
+
+    final, _ = pipeline.deliver(first)  # the old record itself, replayed late
+    assert list(final.values()) == ["stale-skipped"]
+    reports = pipeline.redrive()  # the DLQ redrive, long after
+    assert [r.fates for r in reports] == [{"stale-skipped": 1}] and reports[0].deleted
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_redrive_before_the_newer_changes_arrive_still_converges(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", name={"S": "v1"})
+    first = pipeline.read_stream()
+    pipeline.server.fail_item(doc_id("0000000001"), status=400, times=1)
+    pipeline.deliver(first)
+    pipeline.delete(ZONE, "0000000001")  # DynamoDB moves on; its record has not been synced yet
+    later = pipeline.read_stream()
+    assert [r.fates for r in pipeline.redrive()] == [{"deleted": 1}]  # current state (gone) under the old seq
+    pipeline.assert_index_equals_dynamodb()
+    final, _ = pipeline.deliver(later)
+    assert list(final.values()) == ["deleted"]
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_event_source_mapping_failure_message_is_redriven_from_the_stream_range(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline, count=6)
+    shard = pipeline.streams.describe_stream(StreamArn=pipeline.stream_arn)["StreamDescription"]["Shards"][0]
+    pipeline.send_to_dlq(
+        {
+            "requestContext": {"condition": "RetryAttemptsExhausted", "approximateInvokeCount": 3},
+            "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
+            "version": "1.0",
+            "timestamp": "2026-11-30T20:00:00.000Z",
+            "DDBStreamBatchInfo": {
+                "shardId": shard["ShardId"],
+                "startSequenceNumber": records[2]["dynamodb"]["SequenceNumber"],
+                "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
+                "batchSize": len(records) - 2,
+                "streamArn": pipeline.stream_arn,
+            },
+        }
+    )
+    pipeline.deliver(records[:2])
+    (report,) = pipeline.redrive()
+    assert report.deleted and report.records == len(records) - 2
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_dlq_outage_falls_back_to_retrying_the_record(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline)
+    pipeline.configure(DLQ_URL=pipeline.dlq_url + "-missing")
+    pipeline.server.fail_item(doc_id("0000000002"), status=400, times=1)
+    first = pipeline.invoke(records)
+    failed = next(r for r in records if r["eventID"] in first.fates and first.fates[r["eventID"]] == "retry")
+    assert first.response["batchItemFailures"] == [{"itemIdentifier": failed["dynamodb"]["SequenceNumber"]}]
+    assert first.lines[-1]["DeadLetterSendFailures"] == 1
+    pipeline.configure()
+    final, _ = pipeline.deliver(records)
+    account(final, records, pipeline.dlq_messages())
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_records_near_max_age_go_to_the_dlq_with_payload_instead_of_retrying(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline, count=4)
+    for record in records[:3]:
+        record["dynamodb"]["ApproximateCreationDateTime"] = time.time() - 3500
+    pipeline.configure(MAX_RECORD_AGE_SECONDS="3600", RECORD_AGE_MARGIN_SECONDS="300")
+    pipeline.server.fail_next(ROUTE_BULK, 503, times=4)
+    first = pipeline.invoke(records)
+    old_fates = {first.fates[r["eventID"]] for r in records[:3]}
+    assert old_fates <= {"dead-lettered", "coalesced"} and "dead-lettered" in old_fates
+    kinds = {m["reasonKind"] for m in pipeline.dlq_messages()}
+    assert kinds == {"transient-exhausted"}
+    final, _ = pipeline.deliver(records)
+    account(final, records, pipeline.dlq_messages())
+    redrive_all(pipeline)
+    pipeline.assert_index_equals_dynamodb()
