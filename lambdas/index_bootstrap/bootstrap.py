@@ -1,7 +1,7 @@
 """Idempotent set-up of the OpenSearch side for a list of indexable schemas.
 
-Run on every deployment: puts the stored ordering script and one composable template per schema
-(both idempotent PUTs), then per schema either creates `<schema>-v1` behind the read and write aliases
+Run on every deployment: puts the stored ordering script, the stream sync's fine-grained-access-control role
+and its mapping to the sync's IAM role, and one composable template per schema (all idempotent PUTs), then per schema either creates `<schema>-v1` behind the read and write aliases
 (no version yet), creates `<schema>-v<N+1>` without touching the aliases (the newest version's mapping
 fingerprint differs from the desired one: a reindex fills it and swaps the aliases later), or does nothing.
 It never deletes an index and never moves an alias.
@@ -31,6 +31,7 @@ from search.indices import (
     template_name,
     write_alias,
 )
+from search.security import SYNC_ROLE, role_mapping_body, sync_role_body
 from search.transport import OpenSearchTransport, Response, TransportError, path_segment
 
 logger = logging.getLogger(__name__)
@@ -68,8 +69,13 @@ class IndexBootstrap:
         self._backoff_seconds = backoff_seconds
         self._sleep = sleep
 
-    def run(self, schemas: Sequence[str]) -> list[SchemaOutcome]:
+    def run(self, schemas: Sequence[str], *, sync_role_arn: str | None = None) -> list[SchemaOutcome]:
         self._send("PUT", f"_scripts/{APPLY_SCRIPT_ID}", stored_script_body())
+        if sync_role_arn:
+            self._send("PUT", f"_plugins/_security/api/roles/{SYNC_ROLE}", sync_role_body(schemas))
+            self._send(
+                "PUT", f"_plugins/_security/api/rolesmapping/{SYNC_ROLE}", role_mapping_body(sync_role_arn)
+            )
         for schema in schemas:
             self._send(
                 "PUT", f"_index_template/{path_segment(template_name(schema))}", index_template(schema)

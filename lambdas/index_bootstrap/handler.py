@@ -6,6 +6,11 @@ ResourceProperties (set by the index bootstrap construct; CloudFormation passes 
 - `RequestTimeoutSeconds` (optional, default 30): timeout of each OpenSearch request.
 - `Fingerprint` (optional, not read): `search.indices.bootstrap_fingerprint(...)` of the deployed code, so a
   template or script change alters the properties and CloudFormation sends an Update.
+- `AdminRoleArn` (optional): the fine-grained-access-control master role; the handler assumes it and signs every
+  request with its credentials (only the master may put roles and mappings). Without it, the function's own
+  credentials sign.
+- `SyncRoleArn` (optional): the stream sync's IAM role, mapped to the write-only `refdata_stream_sync` role.
+- `Schemas` (optional, not read): the indexable schema names; the registry shipped with the function decides.
 
 The endpoint comes from the properties rather than the function's environment so that a new domain
 endpoint is itself a property change (an Update with a new physical id). Create and Update run the
@@ -23,6 +28,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from botocore.credentials import Credentials
 from datamodel.registry import indexable_schemas
 from search.transport import OpenSearchTransport, normalize_endpoint
 
@@ -55,10 +61,13 @@ def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
         raise ValueError("ResourceProperties.Region is not set and AWS_REGION is not in the environment")
     timeout = float(properties.get("RequestTimeoutSeconds", DEFAULT_TIMEOUT_SECONDS))
 
-    transport = OpenSearchTransport(endpoint, region, timeout_seconds=timeout)
+    admin_role = properties.get("AdminRoleArn")
+    credentials = assume_role(admin_role, region) if admin_role else None
+    transport = OpenSearchTransport(endpoint, region, timeout_seconds=timeout, credentials=credentials)
     try:
         outcomes = IndexBootstrap(transport, sleep=_sleep).run(
-            [schema.name for schema in indexable_schemas()]
+            [schema.name for schema in indexable_schemas()],
+            sync_role_arn=properties.get("SyncRoleArn") or None,
         )
     finally:
         transport.close()
@@ -72,6 +81,17 @@ def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
             "CreatedIndices": ",".join(o.created_index for o in outcomes if o.created_index),
         },
     }
+
+
+def assume_role(role_arn: str, region: str) -> Credentials:
+    """Short-lived credentials of ``role_arn`` from the regional STS endpoint (reached through the VPC endpoint)."""
+    import boto3  # imported here: only Create/Update need it
+
+    sts = boto3.client("sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com")
+    issued = sts.assume_role(RoleArn=role_arn, RoleSessionName="index-bootstrap", DurationSeconds=900)[
+        "Credentials"
+    ]
+    return Credentials(issued["AccessKeyId"], issued["SecretAccessKey"], issued["SessionToken"])
 
 
 def _sleep(seconds: float) -> None:

@@ -51,6 +51,7 @@ ROUTE_DOC = "_doc"
 ROUTE_SEARCH = "_search"
 ROUTE_COUNT = "_count"
 ROUTE_REFRESH = "_refresh"
+ROUTE_SECURITY = "_plugins/_security"
 ROUTE_UNKNOWN = "unknown"
 
 KNOWN_FIELD_TYPES = frozenset(
@@ -290,6 +291,8 @@ class _Cluster:
         self.script_emulators = dict(script_emulators)
         self.templates: dict[str, dict[str, Any]] = {}
         self.scripts: dict[str, dict[str, Any]] = {}
+        # Fine-grained access control's REST API: roles and role mappings by name.
+        self.security: dict[str, dict[str, dict[str, Any]]] = {"roles": {}, "rolesmapping": {}}
         self.indices: dict[str, _Index] = {}
         self.item_faults: dict[str, deque[ItemFault]] = {}
         self._uuids = itertools.count(1)
@@ -592,6 +595,17 @@ class _Cluster:
 
     # --- scripts ---------------------------------------------------------------------------------
 
+    def put_security(self, kind: str, name: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """PUT _plugins/_security/api/{roles,rolesmapping}/<name>: 201 CREATED or 200 OK, as documented."""
+        if kind == "roles" and not isinstance(body.get("index_permissions", []), list):
+            raise OpenSearchError(400, "bad_request", "index_permissions must be an array")
+        if kind == "rolesmapping" and not isinstance(body.get("backend_roles", []), list):
+            raise OpenSearchError(400, "bad_request", "backend_roles must be an array")
+        existed = name in self.security[kind]
+        self.security[kind][name] = copy.deepcopy(dict(body))
+        status = "OK" if existed else "CREATED"
+        return (200 if existed else 201), {"status": status, "message": f"'{name}' {status.lower()}."}
+
     def put_script(self, script_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         script = body.get("script")
         if not isinstance(script, Mapping) or not script.get("source") or not script.get("lang"):
@@ -883,6 +897,8 @@ def _classify(segments: list[str]) -> str:
         return ROUTE_CAT_INDICES
     if first == "_scripts":
         return ROUTE_SCRIPTS
+    if segments[:3] == ["_plugins", "_security", "api"]:
+        return ROUTE_SECURITY
     if first == "_aliases":
         return ROUTE_ALIASES
     if "_alias" in segments[:2] or "_aliases" in segments[1:2]:
@@ -1219,6 +1235,14 @@ class LoopbackOpenSearch:
                     return cluster.get_script(segments[1])
                 if method == "DELETE":
                     return 200, cluster.delete_script(segments[1])
+            if route == ROUTE_SECURITY and len(segments) == 5 and segments[3] in ("roles", "rolesmapping"):
+                if method == "PUT":
+                    return cluster.put_security(segments[3], segments[4], body())
+                if method == "GET":
+                    found = cluster.security[segments[3]].get(segments[4])
+                    if found is None:
+                        return 404, {"status": "NOT_FOUND", "message": f"{segments[4]} not found."}
+                    return 200, {segments[4]: found}
             if route == ROUTE_DOC and method == "GET":
                 return cluster.get_document(segments[0], segments[2])
             if route in (ROUTE_SEARCH, ROUTE_COUNT) and method in ("GET", "POST"):

@@ -16,6 +16,7 @@ from tests.support.opensearch_server import (
     ROUTE_INDEX,
     ROUTE_INDEX_TEMPLATE,
     ROUTE_SCRIPTS,
+    ROUTE_SECURITY,
     LoopbackOpenSearch,
 )
 
@@ -182,3 +183,55 @@ def test_physical_id_is_stable_for_one_endpoint(server: LoopbackOpenSearch) -> N
 def test_missing_endpoint_is_an_error_naming_the_property() -> None:
     with pytest.raises(ValueError, match="Endpoint"):
         handler.on_event({"RequestType": "Create", "ResourceProperties": {}}, None)
+
+
+SYNC_ROLE_ARN = "arn:aws:iam::111111111111:role/dev-Stateful-SearchAccessSyncRole"
+
+
+def test_sync_role_is_mapped_to_a_write_only_role_on_the_platform_indices(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server, ResourceProperties=_properties(server, SyncRoleArn=SYNC_ROLE_ARN)), None)
+
+    security = {request.path: request.json() for request in server.requests_to(ROUTE_SECURITY, "PUT")}
+    role = security["/_plugins/_security/api/roles/refdata_stream_sync"]
+    patterns = role["index_permissions"][0]["index_patterns"]
+    assert patterns == sorted(
+        {f"{name.lower()}-v*" for name in SCHEMAS} | {f"{name.lower()}-write" for name in SCHEMAS}
+    )
+    assert set(role["index_permissions"][0]["allowed_actions"]) == {
+        "indices:data/write/bulk*",
+        "indices:data/write/index",
+        "indices:data/write/update",
+    }
+    mapping = security["/_plugins/_security/api/rolesmapping/refdata_stream_sync"]
+    assert mapping["backend_roles"] == [SYNC_ROLE_ARN]
+
+
+def test_without_a_sync_role_no_security_api_is_called(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+
+    assert server.count(ROUTE_SECURITY) == 0
+
+
+def test_requests_are_signed_with_the_assumed_admin_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFUNCTIONROLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "function-secret")
+    monkeypatch.setattr(handler, "_sleep", lambda seconds: None)
+    admin_role = "arn:aws:iam::123456789012:role/search-admin"
+    with mock_aws(), LoopbackOpenSearch(region=REGION) as running:
+        handler.on_event(
+            event(running, ResourceProperties=_properties(running, AdminRoleArn=admin_role)), None
+        )
+
+        signers = {
+            request.headers["authorization"].split("Credential=")[1].split("/")[0]
+            for request in running.requests
+        }
+        tokens = {request.headers.get("x-amz-security-token") for request in running.requests}
+    assert len(signers) == 1 and "AKIDFUNCTIONROLE" not in signers
+    assert None not in tokens
+
+
+def _properties(server: LoopbackOpenSearch, **extra: str) -> dict[str, str]:
+    return {"Endpoint": server.endpoint, "Region": REGION, "RequestTimeoutSeconds": "2", **extra}
