@@ -55,6 +55,8 @@ class Field:
             return f"<{self.name}:{'0' * self.width}>"
         if self.kind is Kind.UUID:
             return f"<{self.name}:uuid>"
+        if self.kind is Kind.KEY:
+            return f"<{self.name}: a data pk>"
         return f"<{self.name}>"
 
 
