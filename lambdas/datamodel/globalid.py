@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from datamodel.item_size import check_item
 from datamodel.keys import parse_key
-from datamodel.registry import KeyConventionError, get_schema
+from datamodel.registry import KeyConventionError, Schema, get_schema
 
 GLOBAL_ID = "globalId"
 GLOBAL_ID_INDEX = "globalId"
@@ -30,7 +30,7 @@ class ItemExistsError(ValueError):
     """A create found an item already stored under the same pk and sk."""
 
 
-def _schema_of(item: Mapping[str, Any]) -> Any:
+def _schema_of(item: Mapping[str, Any]) -> Schema:
     if not isinstance(item.get("pk"), str) or not isinstance(item.get("sk"), str):
         raise KeyConventionError("an item needs string 'pk' and 'sk' attributes")
     return get_schema(parse_key(item["pk"], item["sk"]).schema)

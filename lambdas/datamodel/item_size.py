@@ -20,9 +20,9 @@ from typing import Any
 
 from boto3.dynamodb.types import Binary
 
+from datamodel.keys import MAX_PK_BYTES, MAX_SK_BYTES
+
 MAX_ITEM_BYTES = 400 * 1024
-MAX_PK_BYTES = 2048
-MAX_SK_BYTES = 1024
 MAX_NESTING = 32
 MAX_NUMBER_DIGITS = 38
 MIN_NUMBER_EXPONENT = -130

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from datamodel.item_size import MAX_PK_BYTES, MAX_SK_BYTES
 from datamodel.registry import (
     SEPARATOR,
     CounterSk,
@@ -32,6 +31,9 @@ PART_SEPARATOR = "#"
 META = "META"
 TEXT = "TEXT"
 COMMENT = "COMMENT"
+# DynamoDB's limits on key attribute values, in UTF-8 bytes.
+MAX_PK_BYTES = 2048
+MAX_SK_BYTES = 1024
 
 Value = str | int | date
 
@@ -51,7 +53,7 @@ def _reject(field: Field, value: object, why: str) -> KeyConventionError:
     return KeyConventionError(f"field {field.name!r} value {value!r}: {why}")
 
 
-def check_text(field: Field, value: str) -> str:
+def _check_text(field: Field, value: str) -> str:
     """A text segment: non-empty, no `::` or `#`, and no `:` at either end (it would fuse with `::`)."""
     if not value:
         raise _reject(field, value, "must not be empty")
@@ -85,7 +87,7 @@ def encode(field: Field, value: object) -> str:
         if any(f.kind is Kind.KEY for f in inner_schema.pk_fields):
             raise _reject(field, value, "must be the pk of a data schema")
         return value
-    return check_text(field, value)
+    return _check_text(field, value)
 
 
 def decode(field: Field, text: str) -> Value:
