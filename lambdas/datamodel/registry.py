@@ -119,7 +119,8 @@ class Schema:
     global_id: bool = False
     sharding: Sharding | None = None
     description: str = ""
-    example: Mapping[str, object] = field(default_factory=dict)
+    # Key values for the docs' example column; left out of the hash so schemas stay hashable.
+    example: Mapping[str, object] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

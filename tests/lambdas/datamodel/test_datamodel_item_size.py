@@ -6,7 +6,8 @@ from datamodel.item_size import MAX_ITEM_BYTES, ItemSizeError, check_item, item_
 
 
 def test_published_example_shirt_item_is_23_bytes():
-    # DynamoDB developer guide: "shirt-color" = "R" and "shirt-size" = "M" total 23 bytes.
+    # The example quoted from the DynamoDB developer guide: "shirt-color" = "R" and "shirt-size" = "M"
+    # make an item of 23 bytes (names 11 + 10, values 1 + 1).
     assert item_size({"shirt-color": "R", "shirt-size": "M"}) == 23
 
 

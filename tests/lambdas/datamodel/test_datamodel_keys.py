@@ -2,6 +2,7 @@ import uuid
 from datetime import date, datetime
 
 import pytest
+from boto3.dynamodb.conditions import Key
 from datamodel.keys import (
     ItemKey,
     build_key,
@@ -179,3 +180,14 @@ def test_keys_longer_than_dynamodb_allows_are_rejected():
 def test_malformed_document_ids_are_rejected(doc_id):
     with pytest.raises(KeyConventionError):
         parse_document_id(doc_id)
+
+
+@pytest.mark.integration
+def test_segment_boundary_prefix_query_never_returns_a_longer_id(table):
+    pk = build_pk("productDate", {"collectionId": "bcparks_1", "activityType": "dayuse", "activityId": "1"})
+    for product in ("1", "10", "11", "2"):
+        table.put_item(
+            Item={"pk": pk, "sk": build_sk("productDate", {"productId": product, "date": date(2025, 12, 31)})}
+        )
+    condition = Key("pk").eq(pk) & Key("sk").begins_with(sk_prefix("productDate", {"productId": "1"}))
+    assert [i["sk"] for i in table.query(KeyConditionExpression=condition)["Items"]] == ["1::2025-12-31"]

@@ -71,3 +71,7 @@ def test_adding_a_schema_is_one_declaration():
 def test_bad_declarations_are_refused(declare, message):
     with pytest.raises(KeyConventionError, match=message):
         declare()
+
+
+def test_schemas_are_hashable():
+    assert len({*REGISTRY.values()}) == len(REGISTRY)
