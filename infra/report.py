@@ -1,10 +1,20 @@
-"""Prints one line per synthesized stack: name, resource count, template path (``python -m infra.report cdk.out``)."""
+"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``) and the cdk-nag acknowledgments
+with their reasons (``python -m infra.report --acknowledgments``)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
+
+from aws_cdk import App, Validations
+from constructs import IConstruct
+
+from infra.nag import RULE_PACKS
+
+PACK_PREFIXES = ("AwsSolutions", "Serverless", "NIST.800.53.R5", "HIPAA.Security", "PCI.DSS.321")
+assert len(PACK_PREFIXES) == len(RULE_PACKS)
 
 
 def stack_lines(cloud_assembly: Path) -> list[str]:
@@ -21,7 +31,42 @@ def stack_lines(cloud_assembly: Path) -> list[str]:
     return lines
 
 
+def acknowledgments(scope: IConstruct) -> list[tuple[str, str, str]]:
+    """(construct path, rule id, reason) for every cdk-nag acknowledgment under ``scope``."""
+    found = []
+    for construct in scope.node.find_all():
+        for entry in construct.node.metadata:
+            if entry.type != Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                continue
+            for rule, reason in entry.data.items():
+                rule_id = rule.removeprefix("Annotation::")
+                if rule_id.startswith(PACK_PREFIXES):
+                    found.append((construct.node.path, rule_id, reason))
+    return found
+
+
+def pack_of(rule_id: str) -> str:
+    return next(prefix for prefix in PACK_PREFIXES if rule_id.startswith(prefix))
+
+
+def _print_acknowledgments() -> None:
+    from infra.app_builder import build_app, committed_context
+
+    app = App(context=committed_context())
+    for name, stage in build_app(app, nag=False).items():
+        found = acknowledgments(stage)
+        counts = Counter(pack_of(rule) for _, rule, _ in found)
+        print(
+            f"## {name}: {len(found)} acknowledgments ({', '.join(f'{p} {counts[p]}' for p in PACK_PREFIXES)})"
+        )
+        for path, rule, reason in found:
+            print(f"- {rule} on {path}: {reason}")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--acknowledgments"]:
+        _print_acknowledgments()
+        sys.exit(0)
     lines = stack_lines(Path(sys.argv[1] if len(sys.argv) > 1 else "cdk.out"))
     if not lines:
         sys.exit("no templates found: run `make synth`")

@@ -92,6 +92,7 @@ class StreamSync(Construct):
             timeout=Duration.seconds(settings.timeout_seconds),
             reserved_concurrency=settings.reserved_concurrency,
             dead_letter_queue=self.dead_letter_queue,
+            wildcard_reason="dynamodb:ListStreams accepts only '*' as well.",
             environment={
                 "OPENSEARCH_ENDPOINT": f"https://{domain_endpoint}",
                 "DLQ_URL": self.dead_letter_queue.queue_url,
@@ -118,8 +119,8 @@ class StreamSync(Construct):
         self.function = self.handler.function
         acknowledge(
             self.handler.policy,
-            "dynamodb:ListStreams accepts only '*'. Geometry objects are content-addressed under 'geometries/' "
-            "and their names are unknown until items are written, so reading them needs that prefix's wildcard.",
+            "Geometry objects are content-addressed under 'geometries/' and their names are unknown until items "
+            "are written, so reading them needs that prefix's wildcard (and nothing else in the bucket).",
             f"AwsSolutions-IAM5[Resource::{finding_resource(self, geometry_objects)}]",
         )
         self.function.add_event_source(

@@ -66,6 +66,7 @@ class VpcFunction(Construct):
         environment: dict[str, str],
         statements: list[iam.PolicyStatement],
         dead_letter_queue: object | None = None,
+        wildcard_reason: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
         self.security_group = ec2.SecurityGroup(
@@ -124,7 +125,8 @@ class VpcFunction(Construct):
         self.function.node.add_dependency(self.policy)
         acknowledge(
             self.policy,
-            "Actions that accept only '*': Lambda's VPC network-interface management and X-Ray segment upload.",
+            "Actions that accept only '*': Lambda's VPC network-interface management and X-Ray segment upload."
+            + (f" {wildcard_reason}" if wildcard_reason else ""),
             "AwsSolutions-IAM5[Resource::*]",
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.nag import RULE_PACKS
+from infra.report import acknowledgments
 from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
 
 
@@ -21,3 +22,23 @@ def test_rule_pack_has_no_unacknowledged_findings(
         for violation in result.violations
     ]
     assert result.success and not findings, "\n".join(findings)
+
+
+@pytest.mark.parametrize("env_name", ENVIRONMENTS)
+def test_every_acknowledgment_names_a_rule_of_the_five_packs_and_gives_a_specific_reason(
+    synthesized: Synthesized, env_name: str
+) -> None:
+    found = acknowledgments(synthesized.stages[env_name])
+    vague = [(path, rule) for path, rule, reason in found if len(reason) < 60]
+    assert found and not vague
+
+
+@pytest.mark.parametrize("env_name", ENVIRONMENTS)
+def test_acknowledgments_sit_on_the_construct_that_owns_the_resource_not_on_a_stack(
+    synthesized: Synthesized, env_name: str
+) -> None:
+    stacks = {synthesized.stack(env_name, kind).node.path for kind in STACK_KINDS}
+    on_stacks = [
+        (path, rule) for path, rule, _ in acknowledgments(synthesized.stages[env_name]) if path in stacks
+    ]
+    assert on_stacks == []
