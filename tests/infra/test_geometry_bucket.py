@@ -1,0 +1,172 @@
+"""The geometry bucket and its access-log bucket: versioning, encryption, privacy, TLS, logging, lifecycle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from infra.config import EnvironmentConfig
+from infra.constructs.geometry_bucket import NONCURRENT_VERSION_DAYS
+
+BUCKET = "AWS::S3::Bucket"
+BUCKET_POLICY = "AWS::S3::BucketPolicy"
+AUTO_DELETE = "Custom::S3AutoDeleteObjects"
+BLOCK_ALL = {
+    "BlockPublicAcls": True,
+    "BlockPublicPolicy": True,
+    "IgnorePublicAcls": True,
+    "RestrictPublicBuckets": True,
+}
+
+
+def geometry_bucket_id(template: Template) -> str:
+    """The geometry bucket is the one whose access is logged (the log bucket is its destination)."""
+    logged = template.find_resources(BUCKET, {"Properties": {"LoggingConfiguration": Match.any_value()}})
+    assert len(logged) == 1, sorted(logged)
+    return next(iter(logged))
+
+
+def access_log_bucket_id(template: Template) -> str:
+    bucket = template.find_resources(BUCKET)[geometry_bucket_id(template)]
+    return bucket["Properties"]["LoggingConfiguration"]["DestinationBucketName"]["Ref"]
+
+
+def bucket(template: Template, logical_id: str) -> dict[str, Any]:
+    return template.find_resources(BUCKET)[logical_id]
+
+
+def key_arn(template: Template) -> dict[str, Any]:
+    keys = template.find_resources("AWS::KMS::Key")
+    assert len(keys) == 1
+    return {"Fn::GetAtt": [next(iter(keys)), "Arn"]}
+
+
+def bucket_ids(template: Template) -> list[str]:
+    return [geometry_bucket_id(template), access_log_bucket_id(template)]
+
+
+def test_stateful_stack_has_the_geometry_and_access_log_buckets_only(stateful: Template) -> None:
+    stateful.resource_count_is(BUCKET, 2)
+    assert access_log_bucket_id(stateful) != geometry_bucket_id(stateful)
+
+
+def test_geometry_bucket_is_versioned(stateful: Template) -> None:
+    properties = bucket(stateful, geometry_bucket_id(stateful))["Properties"]
+    assert properties["VersioningConfiguration"] == {"Status": "Enabled"}
+
+
+def test_geometry_bucket_is_encrypted_with_the_data_key_and_a_bucket_key(stateful: Template) -> None:
+    properties = bucket(stateful, geometry_bucket_id(stateful))["Properties"]
+    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {
+            "BucketKeyEnabled": True,
+            "ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key_arn(stateful)},
+        }
+    ]
+
+
+def test_access_log_bucket_uses_s3_managed_encryption(stateful: Template) -> None:
+    # S3 server access logging delivers only to SSE-S3 buckets.
+    properties = bucket(stateful, access_log_bucket_id(stateful))["Properties"]
+    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+    ]
+
+
+def test_both_buckets_block_all_public_access(stateful: Template) -> None:
+    for logical_id in bucket_ids(stateful):
+        assert bucket(stateful, logical_id)["Properties"]["PublicAccessBlockConfiguration"] == BLOCK_ALL
+
+
+def test_both_buckets_disable_acls(stateful: Template) -> None:
+    for logical_id in bucket_ids(stateful):
+        assert bucket(stateful, logical_id)["Properties"]["OwnershipControls"] == {
+            "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]
+        }
+
+
+@pytest.mark.parametrize("which", ["geometry", "access-log"])
+def test_bucket_policy_denies_requests_without_tls(stateful: Template, which: str) -> None:
+    logical_id = (geometry_bucket_id if which == "geometry" else access_log_bucket_id)(stateful)
+    arn = {"Fn::GetAtt": [logical_id, "Arn"]}
+    stateful.has_resource_properties(
+        BUCKET_POLICY,
+        {
+            "Bucket": {"Ref": logical_id},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Effect": "Deny",
+                            "Principal": {"AWS": "*"},
+                            "Action": "s3:*",
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            "Resource": [arn, {"Fn::Join": ["", [arn, "/*"]]}],
+                        }
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_no_bucket_policy_allows_an_anonymous_principal(stateful: Template) -> None:
+    for policy in stateful.find_resources(BUCKET_POLICY).values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Allow":
+                assert statement["Principal"] not in ("*", {"AWS": "*"}), statement
+
+
+def test_geometry_bucket_logs_access_to_the_access_log_bucket(stateful: Template) -> None:
+    stateful.has_resource_properties(
+        BUCKET,
+        {
+            "LoggingConfiguration": {
+                "DestinationBucketName": {"Ref": access_log_bucket_id(stateful)},
+                "LogFilePrefix": Match.string_like_regexp(r".+/$"),
+            }
+        },
+    )
+
+
+def test_geometry_bucket_expires_noncurrent_versions(stateful: Template) -> None:
+    rules = bucket(stateful, geometry_bucket_id(stateful))["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert {"Status": "Enabled", "NoncurrentDays": NONCURRENT_VERSION_DAYS} in [
+        {
+            "Status": rule["Status"],
+            "NoncurrentDays": rule.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays"),
+        }
+        for rule in rules
+    ]
+
+
+def test_geometry_bucket_keeps_current_objects(stateful: Template) -> None:
+    rules = bucket(stateful, geometry_bucket_id(stateful))["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert all("ExpirationInDays" not in rule and "ExpirationDate" not in rule for rule in rules)
+
+
+def test_buckets_are_retained_in_test_and_prod_and_deleted_in_dev(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    policy = "Retain" if config.retains_data else "Delete"
+    assert config.retains_data is (config.name in ("test", "prod"))
+    for logical_id in bucket_ids(stateful):
+        resource = bucket(stateful, logical_id)
+        assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == (policy, policy)
+
+
+def test_objects_are_auto_deleted_only_where_data_is_disposable(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    if config.retains_data:
+        stateful.resource_count_is(AUTO_DELETE, 0)
+        return
+    for logical_id in bucket_ids(stateful):
+        stateful.has_resource_properties(AUTO_DELETE, {"BucketName": {"Ref": logical_id}})
+    stateful.resource_count_is(AUTO_DELETE, 2)
+
+
+def test_auto_delete_objects_is_present_in_dev_only(stateful: Template, env: str) -> None:
+    assert bool(stateful.find_resources(AUTO_DELETE)) is (env == "dev")
