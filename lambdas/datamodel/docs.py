@@ -55,7 +55,9 @@ Adding a schema is one `Schema(...)` entry in `SHIPPED` in `lambdas/datamodel/re
   with an error naming the field and the value. Rejecting rather than escaping keeps keys readable in the
   console and in OpenSearch, keeps `begins_with` prefixes and the stream filter's pk prefixes plain text,
   and no shipped identifier needs those characters. A pk therefore never contains `#`, so a document id
-  splits unambiguously at its first `#`, and two different items never share one.
+  splits unambiguously at its first `#`, and two different items never share one. Keys stay within
+  DynamoDB's limits (pk 2048 bytes, sk 1024), and creating an indexable item whose document id would
+  pass OpenSearch's 512-byte `_id` limit fails at the writer, not later in the stream sync.
 - **Segment kinds.** text (as given), date (`YYYY-MM-DD`), number (zero-padded to a declared width, so
   text order equals numeric order; negative numbers are refused), uuid (canonical lower case), key (a
   whole pk of another schema, for counters). Parsers accept only the canonical text, so

@@ -14,7 +14,7 @@ from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
 from datamodel.item_size import check_item
-from datamodel.keys import parse_key
+from datamodel.keys import document_id, parse_key
 from datamodel.registry import KeyConventionError, Schema, get_schema
 
 GLOBAL_ID = "globalId"
@@ -31,9 +31,15 @@ class ItemExistsError(ValueError):
 
 
 def _schema_of(item: Mapping[str, Any]) -> Schema:
-    if not isinstance(item.get("pk"), str) or not isinstance(item.get("sk"), str):
+    """The item's schema; its keys must follow the conventions, and an indexable item's keys must also
+    make a valid OpenSearch document id, so a bad key fails here rather than in the stream sync."""
+    pk, sk = item.get("pk"), item.get("sk")
+    if not isinstance(pk, str) or not isinstance(sk, str):
         raise KeyConventionError("an item needs string 'pk' and 'sk' attributes")
-    return get_schema(parse_key(item["pk"], item["sk"]).schema)
+    schema = get_schema(parse_key(pk, sk).schema)
+    if schema.indexable:
+        document_id(pk, sk)
+    return schema
 
 
 def _is_conditional_failure(error: ClientError) -> bool:

@@ -31,14 +31,15 @@ PART_SEPARATOR = "#"
 META = "META"
 TEXT = "TEXT"
 COMMENT = "COMMENT"
-# DynamoDB's limits on key attribute values, in UTF-8 bytes.
+# DynamoDB's limits on key attribute values, and OpenSearch's on a document's _id, in UTF-8 bytes.
 MAX_PK_BYTES = 2048
 MAX_SK_BYTES = 1024
+MAX_DOCUMENT_ID_BYTES = 512
 
 Value = str | int | date
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def encode(field: Field, value: object) -> str:
     if not isinstance(value, str):
         raise _reject(field, value, "must be a str")
     if field.kind is Kind.UUID:
-        if not _UUID.match(value):
+        if not _UUID.fullmatch(value):
             raise _reject(field, value, "must be a lower-case canonical UUID")
         return value
     if field.kind is Kind.KEY:
@@ -97,7 +98,7 @@ def decode(field: Field, text: str) -> Value:
             raise _reject(field, text, f"must be exactly {field.width} digits")
         return int(text)
     if field.kind is Kind.DATE:
-        if not _DATE.match(text):
+        if not _DATE.fullmatch(text):
             raise _reject(field, text, "must be YYYY-MM-DD")
         try:
             return date.fromisoformat(text)
@@ -234,7 +235,8 @@ def document_id(pk: str, sk: str) -> str:
     """OpenSearch document id `<pk>#<sk>`; unique per item because a pk never contains `#`."""
     if DOC_ID_SEPARATOR in pk:
         raise KeyConventionError(f"pk {pk!r} must not contain '#'")
-    return f"{pk}{DOC_ID_SEPARATOR}{sk}"
+    doc_id = f"{pk}{DOC_ID_SEPARATOR}{sk}"
+    return _check_length(doc_id, MAX_DOCUMENT_ID_BYTES, "OpenSearch document id")
 
 
 def parse_document_id(doc_id: str) -> tuple[str, str]:

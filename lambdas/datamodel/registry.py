@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 SEPARATOR = "::"
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
 
 class KeyConventionError(ValueError):
@@ -41,7 +41,7 @@ class Field:
     width: int = 0
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise KeyConventionError(f"field name {self.name!r} must be alphanumeric")
         if (self.kind is Kind.NUMBER) != (self.width > 0):
             raise KeyConventionError(f"field {self.name!r}: a width is required for NUMBER fields only")
@@ -123,7 +123,7 @@ class Schema:
     example: Mapping[str, object] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise KeyConventionError(f"schema name {self.name!r} must be alphanumeric")
         names = [f.name for f in self.pk_fields] + [f.name for f in self.sk_fields]
         duplicates = sorted({n for n in names if names.count(n) > 1})

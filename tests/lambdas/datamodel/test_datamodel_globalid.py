@@ -48,6 +48,11 @@ def test_create_refuses_keys_outside_the_conventions(table):
         create_item(table, {"pk": "unknown::x", "sk": "1"})
 
 
+def test_create_refuses_indexable_keys_too_long_for_an_opensearch_id(table):
+    with pytest.raises(KeyConventionError, match="document id"):
+        create_item(table, {"pk": "geozone::" + "c" * 600, "sk": "0000000001"})
+
+
 def test_replace_keeps_the_global_id(table):
     stored = create_item(table, booking(guests=2))
     replace_item(table, {**stored, "guests": 3})

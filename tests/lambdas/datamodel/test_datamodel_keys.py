@@ -1,3 +1,4 @@
+import re
 import uuid
 from datetime import date, datetime
 
@@ -105,9 +106,9 @@ def test_counter_pk_wraps_the_data_pk():
     assert build_pk(COUNTER, {"partition": "geozone::bcparks_1"}) == "counter::geozone::bcparks_1"
 
 
-@pytest.mark.parametrize("value", ["a::b", "a#b", "a:", ":a", ""])
+@pytest.mark.parametrize("value", ["a::b", "a#b", "a:", ":a", "", "a\n:"])
 def test_separator_in_a_value_is_rejected_naming_field_and_value(value):
-    with pytest.raises(KeyConventionError, match=f"field 'collectionId' value {value!r}"):
+    with pytest.raises(KeyConventionError, match=re.escape(f"field 'collectionId' value {value!r}")):
         build_pk("geozone", {"collectionId": value})
 
 
@@ -120,6 +121,7 @@ def test_separator_in_a_value_is_rejected_naming_field_and_value(value):
         (Field("n", Kind.NUMBER, width=3), -1),
         (Field("n", Kind.NUMBER, width=3), True),
         (Field("u", Kind.UUID), str(uuid.uuid4()).upper()),
+        (Field("u", Kind.UUID), f"{uuid.uuid4()}\n"),
         (Field("t"), 5),
     ],
 )
@@ -174,6 +176,11 @@ def test_sk_prefix_needs_leading_fields():
 def test_keys_longer_than_dynamodb_allows_are_rejected():
     with pytest.raises(KeyConventionError, match="2048"):
         build_pk("geozone", {"collectionId": "x" * 2048})
+
+
+def test_document_ids_longer_than_opensearch_allows_are_rejected():
+    with pytest.raises(KeyConventionError, match="512"):
+        document_id("geozone::" + "x" * 500, "0000000001")
 
 
 @pytest.mark.parametrize("doc_id", ["nohash", "#sk", "pk#"])
