@@ -113,7 +113,10 @@ def update_attributes(table: Any, pk: str, sk: str, changes: Mapping[str, Any]) 
 
 
 def lookup(table: Any, global_id: str) -> dict[str, Any] | None:
-    """The one item with this globalId, or None: GSI Query for its key, then GetItem."""
+    """The one item with this globalId, or None: GSI Query for its key, then GetItem.
+
+    GSI reads are eventually consistent, so an item created a moment ago may not be found yet.
+    """
     response = table.query(
         IndexName=GLOBAL_ID_INDEX, KeyConditionExpression=Key(GLOBAL_ID).eq(global_id), Limit=2
     )

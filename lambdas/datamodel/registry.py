@@ -94,7 +94,7 @@ SortKey = CounterSk | FieldsSk | PartsSk | FixedSk
 
 @dataclass(frozen=True)
 class Sharding:
-    """Write sharding: pk gets a trailing `shard` segment = hash(attribute) mod `shards`."""
+    """Write sharding: pk gets a trailing `shard` segment = sha256(attribute) mod `shards`."""
 
     attribute: str
     shards: int

@@ -71,6 +71,8 @@ def _decode(token: str | None, pks: list[str]) -> dict[str, str | None]:
         raise KeyConventionError(f"page token {token!r} is not one this query issued") from None
     if not isinstance(cursors, dict) or not set(cursors) <= set(pks):
         raise KeyConventionError(f"page token {token!r} belongs to another partition")
+    if not all(after is None or isinstance(after, str) for after in cursors.values()):
+        raise KeyConventionError(f"page token {token!r} is not one this query issued")
     return cursors
 
 

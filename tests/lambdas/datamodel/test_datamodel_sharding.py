@@ -88,3 +88,10 @@ def test_page_token_of_another_partition_is_refused(table):
     token = query_all_shards(table, "booking", SCOPE, limit=1).next_token
     with pytest.raises(KeyConventionError, match="another partition"):
         query_all_shards(table, "booking", {"collectionId": "other"}, page_token=token)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("token", ["not base64!", "bm90IGpzb24=", "eyJib29raW5nOjpiY3BhcmtzXzE6OjAiOiAxfQ=="])
+def test_forged_page_tokens_are_refused(table, token):
+    with pytest.raises(KeyConventionError, match="not one this query issued"):
+        query_all_shards(table, "booking", SCOPE, page_token=token)
