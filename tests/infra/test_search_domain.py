@@ -1,0 +1,370 @@
+"""The OpenSearch domain: sizing from config, VPC placement, encryption, FGAC, logs, access policy, outputs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Capture, Match, Template
+
+from infra.config import EnvironmentConfig
+
+DOMAIN = "AWS::OpenSearchService::Domain"
+LOG_TYPES = ("SEARCH_SLOW_LOGS", "INDEX_SLOW_LOGS", "ES_APPLICATION_LOGS", "AUDIT_LOGS")
+ADMIN_ROLE_DESCRIPTION = "OpenSearch fine-grained access control master user"
+SYNC_ROLE_DESCRIPTION = "DynamoDB stream to OpenSearch sync"
+
+
+def domain(template: Template) -> dict[str, Any]:
+    domains = template.find_resources(DOMAIN)
+    assert len(domains) == 1
+    return next(iter(domains.values()))
+
+
+def role_arn(template: Template, description: str) -> dict[str, Any]:
+    roles = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": description}})
+    assert len(roles) == 1, sorted(roles)
+    return {"Fn::GetAtt": [next(iter(roles)), "Arn"]}
+
+
+def admin_arn(template: Template, config: EnvironmentConfig) -> Any:
+    if config.search.master_role_arn:
+        return config.search.master_role_arn
+    return role_arn(template, ADMIN_ROLE_DESCRIPTION)
+
+
+def key_id(template: Template) -> str:
+    keys = template.find_resources("AWS::KMS::Key")
+    assert len(keys) == 1
+    return next(iter(keys))
+
+
+def log_group_ids(template: Template) -> dict[str, str]:
+    options = domain(template)["Properties"]["LogPublishingOptions"]
+    return {kind: option["CloudWatchLogsLogGroupArn"]["Fn::GetAtt"][0] for kind, option in options.items()}
+
+
+def all_principals(statement: dict[str, Any]) -> list[Any]:
+    principal = statement.get("Principal", statement.get("NotPrincipal"))
+    if principal in ("*", None):
+        return [principal]
+    values = []
+    for value in principal.values():
+        values.extend(value if isinstance(value, list) else [value])
+    return values
+
+
+# --- identity and sizing ------------------------------------------------------------------------------------
+
+
+def test_environment_has_one_domain_named_from_config(stateful: Template, config: EnvironmentConfig) -> None:
+    stateful.resource_count_is(DOMAIN, 1)
+    stateful.has_resource_properties(DOMAIN, {"DomainName": config.search.domain_name})
+
+
+def test_engine_version_follows_config(stateful: Template, config: EnvironmentConfig) -> None:
+    stateful.has_resource_properties(DOMAIN, {"EngineVersion": config.search.engine_version})
+
+
+def test_data_nodes_follow_config(stateful: Template, config: EnvironmentConfig) -> None:
+    stateful.has_resource_properties(
+        DOMAIN,
+        {
+            "ClusterConfig": {
+                "InstanceType": config.search.data_node_type,
+                "InstanceCount": config.search.data_node_count,
+            }
+        },
+    )
+
+
+def test_dedicated_masters_follow_config(stateful: Template, config: EnvironmentConfig) -> None:
+    search = config.search
+    masters = (
+        {
+            "DedicatedMasterEnabled": True,
+            "DedicatedMasterType": search.master_node_type,
+            "DedicatedMasterCount": search.master_node_count,
+        }
+        if search.master_node_count
+        else {
+            "DedicatedMasterEnabled": False,
+            "DedicatedMasterType": Match.absent(),
+            "DedicatedMasterCount": Match.absent(),
+        }
+    )
+    stateful.has_resource_properties(DOMAIN, {"ClusterConfig": masters})
+
+
+def test_zone_awareness_follows_config(stateful: Template, config: EnvironmentConfig) -> None:
+    zones = config.search.availability_zone_count
+    awareness = (
+        {"ZoneAwarenessEnabled": True, "ZoneAwarenessConfig": {"AvailabilityZoneCount": zones}}
+        if zones > 1
+        else {"ZoneAwarenessEnabled": False, "ZoneAwarenessConfig": Match.absent()}
+    )
+    stateful.has_resource_properties(DOMAIN, {"ClusterConfig": awareness})
+
+
+@pytest.mark.parametrize("env", ["prod"])
+def test_prod_spans_three_zones_with_three_dedicated_masters(stateful: Template) -> None:
+    stateful.has_resource_properties(
+        DOMAIN,
+        {
+            "ClusterConfig": {
+                "ZoneAwarenessEnabled": True,
+                "ZoneAwarenessConfig": {"AvailabilityZoneCount": 3},
+                "DedicatedMasterEnabled": True,
+                "DedicatedMasterCount": 3,
+            }
+        },
+    )
+
+
+@pytest.mark.parametrize("env", ["dev"])
+def test_dev_is_a_single_node_without_zone_awareness(stateful: Template) -> None:
+    stateful.has_resource_properties(
+        DOMAIN,
+        {
+            "ClusterConfig": {
+                "InstanceCount": 1,
+                "ZoneAwarenessEnabled": False,
+                "DedicatedMasterEnabled": False,
+            }
+        },
+    )
+
+
+def test_storage_is_gp3_with_configured_size_iops_and_throughput(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    stateful.has_resource_properties(
+        DOMAIN,
+        {
+            "EBSOptions": {
+                "EBSEnabled": True,
+                "VolumeType": "gp3",
+                "VolumeSize": config.search.volume_size_gib,
+                "Iops": config.search.volume_iops,
+                "Throughput": config.search.volume_throughput_mibps,
+            }
+        },
+    )
+
+
+def test_automated_snapshot_hour_follows_config(stateful: Template, config: EnvironmentConfig) -> None:
+    stateful.has_resource_properties(
+        DOMAIN, {"SnapshotOptions": {"AutomatedSnapshotStartHour": config.search.snapshot_hour_utc}}
+    )
+
+
+# --- network placement --------------------------------------------------------------------------------------
+
+
+def test_domain_sits_in_one_isolated_subnet_per_zone(stateful: Template, config: EnvironmentConfig) -> None:
+    subnets = Capture()
+    stateful.has_resource_properties(DOMAIN, {"VPCOptions": {"SubnetIds": subnets}})
+    chosen = [subnet["Ref"] for subnet in subnets.as_array()]
+    assert len(chosen) == config.search.availability_zone_count
+    all_subnets = stateful.find_resources("AWS::EC2::Subnet")
+    assert len({all_subnets[logical_id]["Properties"]["AvailabilityZone"] for logical_id in chosen}) == len(
+        chosen
+    )
+
+
+def test_domain_uses_its_own_security_group_without_inline_rules(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    group_id = Capture()
+    stateful.has_resource_properties(
+        DOMAIN, {"VPCOptions": {"SecurityGroupIds": [{"Fn::GetAtt": [group_id, "GroupId"]}]}}
+    )
+    group = stateful.find_resources("AWS::EC2::SecurityGroup")[group_id.as_string()]["Properties"]
+    assert config.search.domain_name in group["GroupDescription"]
+    assert "SecurityGroupIngress" not in group
+    assert [rule["CidrIp"] for rule in group["SecurityGroupEgress"]] == ["255.255.255.255/32"]
+
+
+def test_domain_admits_only_platform_functions_on_https(stateful: Template, stateless: Template) -> None:
+    group_id = Capture()
+    stateful.has_resource_properties(
+        DOMAIN, {"VPCOptions": {"SecurityGroupIds": [{"Fn::GetAtt": [group_id, "GroupId"]}]}}
+    )
+    exports = {
+        output["Export"]["Name"]
+        for output in stateful.find_outputs(
+            "*", {"Value": {"Fn::GetAtt": [group_id.as_string(), "GroupId"]}}
+        ).values()
+    }
+    rules = [
+        rule["Properties"]
+        for rule in stateless.find_resources("AWS::EC2::SecurityGroupIngress").values()
+        if rule["Properties"]["GroupId"].get("Fn::ImportValue") in exports
+    ]
+    function_groups = [
+        {"Fn::GetAtt": [logical_id, "GroupId"]}
+        for logical_id in stateless.find_resources("AWS::EC2::SecurityGroup")
+    ]
+    assert len(rules) == 2
+    for rule in rules:
+        assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", 443, 443)
+        assert rule["SourceSecurityGroupId"] in function_groups
+
+
+# --- encryption and transport -------------------------------------------------------------------------------
+
+
+def test_data_at_rest_is_encrypted_with_the_data_key(stateful: Template) -> None:
+    stateful.has_resource_properties(
+        DOMAIN, {"EncryptionAtRestOptions": {"Enabled": True, "KmsKeyId": {"Ref": key_id(stateful)}}}
+    )
+
+
+def test_node_to_node_traffic_is_encrypted(stateful: Template) -> None:
+    stateful.has_resource_properties(DOMAIN, {"NodeToNodeEncryptionOptions": {"Enabled": True}})
+
+
+def test_endpoint_enforces_https_with_tls_1_2(stateful: Template) -> None:
+    stateful.has_resource_properties(
+        DOMAIN,
+        {
+            "DomainEndpointOptions": {
+                "EnforceHTTPS": True,
+                "TLSSecurityPolicy": Match.string_like_regexp(r"^Policy-Min-TLS-1-2"),
+            }
+        },
+    )
+
+
+# --- fine-grained access control and access policy ----------------------------------------------------------
+
+
+def test_fine_grained_access_control_has_the_admin_role_as_iam_master_user(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    stateful.has_resource_properties(
+        DOMAIN,
+        {
+            "AdvancedSecurityOptions": {
+                "Enabled": True,
+                "InternalUserDatabaseEnabled": False,
+                "MasterUserOptions": {
+                    "MasterUserARN": admin_arn(stateful, config),
+                    "MasterUserName": Match.absent(),
+                    "MasterUserPassword": Match.absent(),
+                },
+            }
+        },
+    )
+
+
+def test_access_policy_admits_exactly_the_admin_and_sync_roles(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    statements = domain(stateful)["Properties"]["AccessPolicies"]["Statement"]
+    principals = [principal for statement in statements for principal in all_principals(statement)]
+    assert sorted(map(json.dumps, principals)) == sorted(
+        map(json.dumps, [admin_arn(stateful, config), role_arn(stateful, SYNC_ROLE_DESCRIPTION)])
+    )
+
+
+def test_access_policy_has_no_wildcard_or_anonymous_principal(stateful: Template) -> None:
+    statements = domain(stateful)["Properties"]["AccessPolicies"]["Statement"]
+    for statement in statements:
+        assert "NotPrincipal" not in statement
+        for principal in all_principals(statement):
+            assert principal not in ("*", None), statement
+            assert "*" not in json.dumps(principal), statement
+
+
+def test_access_policy_covers_only_this_domain(stateful: Template, config: EnvironmentConfig) -> None:
+    statements = domain(stateful)["Properties"]["AccessPolicies"]["Statement"]
+    for statement in statements:
+        assert statement["Effect"] == "Allow"
+        resource = statement["Resource"]["Fn::Join"][1]
+        assert resource[-1] == f":domain/{config.search.domain_name}/*"
+
+
+# --- logs ---------------------------------------------------------------------------------------------------
+
+
+def test_every_log_type_is_published(stateful: Template) -> None:
+    options = {
+        kind: {"Enabled": True, "CloudWatchLogsLogGroupArn": {"Fn::GetAtt": [Match.any_value(), "Arn"]}}
+        for kind in LOG_TYPES
+    }
+    stateful.has_resource_properties(DOMAIN, {"LogPublishingOptions": Match.object_equals(options)})
+
+
+def test_each_log_type_has_its_own_log_group(stateful: Template) -> None:
+    groups = log_group_ids(stateful)
+    assert len(set(groups.values())) == len(LOG_TYPES)
+
+
+def test_domain_log_groups_are_encrypted_and_keep_configured_retention(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    all_groups = stateful.find_resources("AWS::Logs::LogGroup")
+    for group_id in log_group_ids(stateful).values():
+        assert all_groups[group_id]["Properties"] == {
+            "KmsKeyId": {"Fn::GetAtt": [key_id(stateful), "Arn"]},
+            "RetentionInDays": config.log_retention_days,
+        }
+
+
+def test_log_delivery_policy_lets_opensearch_write_to_exactly_its_log_groups(stateful: Template) -> None:
+    stateful.resource_count_is("AWS::Logs::ResourcePolicy", 1)
+    document = Capture()
+    stateful.has_resource_properties(
+        "AWS::Logs::ResourcePolicy", {"PolicyDocument": {"Fn::Join": ["", document]}}
+    )
+    parts = document.as_array()
+    text = "".join(part if isinstance(part, str) else "<token>" for part in parts)
+    assert '"Principal":{"Service":"es.amazonaws.com"}' in text
+    assert '"Effect":"Allow"' in text
+    assert '"Action":["logs:PutLogEvents","logs:CreateLogStream"]' in text
+    referenced = {part["Fn::GetAtt"][0] for part in parts if isinstance(part, dict) and "Fn::GetAtt" in part}
+    assert referenced == set(log_group_ids(stateful).values())
+
+
+# --- retention and outputs ----------------------------------------------------------------------------------
+
+
+def test_domain_is_retained_in_test_and_prod(stateful: Template, config: EnvironmentConfig) -> None:
+    policy = "Retain" if config.retains_data else "Delete"
+    stateful.has_resource(DOMAIN, {"DeletionPolicy": policy, "UpdateReplacePolicy": policy})
+
+
+def test_domain_log_groups_are_retained_with_the_domain(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    policy = "Retain" if config.retains_data else "Delete"
+    all_groups = stateful.find_resources("AWS::Logs::LogGroup")
+    for group_id in log_group_ids(stateful).values():
+        assert all_groups[group_id]["DeletionPolicy"] == policy
+
+
+def domain_endpoint(template: Template) -> dict[str, Any]:
+    return {"Fn::GetAtt": [next(iter(template.find_resources(DOMAIN))), "DomainEndpoint"]}
+
+
+def test_search_endpoint_output_is_the_https_endpoint(stateful: Template) -> None:
+    stateful.has_output(
+        "SearchEndpoint", {"Value": {"Fn::Join": ["", ["https://", domain_endpoint(stateful)]]}}
+    )
+
+
+def test_dashboards_url_output_points_at_dashboards(stateful: Template) -> None:
+    stateful.has_output(
+        "SearchDashboardsUrl",
+        {"Value": {"Fn::Join": ["", ["https://", domain_endpoint(stateful), "/_dashboards"]]}},
+    )
+
+
+def test_admin_role_arn_output_is_the_master_user(stateful: Template, config: EnvironmentConfig) -> None:
+    stateful.has_output("SearchAdminRoleArn", {"Value": admin_arn(stateful, config)})
+
+
+def test_sync_role_arn_output_is_the_sync_role(stateful: Template) -> None:
+    stateful.has_output("SearchSyncRoleArn", {"Value": role_arn(stateful, SYNC_ROLE_DESCRIPTION)})
