@@ -5,8 +5,8 @@ DynamoDB-JSON decoder is a hand-written type dispatch rather than boto3's `TypeD
 document is encoded by one call of the C JSON encoder.
 
 Numbers keep their precision: integers become Python ints (emitted exactly, whatever their size); a decimal
-whose shortest float representation names the same value becomes a float; any other decimal becomes a
-`PreciseNumber` that is written into the JSON body as its DynamoDB text, digit for digit.
+whose shortest float representation names the same value becomes a float; any other decimal stays a
+`Decimal` and is written into the JSON body as its exact text, digit for digit.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from functools import lru_cache
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
+from datamodel import geometry as geometry_rules
+from datamodel.keys import document_id
 from datamodel.registry import schema_of_pk
 
 from search import indices
@@ -41,28 +43,10 @@ class RecordError(Exception):
         self.detail = detail
 
 
-class PreciseNumber:
-    """A DynamoDB number that no float represents exactly; encoded as its own text."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PreciseNumber) and Decimal(self.text) == Decimal(other.text)
-
-    def __hash__(self) -> int:
-        return hash(Decimal(self.text))
-
-    def __repr__(self) -> str:
-        return f"PreciseNumber({self.text!r})"
-
-
 # --------------------------------------------------------------------------- DynamoDB JSON -> plain JSON
 
 
-def _precise_number(text: str) -> float | PreciseNumber:
+def _precise_number(text: str) -> float | Decimal:
     try:
         exact = Decimal(text)
     except InvalidOperation:
@@ -72,10 +56,10 @@ def _precise_number(text: str) -> float | PreciseNumber:
     approx = float(exact)
     if approx not in (float("inf"), float("-inf")) and Decimal(repr(approx)) == exact:
         return approx
-    return PreciseNumber(str(exact))
+    return exact
 
 
-def _number(text: str) -> int | float | PreciseNumber:
+def _number(text: str) -> int | float | Decimal:
     try:
         if "." in text or "e" in text or "E" in text:
             # At most 15 significant digits and no exponent: the float's shortest repr is the same value.
@@ -85,10 +69,6 @@ def _number(text: str) -> int | float | PreciseNumber:
         return int(text)
     except (ValueError, TypeError):
         raise RecordError("malformed-record", f"not a number: {text!r}") from None
-
-
-def _sort_key(value: Any) -> Any:
-    return Decimal(value.text) if isinstance(value, PreciseNumber) else value
 
 
 def _binary(value: Any) -> str:
@@ -121,7 +101,7 @@ def from_dynamodb(value: Mapping[str, Any]) -> Any:
     elif tag == "SS":
         return sorted(inner)
     elif tag == "NS":
-        return sorted((_number(member) for member in inner), key=_sort_key)
+        return sorted(_number(member) for member in inner)
     elif tag == "B":
         return _binary(inner)
     elif tag == "BS":
@@ -156,83 +136,22 @@ def item_from_dynamodb(image: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
 # --------------------------------------------------------------------------- geometry
 
 
-_POSITION_DEPTH: Final = {
-    "Point": 0,
-    "MultiPoint": 1,
-    "LineString": 1,
-    "MultiLineString": 2,
-    "Polygon": 2,
-    "MultiPolygon": 3,
-}
-
-
 def _is_number(value: Any) -> bool:
-    return (type(value) is float or type(value) is int) or isinstance(value, PreciseNumber)
+    return type(value) is float or type(value) is int or isinstance(value, Decimal)
 
 
-def _coordinate(value: Any) -> float:
-    return float(value.text) if isinstance(value, PreciseNumber) else float(value)
-
-
-def _check_position(position: Any) -> None:
-    if not isinstance(position, list) or not 2 <= len(position) <= 3:
-        raise RecordError("invalid-geometry", f"position must be [lon, lat(, z)]: {position!r:.100}")
-    if not all(_is_number(axis) for axis in position):
-        raise RecordError("invalid-geometry", f"position has a non-numeric axis: {position!r:.100}")
-    lon, lat = _coordinate(position[0]), _coordinate(position[1])
-    if not (-180.0 <= lon <= 180.0 and -90.0 <= lat <= 90.0):
-        raise RecordError("invalid-geometry", f"position out of range: {position!r:.100}")
-
-
-def _check_line(line: Any, minimum: int, closed: bool) -> None:
-    if not isinstance(line, list) or len(line) < minimum:
-        raise RecordError("invalid-geometry", f"needs at least {minimum} positions")
-    for position in line:
-        _check_position(position)
-    if closed and line[0] != line[-1]:
-        raise RecordError("invalid-geometry", "polygon ring is not closed")
-
-
-def _check_polygon(rings: Any) -> None:
-    if not isinstance(rings, list) or not rings:
-        raise RecordError("invalid-geometry", "polygon needs at least one ring")
-    for ring in rings:
-        _check_line(ring, 4, closed=True)
+def validate_geometry(geometry: Any) -> None:
+    """The same GeoJSON check the writers apply (`datamodel.geometry.validate`), as a permanent failure."""
+    try:
+        geometry_rules.validate(geometry)
+    except geometry_rules.GeometryError as error:
+        raise RecordError("invalid-geometry", str(error)) from None
 
 
 def _check_list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise RecordError("invalid-geometry", f"{what} must be a list")
     return value
-
-
-def validate_geometry(geometry: Any) -> None:
-    """Minimal GeoJSON geometry check (type, coordinate nesting, ranges, closed rings)."""
-    if not isinstance(geometry, dict):
-        raise RecordError("invalid-geometry", "geometry is not an object")
-    kind = geometry.get("type")
-    if kind == "GeometryCollection":
-        for member in _check_list(geometry.get("geometries"), "geometries"):
-            validate_geometry(member)
-        return
-    if kind not in _POSITION_DEPTH:
-        raise RecordError("invalid-geometry", f"unsupported geometry type {kind!r:.50}")
-    coordinates = geometry.get("coordinates")
-    if kind == "Point":
-        _check_position(coordinates)
-    elif kind == "MultiPoint":
-        for position in _check_list(coordinates, "coordinates"):
-            _check_position(position)
-    elif kind == "LineString":
-        _check_line(coordinates, 2, closed=False)
-    elif kind == "MultiLineString":
-        for line in _check_list(coordinates, "coordinates"):
-            _check_line(line, 2, closed=False)
-    elif kind == "Polygon":
-        _check_polygon(coordinates)
-    else:
-        for polygon in _check_list(coordinates, "coordinates"):
-            _check_polygon(polygon)
 
 
 def geometry_from_geojson(raw: bytes) -> dict[str, Any]:
@@ -260,7 +179,7 @@ def validate_location(location: Any) -> None:
         _is_number(location.get("lat")) and _is_number(location.get("lon"))
     ):
         raise RecordError("invalid-geometry", "location must be {lat, lon} numbers")
-    lat, lon = _coordinate(location["lat"]), _coordinate(location["lon"])
+    lat, lon = float(location["lat"]), float(location["lon"])
     if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
         raise RecordError("invalid-geometry", f"location out of range: {location!r:.100}")
 
@@ -349,7 +268,7 @@ def parse_change(record: Mapping[str, Any]) -> Change:
     )
     schema_name, indexable, index = _target(pk)
     try:
-        doc_id = _key_conventions().document_id(pk, sk)
+        doc_id = document_id(pk, sk)
     except ValueError as error:  # KeyConventionError
         raise RecordError("malformed-record", str(error)) from None
     return Change(
@@ -366,15 +285,6 @@ def parse_change(record: Mapping[str, Any]) -> Change:
         index=index,
         indexable=indexable,
     )
-
-
-@lru_cache(maxsize=1)
-def _key_conventions() -> Any:
-    # datamodel.keys pulls in boto3 (through datamodel.item_size); importing it on first use keeps the
-    # handler module's import, the cold-start cost paid before the first event, free of the SDK.
-    from datamodel import keys
-
-    return keys
 
 
 @lru_cache(maxsize=4096)
@@ -426,7 +336,7 @@ class _NeedsPreciseEncoding(Exception):
 
 
 def _refuse(value: Any) -> Any:
-    if isinstance(value, PreciseNumber):
+    if isinstance(value, Decimal):
         raise _NeedsPreciseEncoding
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
@@ -437,8 +347,8 @@ _fast_encode: Callable[[Any], str] = json.JSONEncoder(
 
 
 def _precise_encode(value: Any) -> str:
-    if isinstance(value, PreciseNumber):
-        return value.text
+    if isinstance(value, Decimal):
+        return str(value)
     if isinstance(value, dict):
         return (
             "{"
