@@ -1,0 +1,375 @@
+"""The stream sync: function settings, environment, event source mapping, dead-letter queue and exact permissions.
+
+The stateless stack reaches the stateful stack's resources through imports; ``resolve`` replaces each import with
+the exported value so expectations can name the stateful stack's resources directly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk.assertions import Capture, Match, Template
+from datamodel.registry import COUNTER, REGISTRY, indexable_schemas
+
+from infra.config import EnvironmentConfig
+from infra.constructs.vpc_function import ENI_ACTIONS
+
+FUNCTION = "AWS::Lambda::Function"
+MAPPING = "AWS::Lambda::EventSourceMapping"
+QUEUE = "AWS::SQS::Queue"
+MANAGED_POLICY = "AWS::IAM::ManagedPolicy"
+SYNC_HANDLER = "stream_sync.handler.handler"
+SYNC_ROLE_DESCRIPTION = "DynamoDB stream to OpenSearch sync"
+XRAY_ACTIONS = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
+STREAM_READ_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]
+
+
+# --- helpers shared with test_index_bootstrap.py ------------------------------------------------------------
+
+
+def resolve(stateful: Template, value: Any) -> Any:
+    """``value`` with every ``Fn::ImportValue`` replaced by what the stateful stack exports under that name."""
+    exports = {
+        output["Export"]["Name"]: output["Value"]
+        for output in stateful.to_json().get("Outputs", {}).values()
+        if "Export" in output
+    }
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if set(node) == {"Fn::ImportValue"}:
+                assert node["Fn::ImportValue"] in exports, f"no export named {node['Fn::ImportValue']}"
+                return exports[node["Fn::ImportValue"]]
+            return {key: walk(item) for key, item in node.items()}
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    return walk(value)
+
+
+def one(template: Template, resource_type: str, properties: dict[str, Any] | None = None) -> tuple[str, Any]:
+    found = template.find_resources(resource_type, {"Properties": properties} if properties else None)
+    assert len(found) == 1, f"expected one {resource_type} like {properties}, found {sorted(found)}"
+    return next(iter(found.items()))
+
+
+def get_att(template: Template, resource_type: str, attribute: str, **properties: Any) -> dict[str, Any]:
+    return {"Fn::GetAtt": [one(template, resource_type, properties or None)[0], attribute]}
+
+
+def data_key_arn(stateful: Template) -> dict[str, Any]:
+    return get_att(stateful, "AWS::KMS::Key", "Arn")
+
+
+def role_arn(stateful: Template, description: str) -> dict[str, Any]:
+    return get_att(stateful, "AWS::IAM::Role", "Arn", Description=description)
+
+
+def domain_endpoint(stateful: Template) -> dict[str, Any]:
+    return get_att(stateful, "AWS::OpenSearchService::Domain", "DomainEndpoint")
+
+
+def subnet_refs(stateful: Template) -> list[dict[str, str]]:
+    return [{"Ref": logical_id} for logical_id in stateful.find_resources("AWS::EC2::Subnet")]
+
+
+def permissions(policy: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """A policy document as (effect, action, resource) triples, independent of how statements are merged."""
+    triples = set()
+    for statement in policy["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        )
+        assert "Condition" not in statement, statement
+        for action in actions:
+            for resource in resources:
+                triples.add((statement["Effect"], action, json.dumps(resource, sort_keys=True)))
+    return triples
+
+
+def allow(actions: list[str], resource: Any) -> set[tuple[str, str, str]]:
+    return {("Allow", action, json.dumps(resource, sort_keys=True)) for action in actions}
+
+
+def policy_attached_to(template: Template, stateful: Template, role: dict[str, Any]) -> dict[str, Any]:
+    """The one managed policy in ``template`` whose roles resolve to ``role`` (``Ref`` form)."""
+    found = [
+        policy["Properties"]
+        for policy in template.find_resources(MANAGED_POLICY).values()
+        if resolve(stateful, policy["Properties"]["Roles"]) == [role]
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+# --- the function -------------------------------------------------------------------------------------------
+
+
+def sync_function(stateless: Template) -> tuple[str, dict[str, Any]]:
+    return one(stateless, FUNCTION, {"Handler": SYNC_HANDLER})
+
+
+def dead_letter_queue_id(stateless: Template) -> str:
+    destination = Capture()
+    stateless.has_resource_properties(
+        MAPPING, {"DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [destination, "Arn"]}}}}
+    )
+    return destination.as_string()
+
+
+def test_function_runs_python_3_14_on_arm64(stateless: Template) -> None:
+    stateless.has_resource_properties(
+        FUNCTION, {"Handler": SYNC_HANDLER, "Runtime": "python3.14", "Architectures": ["arm64"]}
+    )
+
+
+def test_function_sizing_follows_config(stateless: Template, config: EnvironmentConfig) -> None:
+    stateless.has_resource_properties(
+        FUNCTION,
+        {
+            "Handler": SYNC_HANDLER,
+            "MemorySize": config.sync.memory_mb,
+            "Timeout": config.sync.timeout_seconds,
+            "ReservedConcurrentExecutions": config.sync.reserved_concurrency,
+        },
+    )
+
+
+def test_function_is_traced(stateless: Template) -> None:
+    stateless.has_resource_properties(
+        FUNCTION, {"Handler": SYNC_HANDLER, "TracingConfig": {"Mode": "Active"}}
+    )
+
+
+def test_function_runs_in_every_isolated_subnet_with_its_own_group(
+    stateful: Template, stateless: Template
+) -> None:
+    _, function = sync_function(stateless)
+    vpc_config = resolve(stateful, function["Properties"]["VpcConfig"])
+    assert sorted(map(json.dumps, vpc_config["SubnetIds"])) == sorted(map(json.dumps, subnet_refs(stateful)))
+    ((group,),) = [vpc_config["SecurityGroupIds"]]
+    assert group["Fn::GetAtt"][0] in stateless.find_resources("AWS::EC2::SecurityGroup")
+
+
+def test_function_assumes_the_sync_role(stateful: Template, stateless: Template) -> None:
+    _, function = sync_function(stateless)
+    assert resolve(stateful, function["Properties"]["Role"]) == role_arn(stateful, SYNC_ROLE_DESCRIPTION)
+
+
+def test_function_logs_to_an_encrypted_group_with_configured_retention(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    _, function = sync_function(stateless)
+    group_id = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    group = stateless.find_resources("AWS::Logs::LogGroup")[group_id]
+    assert resolve(stateful, group["Properties"]) == {
+        "KmsKeyId": data_key_arn(stateful),
+        "RetentionInDays": config.log_retention_days,
+    }
+
+
+def test_function_environment_is_exactly_the_documented_variables(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    _, function = sync_function(stateless)
+    variables = resolve(stateful, function["Properties"]["Environment"]["Variables"])
+    namespace = variables.pop("METRICS_NAMESPACE")
+    assert isinstance(namespace, str) and namespace
+    assert variables == {
+        "OPENSEARCH_ENDPOINT": {"Fn::Join": ["", ["https://", domain_endpoint(stateful)]]},
+        "DLQ_URL": {"Ref": dead_letter_queue_id(stateless)},
+        "GEOMETRY_BUCKET": {
+            "Ref": one(stateful, "AWS::S3::Bucket", {"LoggingConfiguration": Match.any_value()})[0]
+        },
+        "BULK_MAX_BYTES": str(config.search.bulk_max_bytes),
+        "REQUEST_TIMEOUT_SECONDS": str(config.sync.request_timeout_seconds),
+        "MAX_RECORD_AGE_SECONDS": str(config.sync.max_record_age_seconds),
+    }
+
+
+def test_function_starts_only_after_the_index_bootstrap(stateless: Template) -> None:
+    bootstrap_id, _ = one(stateless, "Custom::OpenSearchIndexBootstrap")
+    stateless.has_resource(
+        FUNCTION, {"Properties": {"Handler": SYNC_HANDLER}, "DependsOn": Match.array_with([bootstrap_id])}
+    )
+
+
+# --- event source mapping -----------------------------------------------------------------------------------
+
+
+def test_one_mapping_reads_the_table_stream(stateful: Template, stateless: Template) -> None:
+    stateless.resource_count_is(MAPPING, 1)
+    _, mapping = one(stateless, MAPPING)
+    function_id, _ = sync_function(stateless)
+    assert mapping["Properties"]["FunctionName"] == {"Ref": function_id}
+    assert resolve(stateful, mapping["Properties"]["EventSourceArn"]) == get_att(
+        stateful, "AWS::DynamoDB::Table", "StreamArn"
+    )
+
+
+def test_mapping_reports_partial_batch_failures_and_bisects(stateless: Template) -> None:
+    stateless.has_resource_properties(
+        MAPPING,
+        {
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "BisectBatchOnFunctionError": True,
+            "StartingPosition": "TRIM_HORIZON",
+        },
+    )
+
+
+def test_mapping_batching_and_retries_follow_config(stateless: Template, config: EnvironmentConfig) -> None:
+    stateless.has_resource_properties(
+        MAPPING,
+        {
+            "MaximumRetryAttempts": config.sync.retry_attempts,
+            "MaximumRecordAgeInSeconds": config.sync.max_record_age_seconds,
+            "BatchSize": config.sync.batch_size,
+            "MaximumBatchingWindowInSeconds": config.sync.batching_window_seconds,
+            "ParallelizationFactor": config.sync.parallelization_factor,
+        },
+    )
+
+
+def test_mapping_sends_what_it_gives_up_on_to_the_dead_letter_queue(stateless: Template) -> None:
+    queue_id = dead_letter_queue_id(stateless)
+    assert queue_id in stateless.find_resources(QUEUE)
+    _, function = sync_function(stateless)
+    assert function["Properties"]["Environment"]["Variables"]["DLQ_URL"] == {"Ref": queue_id}
+
+
+def filter_patterns(stateless: Template) -> list[dict[str, Any]]:
+    filters = Capture()
+    stateless.has_resource_properties(MAPPING, {"FilterCriteria": {"Filters": filters}})
+    return [json.loads(item["Pattern"]) for item in filters.as_array()]
+
+
+def admitted_prefixes(stateless: Template) -> list[str]:
+    (pattern,) = filter_patterns(stateless)
+    assert set(pattern) == {"dynamodb"} and set(pattern["dynamodb"]) == {"Keys"}
+    assert set(pattern["dynamodb"]["Keys"]) == {"pk"}
+    rules = pattern["dynamodb"]["Keys"]["pk"]["S"]
+    assert all(set(rule) == {"prefix"} for rule in rules), rules
+    return [rule["prefix"] for rule in rules]
+
+
+def test_filter_admits_exactly_the_indexable_schema_prefixes(stateless: Template) -> None:
+    assert sorted(admitted_prefixes(stateless)) == sorted(
+        f"{schema.name}::" for schema in indexable_schemas()
+    )
+
+
+def test_filter_admits_no_counter_items(stateless: Template) -> None:
+    assert COUNTER in REGISTRY and not REGISTRY[COUNTER].indexable
+    counter_pk = f"{COUNTER}::geozone::collection-1"
+    assert not any(counter_pk.startswith(prefix) for prefix in admitted_prefixes(stateless))
+
+
+def test_filter_admits_no_non_indexable_schema(stateless: Template) -> None:
+    skipped = [schema.name for schema in REGISTRY.values() if not schema.indexable]
+    assert skipped
+    for name in skipped:
+        assert not any(f"{name}::x".startswith(prefix) for prefix in admitted_prefixes(stateless)), name
+
+
+# --- dead-letter queue --------------------------------------------------------------------------------------
+
+
+def test_dead_letter_queue_is_encrypted_with_the_data_key(stateful: Template, stateless: Template) -> None:
+    queue = stateless.find_resources(QUEUE)[dead_letter_queue_id(stateless)]
+    assert resolve(stateful, queue["Properties"]["KmsMasterKeyId"]) == data_key_arn(stateful)
+
+
+def test_dead_letter_queue_keeps_messages_fourteen_days(stateless: Template) -> None:
+    queue = stateless.find_resources(QUEUE)[dead_letter_queue_id(stateless)]
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+
+
+def test_dead_letter_queue_is_retained_with_the_data(stateless: Template, config: EnvironmentConfig) -> None:
+    queue = stateless.find_resources(QUEUE)[dead_letter_queue_id(stateless)]
+    assert queue["DeletionPolicy"] == ("Retain" if config.retains_data else "Delete")
+
+
+def test_dead_letter_queue_policy_denies_requests_without_tls(stateless: Template) -> None:
+    queue_id = dead_letter_queue_id(stateless)
+    stateless.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Queues": [{"Ref": queue_id}],
+            "PolicyDocument": {
+                "Statement": [
+                    {
+                        "Effect": "Deny",
+                        "Principal": {"AWS": "*"},
+                        "Action": "sqs:*",
+                        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                        "Resource": {"Fn::GetAtt": [queue_id, "Arn"]},
+                    }
+                ]
+            },
+        },
+    )
+
+
+# --- permissions --------------------------------------------------------------------------------------------
+
+
+def test_sync_role_has_exactly_the_permissions_it_needs(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    _, function = sync_function(stateless)
+    log_group_id = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    sync_role = {"Ref": one(stateful, "AWS::IAM::Role", {"Description": SYNC_ROLE_DESCRIPTION})[0]}
+    policy = resolve(stateful, policy_attached_to(stateless, stateful, sync_role)["PolicyDocument"])
+    bucket_arn = get_att(stateful, "AWS::S3::Bucket", "Arn", LoggingConfiguration=Match.any_value())
+    domain_bulk = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":es:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                f":domain/{config.search.domain_name}/_bulk",
+            ],
+        ]
+    }
+    assert permissions(policy) == (
+        allow(["logs:CreateLogStream", "logs:PutLogEvents"], {"Fn::GetAtt": [log_group_id, "Arn"]})
+        | allow(ENI_ACTIONS + XRAY_ACTIONS, "*")
+        | allow(STREAM_READ_ACTIONS, get_att(stateful, "AWS::DynamoDB::Table", "StreamArn"))
+        | allow(["dynamodb:ListStreams"], "*")
+        | allow(["s3:GetObject"], {"Fn::Join": ["", [bucket_arn, "/geometries/*"]]})
+        | allow(["sqs:SendMessage"], {"Fn::GetAtt": [dead_letter_queue_id(stateless), "Arn"]})
+        | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
+        | allow(["es:ESHttpPost"], domain_bulk)
+    )
+
+
+def test_sync_role_has_no_other_policy(stateful: Template) -> None:
+    sync_role_id = one(stateful, "AWS::IAM::Role", {"Description": SYNC_ROLE_DESCRIPTION})[0]
+    role = stateful.find_resources("AWS::IAM::Role")[sync_role_id]["Properties"]
+    assert "Policies" not in role and "ManagedPolicyArns" not in role
+    attached_in_stateful = [
+        policy
+        for policy in stateful.find_resources(MANAGED_POLICY).values()
+        if {"Ref": sync_role_id} in policy["Properties"]["Roles"]
+    ]
+    assert attached_in_stateful == []
+
+
+def test_no_stack_has_inline_policies(stateful: Template, stateless: Template) -> None:
+    stateful.resource_count_is("AWS::IAM::Policy", 0)
+    stateless.resource_count_is("AWS::IAM::Policy", 0)
+
+
+def test_no_managed_policy_grants_a_wildcard_action(stateful: Template, stateless: Template) -> None:
+    for template in (stateful, stateless):
+        for logical_id, policy in template.find_resources(MANAGED_POLICY).items():
+            for _, action, _ in permissions(policy["Properties"]["PolicyDocument"]):
+                assert "*" not in action, f"{logical_id}: {action}"
