@@ -54,6 +54,11 @@ def table(aws: None, boto_session: boto3.Session) -> Any:
 
 @pytest.fixture
 def s3(aws: None, boto_session: boto3.Session) -> Any:
-    client = boto_session.client("s3")
-    client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
-    return client
+    return boto_session.client("s3")
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    """Name of an empty geometry bucket."""
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    return BUCKET

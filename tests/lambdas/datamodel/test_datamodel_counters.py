@@ -3,7 +3,6 @@ from concurrent.futures import ThreadPoolExecutor
 import boto3
 import pytest
 from boto3.dynamodb.conditions import Key
-from conftest import REGION, TABLE_NAME
 from datamodel.counters import counter_key, next_key, next_value
 from datamodel.globalid import create_item
 from datamodel.registry import KeyConventionError, indexable_schemas
@@ -40,7 +39,9 @@ def test_counter_item_is_outside_the_data_partition_and_the_indexable_prefixes(t
 
 def test_concurrent_creations_get_distinct_gapless_sort_keys(table):
     def create_many(worker: int) -> list[str]:
-        own_table = boto3.Session().resource("dynamodb", region_name=REGION).Table(TABLE_NAME)
+        # boto3 resources are not thread-safe: each worker gets its own session.
+        region = table.meta.client.meta.region_name
+        own_table = boto3.Session().resource("dynamodb", region_name=region).Table(table.name)
         sks = []
         for n in range(10):
             pk, sk = next_key(own_table, "geozone", {"collectionId": "bcparks_1"})
