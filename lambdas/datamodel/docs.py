@@ -111,6 +111,33 @@ Adding a schema is one `Schema(...)` entry in `SHIPPED` in `lambdas/datamodel/re
    stated; write thresholds keep a margin below 400 KB instead of relying on the last byte.
 9. *Schema name case*: keys keep the seed's spelling (`productDate`); names are unique ignoring case,
    because OpenSearch index names are lower case.
+10. *Vertical partitioning* (004) is shown on blog threads: registered as `thread`, not synced to
+    OpenSearch, because its parts are separate items that would otherwise become separate documents.
+11. *Bookings* (000 names them only as a globalId use case): pk `booking::<collectionId>::<shard>`,
+    sk `<startDate>::<bookingId>`, so a collection's bookings read in date order across shards, and
+    one booking is found by globalId alone.
+
+## Using the package
+
+| module | job |
+|---|---|
+| `registry` | schemas, `REGISTRY`, `indexable_schemas()`, `schema_of_pk(pk)` |
+| `keys` | `build_pk`, `build_sk`, `parse_pk`, `parse_sk`, `build_key`/`parse_key`, `sk_prefix`, `document_id`/`parse_document_id` |
+| `counters` | `next_value(table, pk)`, `next_key(table, schema, pk_values)` |
+| `globalid` | `create_item`, `replace_item`, `update_attributes`, `lookup(table, global_id)` |
+| `sharding` | `shard_of`, `sharded_pk`, `shard_pks`, `query_all_shards` (merged, paginated) |
+| `vertical` | `split`/`assemble`, `put_entity`, `add_comment`, `load_entity` |
+| `item_size` | `item_size(item)`, `check_item(item)` |
+| `geometry` | `validate`, `envelope`, `centroid`, `canonical_bytes`, `content_key` |
+| `offload` | `prepare_item`, `write_item`, `fetch_geometry`, `load_geometry` |
+
+```python
+from datamodel import counters, offload
+
+pk, sk = counters.next_key(table, "geozone", {"collectionId": "bcparks_1"})
+offload.write_item(table, s3, bucket, {"pk": pk, "sk": sk, "name": "Zone A", "geometry": geojson},
+                   threshold=300 * 1024)
+```
 """
 
 
