@@ -1,0 +1,109 @@
+"""The app: every environment's two stacks, each in its own account and region, synthesized deterministically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from aws_cdk import App, Stack
+
+from infra.app_builder import build_app, committed_context
+from infra.config import EnvironmentConfig
+from infra.report import stack_lines
+from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
+
+
+def stack_manifests(outdir: Path, env: str) -> dict[str, dict]:
+    """The stack artifacts of one environment's nested cloud assembly, by display name."""
+    manifest = json.loads((outdir / f"assembly-{env}" / "manifest.json").read_text())
+    return {
+        artifact["displayName"]: {"id": artifact_id, **artifact}
+        for artifact_id, artifact in manifest["artifacts"].items()
+        if artifact["type"] == "aws:cloudformation:stack"
+    }
+
+
+def test_app_has_exactly_the_configured_environments(synthesized: Synthesized) -> None:
+    assert tuple(synthesized.stages) == ENVIRONMENTS
+
+
+def test_every_environment_has_a_stateful_and_a_stateless_stack(synthesized: Synthesized, env: str) -> None:
+    stacks = [child.node.id for child in synthesized.stages[env].node.children if isinstance(child, Stack)]
+    assert sorted(stacks) == sorted(STACK_KINDS)
+    assert sorted(stack_manifests(synthesized.outdir, env)) == sorted(f"{env}/{kind}" for kind in STACK_KINDS)
+
+
+@pytest.mark.parametrize("kind", STACK_KINDS)
+def test_stack_deploys_to_its_environment_account_and_region(
+    synthesized: Synthesized, config: EnvironmentConfig, kind: str
+) -> None:
+    stack = synthesized.stack(config.name, kind)
+    assert (stack.account, stack.region) == (config.account, config.region)
+    artifact = stack_manifests(synthesized.outdir, config.name)[f"{config.name}/{kind}"]
+    assert artifact["environment"] == f"aws://{config.account}/{config.region}"
+
+
+def test_stateless_stack_deploys_after_the_stateful_stack(synthesized: Synthesized, env: str) -> None:
+    artifacts = stack_manifests(synthesized.outdir, env)
+    stateful_id = artifacts[f"{env}/Stateful"]["id"]
+    assert stateful_id in artifacts[f"{env}/Stateless"].get("dependencies", [])
+    stateless_id = artifacts[f"{env}/Stateless"]["id"]
+    assert stateless_id not in artifacts[f"{env}/Stateful"].get("dependencies", [])
+
+
+def test_stack_descriptions_name_the_environment(synthesized: Synthesized, env: str) -> None:
+    for kind in STACK_KINDS:
+        assert f"({env})" in synthesized.template_json(env, kind)["Description"]
+
+
+def test_account_context_overrides_one_environment() -> None:
+    app = App(context={**committed_context(), "account.test": "444444444444"})
+    stages = build_app(app, nag=False)
+    accounts = {
+        name: {stage.node.find_child(kind).account for kind in STACK_KINDS}  # type: ignore[attr-defined]
+        for name, stage in stages.items()
+    }
+    assert accounts == {"dev": {"111111111111"}, "test": {"444444444444"}, "prod": {"333333333333"}}
+
+
+def test_synth_is_deterministic(synthesized: Synthesized, tmp_path: Path) -> None:
+    second = tmp_path / "cdk.out"
+    app = App(context=committed_context(), outdir=str(second))
+    build_app(app, nag=False)
+    app.synth()
+    first_templates = sorted(
+        path.relative_to(synthesized.outdir) for path in synthesized.outdir.glob("assembly-*/*.template.json")
+    )
+    second_templates = sorted(path.relative_to(second) for path in second.glob("assembly-*/*.template.json"))
+    assert first_templates == second_templates
+    assert len(first_templates) == len(ENVIRONMENTS) * len(STACK_KINDS)
+    differing = [
+        str(relative)
+        for relative in first_templates
+        if (synthesized.outdir / relative).read_bytes() != (second / relative).read_bytes()
+    ]
+    assert differing == []
+
+
+def test_report_prints_one_line_per_stack_with_resource_count_and_path(synthesized: Synthesized) -> None:
+    lines = stack_lines(synthesized.outdir)
+    assert len(lines) == len(ENVIRONMENTS) * len(STACK_KINDS)
+    expected = {
+        f"{env}/{kind}": (
+            len(synthesized.template_json(env, kind)["Resources"]),
+            str(synthesized.template_path(env, kind)),
+        )
+        for env in ENVIRONMENTS
+        for kind in STACK_KINDS
+    }
+    reported = {}
+    for line in lines:
+        name, count, unit, path = line.split(maxsplit=3)
+        assert unit == "resources"
+        reported[name] = (int(count), path)
+    assert reported == expected
+
+
+def test_report_finds_nothing_in_an_empty_directory(tmp_path: Path) -> None:
+    assert stack_lines(tmp_path) == []
