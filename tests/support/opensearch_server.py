@@ -3,8 +3,9 @@
 No OpenSearch server can run here, so this in-memory HTTP server on 127.0.0.1 implements the documented
 request and response formats of the APIs the platform uses: composable index templates, indices,
 aliases (`POST _aliases`, filters, write index), stored scripts, `_doc`, `_bulk` with per-item
-status and error, a minimal `_search`/`_count`, `_cat/indices`. It is not OpenSearch: queries support only
-`match_all`, `term`, `terms` and `bool`; documents are visible without refresh; painless is not run,
+status and error, a minimal `_search` (`size`, field `sort`, `search_after`) and `_count`, `_cat/indices`.
+It is not OpenSearch: queries support only `match_all`, `term`, `terms` and `bool`; documents are visible
+without refresh; painless is not run,
 stored scripts are emulated by registered Python twins (`search.indices.apply_sync_script`).
 
 Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization`
@@ -271,6 +272,52 @@ def _matches_query(source: Mapping[str, Any], query: Mapping[str, Any] | None) -
     raise OpenSearchError(
         400, "parsing_exception", f"unknown query [{kind}] (not emulated by the loopback server)"
     )
+
+
+def _sort_fields(sort: Any) -> list[tuple[str, str]]:
+    """`sort` as (field, order) pairs: `"f"`, `{"f": "desc"}` or `{"f": {"order": "desc"}}` entries."""
+    if sort is None:
+        return []
+    fields: list[tuple[str, str]] = []
+    for entry in sort if isinstance(sort, list) else [sort]:
+        if isinstance(entry, str):
+            fields.append((entry, "asc"))
+            continue
+        ((field_name, spec),) = entry.items()
+        order = spec.get("order", "asc") if isinstance(spec, Mapping) else spec
+        if order not in ("asc", "desc"):
+            raise OpenSearchError(400, "parsing_exception", f"unknown sort order [{order}]")
+        fields.append((field_name, order))
+    return fields
+
+
+def _sort_value(source: Mapping[str, Any], field_name: str) -> Any:
+    values = _field_values(source, field_name)
+    return min(values) if values else None
+
+
+class _Descending:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Descending) -> bool:
+        return bool(other.value < self.value)
+
+    def __gt__(self, other: _Descending) -> bool:
+        return bool(other.value > self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and other.value == self.value
+
+
+def _sort_key(values: list[Any], sort: list[tuple[str, str]]) -> tuple[Any, ...]:
+    """Documents without the field sort last in either order, as OpenSearch's default `missing: _last`."""
+    key: list[Any] = []
+    for value, (_, order) in zip(values, sort, strict=True):
+        key.append(
+            (value is None, None if value is None else value if order == "asc" else _Descending(value))
+        )
+    return tuple(key)
 
 
 def _field_values(source: Mapping[str, Any], dotted: str) -> list[Any]:
@@ -659,6 +706,14 @@ class _Cluster:
     def search(self, expression: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
         query = (body or {}).get("query")
         size = int((body or {}).get("size", 10))
+        sort = _sort_fields((body or {}).get("sort"))
+        after = (body or {}).get("search_after")
+        if after is not None and (not sort or not isinstance(after, list) or len(after) != len(sort)):
+            raise OpenSearchError(
+                400,
+                "illegal_argument_exception",
+                "search_after needs a sort and exactly one value per sort field",
+            )
         hits = []
         for name in self.resolve(expression):
             index = self.indices[name]
@@ -673,12 +728,19 @@ class _Cluster:
                     hits.append(
                         {"_index": name, "_id": doc_id, "_score": 1.0, "_source": copy.deepcopy(source)}
                     )
+        total = len(hits)
+        if sort:
+            for hit in hits:
+                hit["sort"] = [_sort_value(hit["_source"], field_name) for field_name, _ in sort]
+            hits.sort(key=lambda hit: _sort_key(hit["sort"], sort))
+            if after is not None:
+                hits = [hit for hit in hits if _sort_key(hit["sort"], sort) > _sort_key(after, sort)]
         return {
             "took": 1,
             "timed_out": False,
             "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
             "hits": {
-                "total": {"value": len(hits), "relation": "eq"},
+                "total": {"value": total, "relation": "eq"},
                 "max_score": 1.0 if hits else None,
                 "hits": hits[:size],
             },

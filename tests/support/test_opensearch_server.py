@@ -321,3 +321,36 @@ def test_a_malformed_bulk_request_changes_nothing(
 
     assert response.status == 400
     assert server.index_names() == []
+
+
+def test_search_after_pages_through_sorted_hits_and_keeps_the_total(
+    client: OpenSearchTransport, places: str
+) -> None:
+    doc = {"schema": "places", "name": "x"}
+    lines = [
+        line
+        for pk, sk in [("b", "1"), ("a", "2"), ("a", "1"), ("c", "1")]
+        for line in sync_update(f"{pk}#{sk}", 1, doc | {"pk": pk, "sk": sk})
+    ]
+    bulk(client, lines, f"{places}/_bulk")
+    sort = [{"pk": "asc"}, {"sk": {"order": "asc"}}]
+
+    first = send(client, "POST", "places-v1/_search", {"size": 3, "sort": sort}).json()["hits"]
+    after = first["hits"][-1]["sort"]
+    second = send(
+        client, "POST", "places-v1/_search", {"size": 3, "sort": sort, "search_after": after}
+    ).json()["hits"]
+    descending = send(client, "POST", "places-v1/_search", {"sort": [{"pk": "desc"}, "sk"]}).json()
+
+    assert [hit["_id"] for hit in first["hits"]] == ["a#1", "a#2", "b#1"]
+    assert after == ["b", "1"]
+    assert [hit["_id"] for hit in second["hits"]] == ["c#1"]
+    assert first["total"]["value"] == second["total"]["value"] == 4
+    assert [hit["_id"] for hit in descending["hits"]["hits"]] == ["c#1", "b#1", "a#1", "a#2"]
+
+
+def test_search_after_without_a_sort_is_refused(client: OpenSearchTransport, places: str) -> None:
+    response = send(client, "POST", "places-v1/_search", {"search_after": ["a"]})
+
+    assert response.status == 400
+    assert response.json()["error"]["type"] == "illegal_argument_exception"
