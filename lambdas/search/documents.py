@@ -238,7 +238,7 @@ def padded_sequence(sequence_number: Any) -> str:
 
 def _creation_time(value: Any) -> float | None:
     if type(value) is float or type(value) is int:
-        return float(value)
+        return value / 1000.0 if value > 100_000_000_000 else float(value)  # tolerate epoch milliseconds
     timestamp = getattr(value, "timestamp", None)  # boto3 hands out a datetime
     return float(timestamp()) if callable(timestamp) else None
 

@@ -5,6 +5,7 @@ boto3, botocore and urllib3 are imported on first use, not at module import, to 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -54,15 +55,18 @@ class GeometryFetcher:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._client: Any = None
+        self._lock = threading.Lock()  # called from a thread pool; boto3 client creation is not thread-safe
 
     def __call__(self, bucket: str, key: str) -> bytes:
-        import boto3
         from botocore.exceptions import ClientError
 
-        if self._client is None:
-            self._client = boto3.client(
-                "s3", region_name=self._settings.region, config=_client_config(self._settings)
-            )
+        with self._lock:
+            if self._client is None:
+                import boto3
+
+                self._client = boto3.client(
+                    "s3", region_name=self._settings.region, config=_client_config(self._settings)
+                )
         try:
             body: bytes = self._client.get_object(Bucket=bucket, Key=key)["Body"].read()
         except ClientError as error:

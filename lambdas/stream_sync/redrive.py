@@ -217,6 +217,7 @@ def redrive_queue(
 ) -> list[MessageReport]:
     """Receive up to `max_messages`, redrive them ten at a time, delete the ones that are done."""
     reports: list[MessageReport] = []
+    seen: set[str] = set()
     read_range, get_item = stream_range_reader(streams), item_reader(dynamodb, table)
     while len(reports) < max_messages:
         received = sqs.receive_message(
@@ -229,7 +230,19 @@ def redrive_queue(
             break
         messages = [Message(m["MessageId"], m["ReceiptHandle"], m["Body"]) for m in received]
         if dry_run:
-            batch_reports = [_describe(m, read_range) for m in messages]
+            fresh = [m for m in messages if m.message_id not in seen]
+            seen.update(m.message_id for m in messages)
+            batch_reports = [_describe(m, read_range) for m in fresh]
+            # Make them visible again at once: a dry run leaves the queue as it found it.
+            sqs.change_message_visibility_batch(
+                QueueUrl=queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
+                    for i, m in enumerate(messages)
+                ],
+            )
+            if not fresh:
+                break
         else:
             batch_reports = redrive_messages(
                 messages, settings=settings, ports=ports, read_range=read_range, get_item=get_item
@@ -253,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queue-url", default=os.environ.get("DLQ_URL"))
     parser.add_argument("--max-messages", type=int, default=1000)
     parser.add_argument("--visibility-timeout", type=int, default=300)
+    parser.add_argument("--wait-seconds", type=int, default=1, help="SQS long-poll wait per receive")
     parser.add_argument("--dry-run", action="store_true", help="receive and report, change nothing")
     args = parser.parse_args(argv)
     settings = Settings.from_env(os.environ)
@@ -271,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         streams=boto3.client("dynamodbstreams", region_name=settings.region),
         max_messages=args.max_messages,
         visibility_timeout=args.visibility_timeout,
+        wait_seconds=args.wait_seconds,
         dry_run=args.dry_run,
     )
     for report in reports:

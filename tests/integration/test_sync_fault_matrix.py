@@ -299,3 +299,20 @@ def test_records_near_max_age_go_to_the_dlq_with_payload_instead_of_retrying(pip
     account(final, records, pipeline.dlq_messages())
     redrive_all(pipeline)
     pipeline.assert_index_equals_dynamodb()
+
+
+def test_redrive_cli_reports_and_empties_the_queue(
+    pipeline: Pipeline, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stream_sync import redrive
+
+    records = write_mix(pipeline, count=4)
+    pipeline.server.fail_item(doc_id("0000000000"), status=400, times=1)
+    pipeline.deliver(records)
+    assert redrive.main(["--table", "refdata", "--wait-seconds", "0", "--dry-run"]) == 1
+    assert len(pipeline.dlq_messages()) == 1
+    assert redrive.main(["--table", "refdata", "--wait-seconds", "0"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[-1]["redriven"] == 1 and lines[-1]["leftInQueue"] == 0
+    assert pipeline.dlq_messages() == []
+    pipeline.assert_index_equals_dynamodb()
