@@ -170,3 +170,35 @@ def test_objects_are_auto_deleted_only_where_data_is_disposable(
 
 def test_auto_delete_objects_is_present_in_dev_only(stateful: Template, env: str) -> None:
     assert bool(stateful.find_resources(AUTO_DELETE)) is (env == "dev")
+
+
+def test_access_log_bucket_admits_s3_log_delivery_from_the_geometry_bucket_only(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    # With ACLs disabled, S3 delivers server access logs only where the bucket policy admits the logging service.
+    log_bucket = access_log_bucket_id(stateful)
+    log_arn = {"Fn::GetAtt": [log_bucket, "Arn"]}
+    stateful.has_resource_properties(
+        BUCKET_POLICY,
+        {
+            "Bucket": {"Ref": log_bucket},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "logging.s3.amazonaws.com"},
+                            "Action": "s3:PutObject",
+                            "Resource": {"Fn::Join": ["", [log_arn, Match.string_like_regexp(r"^/.+/\*$")]]},
+                            "Condition": {
+                                "ArnLike": {
+                                    "aws:SourceArn": {"Fn::GetAtt": [geometry_bucket_id(stateful), "Arn"]}
+                                },
+                                "StringEquals": {"aws:SourceAccount": config.account},
+                            },
+                        }
+                    ]
+                )
+            },
+        },
+    )

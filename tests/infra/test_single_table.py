@@ -159,6 +159,34 @@ def test_data_key_rotates(stateful: Template) -> None:
     stateful.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
 
 
+def test_data_key_admits_cloudwatch_logs_of_this_account_only(stateful: Template) -> None:
+    # Log groups encrypted with the key fail to create unless the regional logs service may use it.
+    stateful.has_resource_properties(
+        "AWS::KMS::Key",
+        {
+            "KeyPolicy": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Allow",
+                                "Principal": {
+                                    "Service": {
+                                        "Fn::Join": ["", ["logs.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]
+                                    }
+                                },
+                                "Condition": {
+                                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": Match.any_value()}
+                                },
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
 def test_ttl_is_enabled_on_the_configured_attribute(stateful: Template, config: EnvironmentConfig) -> None:
     assert config.table.ttl_attribute == "expiresAt"
     stateful.has_resource_properties(
