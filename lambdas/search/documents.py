@@ -92,7 +92,7 @@ def from_dynamodb(value: Mapping[str, Any]) -> Any:
     if tag == "M":
         return _map(inner)
     if tag == "L":
-        return [from_dynamodb(member) for member in inner]
+        return _list(inner)
     if tag == "BOOL":
         if inner is True or inner is False:
             return inner
@@ -110,7 +110,7 @@ def from_dynamodb(value: Mapping[str, Any]) -> Any:
 
 
 def _map(members: Mapping[str, Any]) -> dict[str, Any]:
-    # The hot loop: strings and numbers are most attributes, so they skip the generic call.
+    # The hot loop: strings, numbers, maps and lists skip the generic call.
     plain: dict[str, Any] = {}
     try:
         for name, value in members.items():
@@ -119,10 +119,35 @@ def _map(members: Mapping[str, Any]) -> dict[str, Any]:
                 plain[name] = inner
             elif tag == "N":
                 plain[name] = _number(inner)
+            elif tag == "M":
+                plain[name] = _map(inner)
+            elif tag == "L":
+                plain[name] = _list(inner)
             else:
                 plain[name] = from_dynamodb(value)
     except (AttributeError, ValueError):
         raise RecordError("malformed-record", f"not a DynamoDB map: {members!r:.200}") from None
+    return plain
+
+
+def _list(members: Sequence[Any]) -> list[Any]:
+    plain: list[Any] = []
+    append = plain.append
+    try:
+        for value in members:
+            ((tag, inner),) = value.items()
+            if tag == "S":
+                append(inner)
+            elif tag == "N":
+                append(_number(inner))
+            elif tag == "M":
+                append(_map(inner))
+            elif tag == "L":
+                append(_list(inner))
+            else:
+                append(from_dynamodb(value))
+    except (AttributeError, ValueError):
+        raise RecordError("malformed-record", f"not a DynamoDB list: {members!r:.200}") from None
     return plain
 
 
