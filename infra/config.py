@@ -363,6 +363,7 @@ class EnvironmentConfig:
             f"{path}.log_retention_days",
             f"{self.log_retention_days} must be one of {LOG_RETENTION_DAYS}",
         )
+        _validate_nested(self, path)
         if self.production:
             _require(
                 self.removal_policy is RemovalPolicy.RETAIN,
@@ -389,7 +390,6 @@ class EnvironmentConfig:
             f"{path}.search.availability_zone_count",
             "cannot exceed network.max_azs",
         )
-        _validate_nested(self, path)
 
     @property
     def retains_data(self) -> bool:

@@ -273,12 +273,6 @@ def test_max_azs_above_three_is_rejected(config: EnvironmentConfig) -> None:
         with_network(config, max_azs=4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EnvironmentConfig.validate checks search.availability_zone_count <= network.max_azs before it "
-    "validates the nested records, so max_azs=0 is reported as '<env>.search.availability_zone_count' "
-    "instead of '<env>.network.max_azs' (infra/config.py: run _validate_nested before cross-record rules)",
-)
 def test_max_azs_of_zero_is_rejected_as_max_azs(config: EnvironmentConfig) -> None:
     with rejects(f"{config.name}.network.max_azs"):
         with_network(config, max_azs=0)
