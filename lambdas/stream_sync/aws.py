@@ -82,7 +82,7 @@ def sqs_batches(letters: Sequence[DeadLetter]) -> list[list[DeadLetter]]:
     current: list[DeadLetter] = []
     size = 0
     for letter in letters:
-        length = len(letter.body.encode())
+        length = len(letter.body.encode()) + 128  # the entry's id and attributes count too
         if current and (len(current) == SQS_BATCH_ENTRIES or size + length > SQS_BATCH_MAX_BYTES):
             batches.append(current)
             current, size = [], 0

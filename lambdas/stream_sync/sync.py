@@ -455,10 +455,9 @@ def dead_letter_body(outcome: Outcome, failed_at: float, max_bytes: int) -> str:
 def _send_dead_letters(
     outcomes: list[Outcome], settings: Settings, ports: Ports, result: BatchResult
 ) -> None:
+    body_limit = settings.dlq_max_message_bytes - 512  # message attributes count toward the SQS limit
     letters = [
-        DeadLetter(
-            o.position, dead_letter_body(o, ports.now(), settings.dlq_max_message_bytes), o.reason_kind or ""
-        )
+        DeadLetter(o.position, dead_letter_body(o, ports.now(), body_limit), o.reason_kind or "")
         for o in outcomes
         if o.fate is Fate.DEAD_LETTERED
     ]
