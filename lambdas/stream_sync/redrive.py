@@ -127,9 +127,13 @@ def redrive_messages(
             if not isinstance(body, Mapping):
                 raise UnreadableMessageError("message body is not a JSON object")
             targets = targets_of(body, read_range)
-            fresh = [current_state_record(keys, seq, created, get_item) for keys, seq, created in targets]
         except (ValueError, KeyError, TypeError) as error:  # UnreadableMessageError and bad JSON included
             reports[position].error = str(error)
+            continue
+        try:
+            fresh = [current_state_record(keys, seq, created, get_item) for keys, seq, created in targets]
+        except Exception as error:  # throttled or failed reads: this message stays, the others go on
+            reports[position].error = f"reading the current item failed: {error!r:.300}"
             continue
         records.extend(fresh)
         owner.extend([position] * len(fresh))

@@ -124,3 +124,22 @@ def test_redrive_of_an_old_record_after_newer_changes_is_a_no_op() -> None:
     )
     assert report.deleted and report.fates == {"stale-skipped": 1}
     assert harness.opensearch.doc("a")["stream_seq"] == "9".zfill(40)  # type: ignore[index]
+
+
+def test_a_failed_read_keeps_only_that_message() -> None:
+    harness = Harness()
+
+    def get_item(keys: dict[str, Any]) -> dict[str, Any] | None:
+        if keys["sk"]["S"] == "b":
+            raise TimeoutError("throttled")
+        return {**keys, "name": {"S": "x"}}
+
+    messages = [
+        Message("m1", "r1", json.dumps({"record": record("INSERT", "a", 3)})),
+        Message("m2", "r2", json.dumps({"record": record("INSERT", "b", 4)})),
+    ]
+    reports = redrive_messages(
+        messages, settings=settings(), ports=harness.ports(), read_range=no_stream, get_item=get_item
+    )
+    assert [r.deleted for r in reports] == [True, False]
+    assert "throttled" in (reports[1].error or "")
