@@ -1,0 +1,7 @@
+"""`python -m ops <command>`: see `ops.cli`."""
+
+import sys
+
+from ops.cli import main
+
+sys.exit(main())

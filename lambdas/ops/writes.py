@@ -1,0 +1,128 @@
+"""Write DynamoDB item states into a schema's write alias through the stream sync's own batch path.
+
+Every write is a synthetic stream record built by the DLQ redrive (`current_state_record`) and applied by
+`stream_sync.sync.process_batch`, so the documents, geometry dereferencing, bulk chunking, retries and the
+ordering script are exactly the sync's. Only the sequence number differs:
+
+- `BACKFILL_SEQ` (forty zeros) for a document that may not exist: any real stream change is greater, so
+  it wins whichever arrives first, and an existing document is never touched (the script answers noop);
+- `repair_seq(stored)` = the stored `stream_seq` + "r" to overwrite a document known to be wrong. In
+  keyword (string) order `<q>r` sorts after `q` and before every 40-digit sequence number greater than `q`,
+  so a repair beats the state it was computed against and never a genuinely newer stream change.
+
+The sync's record parser accepts only digit sequence numbers (what DynamoDB Streams produce), so a repair
+is built with `BACKFILL_SEQ` and its bulk line's `seq` is replaced on the way out (`with_sequence_numbers`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from datamodel.keys import document_id
+from search.indices import APPLY_SCRIPT_ID, STREAM_SEQ_WIDTH
+from stream_sync.config import Settings
+from stream_sync.redrive import current_state_record
+from stream_sync.sync import Fate, HttpReply, Ports, process_batch
+
+BACKFILL_SEQ: Final = "0" * STREAM_SEQ_WIDTH
+REPAIR_SUFFIX: Final = "r"
+# What the index may hold: a padded stream sequence number, possibly already repaired (suffixed) before.
+STORED_SEQ: Final = re.compile(rf"[0-9]{{{STREAM_SEQ_WIDTH}}}{REPAIR_SUFFIX}*")
+# The start of the second line of every bulk action `search.documents.encode_update` writes.
+_SEQ_PREFIX: Final = (
+    '{"scripted_upsert":true,"upsert":{},"script":{"id":"' + APPLY_SCRIPT_ID + '","params":{"seq":"'
+)
+APPLIED: Final = frozenset({Fate.INDEXED, Fate.DELETED})
+UNCHANGED: Final = frozenset({Fate.STALE_SKIPPED})
+
+Item = dict[str, Any]  # DynamoDB JSON, as the low-level client returns it
+
+
+def repair_seq(stored_seq: str) -> str:
+    """The sequence number that overwrites a document stored with `stored_seq`, and nothing newer."""
+    if not STORED_SEQ.fullmatch(stored_seq):
+        raise ValueError(f"not a stored stream_seq: {stored_seq!r:.60}")
+    return stored_seq + REPAIR_SUFFIX
+
+
+@dataclass(frozen=True)
+class Write:
+    """Put `item`'s state (a tombstone when None) at `keys` with sequence number `seq`."""
+
+    keys: Item
+    item: Item | None
+    seq: str = BACKFILL_SEQ
+
+    @property
+    def doc_id(self) -> str:
+        return document_id(self.keys["pk"]["S"], self.keys["sk"]["S"])
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    doc_id: str
+    fate: Fate
+    reason: str | None = None
+
+
+def with_sequence_numbers(
+    bulk: Callable[[bytes], HttpReply], seqs: Mapping[str, str]
+) -> Callable[[bytes], HttpReply]:
+    """A bulk port that sends the actions for the ids in `seqs` with those sequence numbers."""
+    if not seqs:
+        return bulk
+
+    def send(body: bytes) -> HttpReply:
+        lines = body.decode("ascii").split("\n")
+        placeholder = _SEQ_PREFIX + BACKFILL_SEQ + '"'
+        for position in range(0, len(lines) - 1, 2):
+            seq = seqs.get(json.loads(lines[position])["update"]["_id"])
+            if seq is None:
+                continue
+            source = lines[position + 1]
+            if not source.startswith(placeholder):
+                raise RuntimeError("bulk action is not in the form search.documents.encode_update writes")
+            lines[position + 1] = _SEQ_PREFIX + seq + '"' + source[len(placeholder) :]
+        return bulk("\n".join(lines).encode("ascii"))
+
+    return send
+
+
+def _known(item: Item | None) -> Callable[[Item], Item | None]:
+    """A `get_item` for `current_state_record` that answers with a state already read."""
+
+    def get_item(_keys: Item) -> Item | None:
+        return item
+
+    return get_item
+
+
+def apply_writes(writes: Sequence[Write], *, settings: Settings, ports: Ports) -> list[WriteResult]:
+    """Apply every write (one per document) and report each one's fate.
+
+    Fates: indexed/deleted (applied), stale-skipped (the index already held this or a newer change),
+    rejected (permanent: the sync would dead-letter it), retry (transient failures outlasted the retries).
+    """
+    if not writes:
+        return []
+    seqs: dict[str, str] = {}
+    records = []
+    for write in writes:
+        if write.seq != BACKFILL_SEQ:
+            if not (write.seq.endswith(REPAIR_SUFFIX) and STORED_SEQ.fullmatch(write.seq)):
+                raise ValueError(f"a write's seq is forty zeros or a repair_seq, not {write.seq!r:.60}")
+            seqs[write.doc_id] = write.seq
+        records.append(current_state_record(write.keys, BACKFILL_SEQ, None, _known(write.item)))
+    sending = dataclasses.replace(ports, bulk=with_sequence_numbers(ports.bulk, seqs))
+    result = process_batch(
+        records, settings=settings, ports=sending, remaining_seconds=lambda: 900.0, dead_letter=False
+    )
+    return [
+        WriteResult(write.doc_id, outcome.fate or Fate.RETRY, outcome.reason)
+        for write, outcome in zip(writes, result.outcomes, strict=True)
+    ]

@@ -1,0 +1,149 @@
+"""reindex: the mapping-change flow end to end against moto and the loopback OpenSearch server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from index_bootstrap import bootstrap
+from ops.index import IndexClient
+from search import indices
+from search.transport import OpenSearchTransport
+from stream_sync.sync import HttpReply
+
+from tests.lambdas.ops.conftest import PRODUCT, REGION, ZONE, OpsEnv, seq
+from tests.support.opensearch_server import ROUTE_ALIASES, ROUTE_BULK
+
+pytestmark = pytest.mark.integration
+
+FILTER = {"filter": indices.read_alias_filter()}
+WRITE = {"is_write_index": True}
+ZONES = 20
+
+
+def changed_mappings(schema: str) -> dict[str, Any]:
+    """A mapping change for geozone only (a new keyword field), with its new fingerprint."""
+    body = indices.index_mappings(schema)
+    if schema == "geozone":
+        body["properties"]["zoneCode"] = {"type": "keyword"}
+        body["_meta"][indices.FINGERPRINT_META_KEY] = indices.mapping_fingerprint(body)
+    return body
+
+
+@pytest.fixture
+def changed(ops_env: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
+    """v1 in use and in sync with the table for two schemas; then a deployment creates geozone-v2."""
+    for i in range(ZONES):
+        ops_env.put_and_sync(ZONE, f"{i:010d}", 100 + i, name={"S": f"zone {i}"}, area={"N": f"{i}.5"})
+    for day in ("2025-12-30", "2025-12-31"):
+        ops_env.put_and_sync(PRODUCT, f"1#{day}", 200, price={"N": "12"})
+    monkeypatch.setattr(bootstrap, "index_mappings", changed_mappings)
+    outcomes = {outcome.schema: outcome.action for outcome in ops_env.bootstrap()}
+    assert outcomes == {"geozone": "created_new_version", "booking": "unchanged", "productDate": "unchanged"}
+    assert ops_env.aliases("geozone-v2") == {}
+    return ops_env
+
+
+def test_reindex_moves_both_aliases_and_backfills_every_item(changed: OpsEnv) -> None:
+    report = changed.reindex("geozone")
+
+    assert report.complete and report.target == "geozone-v2"
+    assert changed.aliases("geozone-v1") == {}
+    assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
+    assert changed.visible("geozone-v2") == changed.expected("geozone")
+    assert {doc["stream_seq"] for doc in changed.documents("geozone-v2").values()} == {seq(0)}
+    assert report.summary()["backfill"] == {"indexed": ZONES}
+    assert report.table_items == report.index_live_documents == ZONES
+
+
+def test_reindex_leaves_other_schemas_and_the_old_version_alone(changed: OpsEnv) -> None:
+    before = {name: changed.documents(name) for name in ("geozone-v1", "productdate-v1")}
+
+    changed.reindex("geozone")
+
+    assert "productdate-v2" not in changed.server.index_names()
+    assert changed.aliases("productdate-v1") == {"productdate": FILTER, "productdate-write": WRITE}
+    assert {name: changed.documents(name) for name in before} == before
+
+
+def test_rerun_after_completion_is_a_no_op(changed: OpsEnv) -> None:
+    changed.reindex("geozone")
+    requests = (changed.server.count(ROUTE_ALIASES), changed.server.count(ROUTE_BULK))
+
+    again = changed.reindex("geozone")
+
+    assert again.complete and again.summary()["backfill"] == {} and again.planned == []
+    assert (changed.server.count(ROUTE_ALIASES), changed.server.count(ROUTE_BULK)) == requests
+
+
+def test_reindex_of_a_schema_without_a_new_version_is_a_no_op(changed: OpsEnv) -> None:
+    report = changed.reindex("productDate")
+
+    assert report.complete and report.target == "productdate-v1"
+    assert changed.server.count(ROUTE_ALIASES) == 0
+
+
+def test_a_stream_change_applied_during_the_backfill_is_not_overwritten(changed: OpsEnv) -> None:
+    sk = f"{3:010d}"
+    newer = changed.put(ZONE, sk, name={"S": "renamed while the backfill ran"})
+    scanned_before_the_change = [[{**newer, "name": {"S": "zone 3"}}]]
+    real_bulk = changed.ports.bulk
+    applied: list[str] = []
+
+    def bulk(body: bytes) -> HttpReply:
+        if not applied:  # the sync writes the change into v2 (the write alias moved) before the backfill
+            applied.append(changed.stream_apply(newer, ZONE, sk, seq(500)))
+        return real_bulk(body)
+
+    changed.ports.bulk = bulk
+    report = changed.reindex("geozone", scan=lambda: scanned_before_the_change)
+
+    assert applied == ["created"]
+    assert report.complete and report.summary()["backfill"] == {"stale-skipped": 1}
+    document = changed.documents("geozone-v2")[f"{ZONE}#{sk}"]
+    assert document["name"] == "renamed while the backfill ran" and document["stream_seq"] == seq(500)
+
+
+def test_a_rerun_after_a_failed_backfill_finishes_the_flow(changed: OpsEnv) -> None:
+    changed.server.fail_next(ROUTE_BULK, 503, times=2)  # both of the sync path's attempts for a page
+
+    first = changed.reindex("geozone")
+
+    assert not first.complete and first.summary()["failedCount"] > 0
+    assert changed.aliases("geozone-v1") == {"geozone": FILTER}  # readers stay on v1
+    assert changed.aliases("geozone-v2") == {"geozone-write": WRITE}  # the sync writes to v2 already
+
+    second = changed.reindex("geozone")
+
+    assert second.complete and second.write_alias_moved == []
+    assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
+    assert changed.visible("geozone-v2") == changed.expected("geozone")
+
+
+def test_an_alias_move_whose_response_was_lost_is_recognised_as_done(changed: OpsEnv) -> None:
+    # The first POST _aliases applies after the client timed out; the retry's `remove` then answers 404.
+    impatient = OpenSearchTransport(changed.server.endpoint, REGION, timeout_seconds=0.15)
+    client = IndexClient(impatient, backoff_seconds=0.5)
+    changed.server.delay_next(ROUTE_ALIASES, 0.3)
+
+    report = changed.reindex("geozone", client=client)
+
+    assert report.complete
+    assert changed.server.count(ROUTE_ALIASES) == 3  # write move, its retry (404), read swap
+    assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
+    impatient.close()
+
+
+def test_dry_run_reports_the_plan_and_changes_nothing(changed: OpsEnv) -> None:
+    bulks = changed.server.count(ROUTE_BULK)
+
+    report = changed.reindex("geozone", dry_run=True)
+
+    assert not report.complete
+    assert report.planned == ["move write alias", "backfill from DynamoDB", "swap read alias"]
+    assert report.write_alias_moved == [
+        {"remove": {"index": "geozone-v1", "alias": "geozone-write"}},
+        {"add": {"index": "geozone-v2", "alias": "geozone-write", "is_write_index": True}},
+    ]
+    assert changed.aliases("geozone-v2") == {} and changed.documents("geozone-v2") == {}
+    assert changed.server.count(ROUTE_ALIASES) == 0 and changed.server.count(ROUTE_BULK) == bulks
