@@ -15,6 +15,9 @@ from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, HttpR
 SQS_BATCH_ENTRIES = 10
 SQS_BATCH_MAX_BYTES = 256 * 1024
 _MISSING_OBJECT_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+# Without s3:ListBucket, S3 answers a missing key with 403 rather than 404. Retrying either only delays the
+# shard; the record goes to the DLQ, and the redrive applies it once the object (or the grant) is fixed.
+_UNREADABLE_OBJECT_CODES = frozenset({"AccessDenied", "403"})
 
 
 def _client_config(settings: Settings) -> Any:
@@ -70,8 +73,13 @@ class GeometryFetcher:
         try:
             body: bytes = self._client.get_object(Bucket=bucket, Key=key)["Body"].read()
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in _MISSING_OBJECT_CODES:
+            code = error.response.get("Error", {}).get("Code")
+            if code in _MISSING_OBJECT_CODES:
                 raise GeometryMissing(f"s3://{bucket}/{key} does not exist") from error
+            if code in _UNREADABLE_OBJECT_CODES:
+                raise GeometryMissing(
+                    f"s3://{bucket}/{key} is missing or not readable by this function"
+                ) from error
             raise
         return body
 

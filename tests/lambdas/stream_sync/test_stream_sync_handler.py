@@ -151,3 +151,20 @@ def test_dead_letters_are_sent_ten_per_call_within_the_batch_size_limit() -> Non
     assert [len(batch) for batch in aws.sqs_batches(letters)] == [10, 10, 3]
     large = [DeadLetter(i, "x" * 100_000, "k") for i in range(5)]
     assert [len(batch) for batch in aws.sqs_batches(large)] == [2, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("code", "missing"), [("NoSuchKey", True), ("AccessDenied", True), ("SlowDown", False), ("500", False)]
+)
+def test_geometry_fetch_tells_missing_objects_from_transient_errors(code: str, missing: bool) -> None:
+    from botocore.exceptions import ClientError
+    from stream_sync.sync import GeometryMissing
+
+    class Stub:
+        def get_object(self, **_: Any) -> Any:
+            raise ClientError({"Error": {"Code": code, "Message": "x"}}, "GetObject")
+
+    fetcher = aws.GeometryFetcher(settings())
+    fetcher._client = Stub()
+    with pytest.raises(GeometryMissing if missing else ClientError):
+        fetcher("geometry-bucket", "geometries/abc.json")
