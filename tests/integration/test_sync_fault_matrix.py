@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import BUCKET, Pipeline, account, unused_port
+from sync_harness import BUCKET, Pipeline, account, unused_port
 
 from tests.support.opensearch_server import ROUTE_BULK
 

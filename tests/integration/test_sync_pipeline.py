@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BUCKET, Pipeline, account
+from sync_harness import BUCKET, Pipeline, account
 
 from tests.support.opensearch_server import ROUTE_BULK
 

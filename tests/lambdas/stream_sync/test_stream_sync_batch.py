@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from fakes import Harness, always, record, settings
 from stream_sync.sync import BatchIncompleteError, BulkUnavailable, HttpReply, process_batch
+from stream_sync_fakes import Harness, always, record, settings
 
 SQUARE = {
     "type": "Polygon",

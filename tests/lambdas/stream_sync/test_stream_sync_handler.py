@@ -7,10 +7,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from fakes import Harness, record, settings
 from stream_sync import aws, handler, telemetry
 from stream_sync.config import ConfigError, Settings
 from stream_sync.sync import DeadLetter, Fate, Outcome, dead_letter_body
+from stream_sync_fakes import Harness, record, settings
 
 ENV = {
     "AWS_REGION": "ca-central-1",

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fakes import PK, Harness, record, settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from stream_sync.redrive import Message, redrive_messages
 from stream_sync.sync import process_batch
+from stream_sync_fakes import PK, Harness, record, settings
 
 SORT_KEYS = ("a", "b", "c")
 

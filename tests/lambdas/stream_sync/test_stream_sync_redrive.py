@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from fakes import Harness, record, settings
 from stream_sync.redrive import (
     Message,
     UnreadableMessageError,
@@ -14,6 +13,7 @@ from stream_sync.redrive import (
     redrive_messages,
     targets_of,
 )
+from stream_sync_fakes import Harness, record, settings
 
 KEYS = {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "a"}}
 

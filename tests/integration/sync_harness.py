@@ -1,0 +1,319 @@
+"""Integration harness for the stream sync (the `pipeline` fixture lives in conftest.py): a moto table with a stream, moto S3 and SQS, and the loopback
+OpenSearch server (tests/support) bootstrapped with the real templates, aliases and stored script.
+
+Records are real stream records: items are written with boto3, read back through moto's DynamoDB
+Streams API and wrapped in a Lambda event exactly as the event source mapping delivers them.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from datamodel.registry import indexable_schemas, schema_of_pk
+from search import indices
+from search.documents import encode_json, item_from_dynamodb
+from search.transport import OpenSearchTransport
+from stream_sync import aws, handler
+from stream_sync.config import Settings
+from stream_sync.redrive import MessageReport, redrive_queue
+
+from tests.support.opensearch_server import LoopbackOpenSearch
+
+REGION = "ca-central-1"
+TABLE = "refdata"
+BUCKET = "geometry-bucket"
+FINAL = {"indexed", "deleted", "stale-skipped", "coalesced", "ignored", "dead-lettered"}
+
+
+def lambda_format(value: Any) -> Any:
+    """boto3's stream record -> the JSON a Lambda event carries (base64 binaries, epoch-second times)."""
+    if isinstance(value, dict):
+        return {key: lambda_format(member) for key, member in value.items()}
+    if isinstance(value, list):
+        return [lambda_format(member) for member in value]
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return value
+
+
+def bootstrap(server: LoopbackOpenSearch) -> None:
+    """What the index-bootstrap custom resource does: templates, `<schema>-v1` with both aliases, script."""
+    transport = OpenSearchTransport(server.endpoint, REGION, timeout_seconds=5)
+    for schema in indexable_schemas():
+        name = schema.name
+        body = json.dumps(indices.index_template(name)).encode()
+        assert transport.request("PUT", f"_index_template/{indices.template_name(name)}", body).ok
+        aliases = {
+            indices.read_alias(name): {"filter": indices.read_alias_filter()},
+            indices.write_alias(name): {"is_write_index": True},
+        }
+        response = transport.request(
+            "PUT", indices.index_name(name, 1), json.dumps({"aliases": aliases}).encode()
+        )
+        assert response.ok, response.body
+    script = json.dumps(indices.stored_script_body()).encode()
+    assert transport.request("PUT", f"_scripts/{indices.APPLY_SCRIPT_ID}", script).ok
+    transport.close()
+
+
+@dataclass
+class Invocation:
+    response: dict[str, Any]
+    fates: dict[str, str]
+    summary: dict[str, Any]
+    lines: list[dict[str, Any]]
+
+
+@dataclass
+class Pipeline:
+    """Table -> stream -> Lambda handler -> loopback OpenSearch, with moto S3 and SQS around it."""
+
+    server: LoopbackOpenSearch
+    monkeypatch: pytest.MonkeyPatch
+    dynamodb: Any = field(default_factory=lambda: boto3.client("dynamodb", region_name=REGION))
+    streams: Any = field(default_factory=lambda: boto3.client("dynamodbstreams", region_name=REGION))
+    s3: Any = field(default_factory=lambda: boto3.client("s3", region_name=REGION))
+    sqs: Any = field(default_factory=lambda: boto3.client("sqs", region_name=REGION))
+    sleeps: list[float] = field(default_factory=list)
+    real_sleep: bool = False
+    iterators: dict[str, str] = field(default_factory=dict)
+    stream_arn: str = ""
+    dlq_url: str = ""
+
+    def create(self) -> Pipeline:
+        table = self.dynamodb.create_table(
+            TableName=TABLE,
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        self.stream_arn = table["TableDescription"]["LatestStreamArn"]
+        self.s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        self.dlq_url = self.sqs.create_queue(QueueName="stream-sync-dlq")["QueueUrl"]
+        self.configure()
+        real_build_ports = aws.build_ports
+
+        def build_ports(settings: Settings) -> Any:
+            ports = real_build_ports(settings)
+            ports.sleep = self._sleep  # backoff is recorded, and only slept for real when asked
+            return ports
+
+        self.monkeypatch.setattr(aws, "build_ports", build_ports)
+        handler.reset()
+        return self
+
+    def _sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self.real_sleep:
+            time.sleep(seconds)
+
+    def configure(self, **overrides: str) -> None:
+        env = {
+            "AWS_REGION": REGION,
+            "OPENSEARCH_ENDPOINT": self.server.endpoint,
+            "DLQ_URL": self.dlq_url,
+            "GEOMETRY_BUCKET": BUCKET,
+            "REQUEST_TIMEOUT_SECONDS": "0.5",
+            "BULK_MAX_ATTEMPTS": "4",
+            "RETRY_BASE_SECONDS": "0.001",
+            "RETRY_MAX_SECONDS": "0.004",
+            "DEADLINE_MARGIN_SECONDS": "0",
+            "LOG_LEVEL": "INFO",
+            **overrides,
+        }
+        for name, value in env.items():
+            self.monkeypatch.setenv(name, value)
+
+    # --- DynamoDB side -------------------------------------------------------------------------
+    def put(self, pk: str, sk: str, **attributes: Any) -> None:
+        item = {"pk": {"S": pk}, "sk": {"S": sk}, **attributes}
+        self.dynamodb.put_item(TableName=TABLE, Item=item)
+
+    def delete(self, pk: str, sk: str) -> None:
+        self.dynamodb.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}})
+
+    def read_stream(self) -> list[dict[str, Any]]:
+        """Every stream record written since the last call, in Lambda event format."""
+        shards = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+        records: list[dict[str, Any]] = []
+        for shard in shards:
+            shard_id = shard["ShardId"]
+            iterator = (
+                self.iterators.get(shard_id)
+                or self.streams.get_shard_iterator(
+                    StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+                )["ShardIterator"]
+            )
+            page = self.streams.get_records(ShardIterator=iterator)
+            self.iterators[shard_id] = page["NextShardIterator"]
+            for record in page["Records"]:
+                converted = lambda_format(record)
+                converted["eventSourceARN"] = self.stream_arn
+                records.append(converted)
+        return records
+
+    # --- Lambda side ---------------------------------------------------------------------------
+    def invoke(self, records: list[dict[str, Any]], remaining_ms: int = 60_000) -> Invocation:
+        out = io.StringIO()
+        context = SimpleNamespace(get_remaining_time_in_millis=lambda: remaining_ms)
+        with contextlib.redirect_stdout(out):
+            response = handler.handler({"Records": records}, context)
+        lines = [json.loads(line) for line in out.getvalue().splitlines()]
+        summary = next(line for line in lines if line.get("message") == "batch synced")
+        fates = {event_id: fate for fate, ids in summary["recordIds"].items() for event_id in ids}
+        assert len(fates) == len(records), "every record has exactly one outcome"
+        return Invocation(response, fates, summary, lines)
+
+    def deliver(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        max_rounds: int = 6,
+        between: Callable[[int], None] | None = None,
+    ) -> tuple[dict[str, str], list[Invocation]]:
+        """What Lambda does with a partial batch response: redeliver from the reported record onward."""
+        final: dict[str, str] = {}
+        invocations: list[Invocation] = []
+        pending = records
+        for round_number in range(max_rounds):
+            invocation = self.invoke(pending)
+            invocations.append(invocation)
+            final.update(invocation.fates)
+            failures = invocation.response["batchItemFailures"]
+            if not failures:
+                break
+            (failure,) = failures
+            start = next(
+                i
+                for i, r in enumerate(pending)
+                if r["dynamodb"]["SequenceNumber"] == failure["itemIdentifier"]
+            )
+            pending = pending[start:]
+            if between is not None:
+                between(round_number)
+        return final, invocations
+
+    # --- DLQ and redrive -------------------------------------------------------------------------
+    def dlq_messages(self) -> list[dict[str, Any]]:
+        """Every DLQ message (left in the queue, visible again)."""
+        seen: dict[str, dict[str, Any]] = {}
+        handles: list[str] = []
+        while True:
+            batch = self.sqs.receive_message(
+                QueueUrl=self.dlq_url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=30,
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not batch:
+                break
+            for message in batch:
+                body = json.loads(message["Body"])
+                body["_attributes"] = message.get("MessageAttributes", {})
+                seen[message["MessageId"]] = body
+                handles.append(message["ReceiptHandle"])
+        for receipt in handles:
+            self.sqs.change_message_visibility(
+                QueueUrl=self.dlq_url, ReceiptHandle=receipt, VisibilityTimeout=0
+            )
+        return list(seen.values())
+
+    def send_to_dlq(self, body: Mapping[str, Any]) -> None:
+        self.sqs.send_message(QueueUrl=self.dlq_url, MessageBody=json.dumps(body))
+
+    def redrive(self) -> list[MessageReport]:
+        settings = Settings.from_env(__import__("os").environ)
+        ports = aws.build_ports(settings)
+        return redrive_queue(
+            queue_url=self.dlq_url,
+            table=TABLE,
+            settings=settings,
+            ports=ports,
+            sqs=self.sqs,
+            dynamodb=self.dynamodb,
+            streams=self.streams,
+            visibility_timeout=30,
+            wait_seconds=0,
+        )
+
+    # --- the invariant ---------------------------------------------------------------------------
+    def expected_index(self) -> dict[str, dict[str, Any]]:
+        """What readers must see: every indexable item in DynamoDB as a plain-JSON document."""
+        expected: dict[str, dict[str, Any]] = {}
+        for item in self.dynamodb.scan(TableName=TABLE, ConsistentRead=True)["Items"]:
+            schema = schema_of_pk(item["pk"]["S"])
+            if not schema.indexable:
+                continue
+            doc = item_from_dynamodb(item)
+            doc["schema"] = schema.name
+            url = doc.get("geometryUrl")
+            if url:
+                bucket, _, key = url[5:].partition("/")
+                doc["geometry"] = json.loads(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            doc["tombstone"] = False
+            expected[f"{doc['pk']}#{doc['sk']}"] = json.loads(encode_json(doc))
+        return expected
+
+    def visible_index(self) -> dict[str, dict[str, Any]]:
+        """Documents the read aliases show (tombstones hidden), without the ordering field."""
+        visible: dict[str, dict[str, Any]] = {}
+        for schema in indexable_schemas():
+            for doc_id, source in self.server.documents(indices.index_name(schema.name, 1)).items():
+                assert len(source["stream_seq"]) == 40
+                if not source["tombstone"]:
+                    visible[doc_id] = {k: v for k, v in source.items() if k != "stream_seq"}
+        return visible
+
+    def assert_index_equals_dynamodb(self) -> None:
+        assert self.visible_index() == self.expected_index()
+
+
+def account(
+    final: Mapping[str, str], records: list[dict[str, Any]], dlq: list[dict[str, Any]]
+) -> Counter[str]:
+    """Every input record has exactly one final fate; every dead-lettered one is in the DLQ with its payload."""
+    assert set(final) == {r["eventID"] for r in records}, "unaccounted records"
+    fates = Counter(final.values())
+    assert set(fates) <= FINAL | {"retry"}
+    by_id = {r["eventID"]: r for r in records}
+    in_dlq = {m["record"].get("eventID") for m in dlq}
+    for event_id, fate in final.items():
+        if fate == "dead-lettered":
+            assert event_id in in_dlq, f"{event_id} dead-lettered but not in the DLQ"
+    for message in dlq:
+        event_id = message["record"].get("eventID")
+        if event_id in by_id and "truncated" not in message:
+            assert message["record"] == by_id[event_id], "DLQ message carries the full record"
+        assert (
+            message["reason"] and message["failedAt"] and message["_attributes"]["reasonKind"]["StringValue"]
+        )
+    return fates
+
+
+def unused_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
