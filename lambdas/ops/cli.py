@@ -44,13 +44,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ops", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def common(sub: argparse.ArgumentParser, *, table: bool = True) -> None:
+    def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--schema", type=_indexable, required=True, help="an indexable schema name")
-        if table:
-            sub.add_argument("--table", default=_env("TABLE_NAME"), help="DynamoDB table (TABLE_NAME)")
-        sub.add_argument("--endpoint", default=_env("OPENSEARCH_ENDPOINT"), help="domain endpoint")
-        sub.add_argument("--region", default=_env("AWS_REGION", "AWS_DEFAULT_REGION"))
-        sub.add_argument("--geometry-bucket", default=_env("GEOMETRY_BUCKET"))
+        sub.add_argument("--table", default=_env("TABLE_NAME"), help="DynamoDB table (TABLE_NAME)")
+        sub.add_argument(
+            "--endpoint", default=_env("OPENSEARCH_ENDPOINT"), help="domain endpoint (OPENSEARCH_ENDPOINT)"
+        )
+        sub.add_argument("--region", default=_env("AWS_REGION", "AWS_DEFAULT_REGION"), help="(AWS_REGION)")
+        sub.add_argument(
+            "--geometry-bucket",
+            default=_env("GEOMETRY_BUCKET"),
+            help="the only bucket geometryUrl may name (GEOMETRY_BUCKET)",
+        )
         sub.add_argument(
             "--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="per request, seconds"
         )

@@ -1,0 +1,104 @@
+"""`python -m ops`: flags, JSON summaries, exit statuses, and the redrive pass-through."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from ops import cli
+from stream_sync import redrive
+
+from tests.lambdas.ops.conftest import REGION, TABLE, ZONE, OpsEnv
+
+pytestmark = pytest.mark.integration
+
+
+def run(capsys: pytest.CaptureFixture[str], env: OpsEnv, *argv: str) -> tuple[int, dict[str, Any]]:
+    status = cli.main([*argv, "--table", TABLE, "--endpoint", env.server.endpoint, "--region", REGION])
+    return status, json.loads(capsys.readouterr().out.splitlines()[-1])
+
+
+def test_reconcile_exits_1_on_differences_and_0_once_fixed(
+    ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ops_env.put(ZONE, "0000000001", name={"S": "not indexed yet"})
+
+    found = run(capsys, ops_env, "reconcile", "--schema", "geozone")
+    dry = run(capsys, ops_env, "reconcile", "--schema", "geozone", "--fix", "--dry-run")
+    fixed = run(capsys, ops_env, "reconcile", "--schema", "geozone", "--fix")
+    clean = run(capsys, ops_env, "reconcile", "--schema", "geozone")
+
+    assert found[0] == 1 and found[1]["differences"] == {"missing": 1, "stale": 0, "deleted": 0}
+    assert dry[0] == 1 and dry[1]["fix"] is None
+    assert fixed[0] == 0 and fixed[1]["fix"] == {"repaired": 1}
+    assert clean[0] == 0 and clean[1]["clean"] is True
+
+
+def test_reindex_when_nothing_changed_reports_complete(
+    ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, summary = run(capsys, ops_env, "reindex", "--schema", "productDate")
+
+    assert status == 0 and summary["complete"] is True and summary["target"] == "productdate-v1"
+
+
+def test_an_error_from_opensearch_is_a_json_line_and_exit_2(
+    ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ops_env.server.fail_next("index", 400, reason="no way", times=4)
+
+    status, summary = run(capsys, ops_env, "reindex", "--schema", "geozone")
+
+    assert status == 2 and "no way" in summary["error"]
+
+
+@pytest.mark.parametrize("schema", ["thread", "nope"])
+def test_only_indexable_schemas_are_accepted(schema: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["reconcile", "--schema", schema, "--table", TABLE])
+    assert exit_info.value.code == 2
+    assert schema in capsys.readouterr().err
+
+
+def test_missing_settings_are_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("TABLE_NAME", "OPENSEARCH_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+
+    assert cli.main(["reconcile", "--schema", "geozone"]) == 2
+    assert "--table, --endpoint, --region required" in capsys.readouterr().out
+
+
+def test_redrive_is_the_stream_sync_redrive_with_settings_from_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_main(argv: list[str]) -> int:
+        seen["argv"] = argv
+        seen["env"] = {n: os.environ.get(n) for n in ("OPENSEARCH_ENDPOINT", "AWS_REGION", "DLQ_URL")}
+        return 0
+
+    monkeypatch.setattr(redrive, "main", fake_main)
+    for name in ("OPENSEARCH_ENDPOINT", "AWS_REGION", "DLQ_URL", "GEOMETRY_BUCKET"):
+        monkeypatch.setenv(name, "")  # restored after the test, like every variable the command sets
+
+    status = cli.main(
+        [
+            "redrive",
+            "--endpoint",
+            "https://search",
+            "--region",
+            "eu-west-1",
+            "--table",
+            "t",
+            "--queue-url",
+            "q",
+            "--dry-run",
+        ]
+    )
+
+    assert status == 0
+    assert seen["argv"] == ["--table", "t", "--queue-url", "q", "--dry-run"]
+    assert seen["env"] == {"OPENSEARCH_ENDPOINT": "https://search", "AWS_REGION": "eu-west-1", "DLQ_URL": "q"}

@@ -1,0 +1,191 @@
+"""The ops tools' pure parts: sequence numbers for repairs, seq rewriting, alias plans, diff and fix plans."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from ops.index import AliasState, Hit, alias_state, move_write_alias, swap_read_alias
+from ops.reconcile import Difference, Expected, differences, item_digest, plan_fix, stored_digest
+from ops.writes import BACKFILL_SEQ, Write, repair_seq, with_sequence_numbers
+from search.documents import Change, encode_update
+from search.indices import apply_sync_script, read_alias_filter
+from stream_sync.sync import HttpReply
+
+SEQUENCE = st.integers(min_value=0, max_value=10**40 - 1).map(lambda n: str(n).zfill(40))
+KEYS = {"pk": {"S": "geozone::c"}, "sk": {"S": "1"}}
+
+
+@given(SEQUENCE, SEQUENCE)
+def test_a_repair_sorts_after_its_own_seq_and_before_every_newer_one(stored: str, other: str) -> None:
+    repaired = repair_seq(stored)
+    assert stored < repaired
+    if other > stored:
+        assert repaired < other
+        assert repair_seq(repaired) < other  # repairing a repair stays below the newer change too
+
+
+def test_repair_seq_refuses_anything_the_platform_never_stores() -> None:
+    for bad in ("", "12", "x" * 40, "0" * 40 + "q", "0" * 41):
+        with pytest.raises(ValueError):
+            repair_seq(bad)
+
+
+def test_the_ordering_script_lets_a_repair_win_only_over_what_it_was_computed_against() -> None:
+    stored = {"pk": "p", "sk": "s", "stream_seq": "5".zfill(40), "tombstone": False, "v": 1}
+    repair = {
+        "seq": repair_seq(stored["stream_seq"]),
+        "tombstone": False,
+        "doc": {"pk": "p", "sk": "s", "v": 2},
+    }
+    repaired = apply_sync_script(stored, repair)
+    assert repaired is not None and repaired["v"] == 2
+    assert apply_sync_script(repaired, {"seq": "5".zfill(40), "tombstone": False, "doc": {}}) is None
+    assert (
+        apply_sync_script(repaired, {"seq": "6".zfill(40), "tombstone": False, "doc": {"v": 3}}) is not None
+    )
+
+
+def bulk_line(doc_id: str, pk: str) -> str:
+    change = Change(
+        record={}, event_id="e", seq=BACKFILL_SEQ, pk=pk, sk="1", doc_id=doc_id, tombstone=False,
+        expired=False, created_at=None, schema="geozone", index="geozone-write", doc={"pk": pk, "n": 1},
+    )  # fmt: skip
+    return encode_update(change)
+
+
+def test_with_sequence_numbers_rewrites_only_the_named_documents() -> None:
+    sent: list[bytes] = []
+    bulk = with_sequence_numbers(
+        lambda body: sent.append(body) or HttpReply(200, {}, b""), {"b#1": "7" * 40 + "r"}
+    )
+    bulk((bulk_line("a#1", "a") + bulk_line("b#1", "b")).encode())
+
+    lines = [json.loads(line) for line in sent[0].decode().splitlines()]
+    assert [line["script"]["params"]["seq"] for line in lines[1::2]] == [BACKFILL_SEQ, "7" * 40 + "r"]
+    assert lines[3]["script"]["params"]["doc"] == {"pk": "b", "n": 1}
+    assert sent[0].endswith(b"\n")
+
+
+def test_with_sequence_numbers_refuses_a_line_it_does_not_recognise() -> None:
+    bulk = with_sequence_numbers(lambda body: HttpReply(200, {}, b""), {"a#1": "1" * 40 + "r"})
+    body = '{"update":{"_id":"a#1"}}\n{"doc":{"x":1}}\n'
+    with pytest.raises(RuntimeError):
+        bulk(body.encode())
+
+
+def state(**aliases: dict[str, Any]) -> AliasState:
+    answer = {name: {"aliases": spec} for name, spec in aliases.items()}
+    return alias_state("geozone", answer | {"geozone-other": {"aliases": {}}})
+
+
+def test_alias_plans_move_each_alias_in_one_request_and_nothing_when_done() -> None:
+    before = state(
+        **{
+            "geozone-v1": {
+                "geozone": {"filter": read_alias_filter()},
+                "geozone-write": {"is_write_index": True},
+            },
+            "geozone-v2": {},
+        }
+    )
+    assert before.versions == (1, 2) and before.newest == "geozone-v2" and before.write_index == "geozone-v1"
+    assert [next(iter(a)) for a in move_write_alias(before, "geozone-v2")] == ["remove", "add"]
+    assert swap_read_alias(before, "geozone-v2")[-1] == {
+        "add": {"index": "geozone-v2", "alias": "geozone", "filter": read_alias_filter()}
+    }
+    after = state(
+        **{
+            "geozone-v1": {},
+            "geozone-v2": {
+                "geozone": {"filter": read_alias_filter()},
+                "geozone-write": {"is_write_index": True},
+            },
+        }
+    )
+    assert move_write_alias(after, "geozone-v2") == [] and swap_read_alias(after, "geozone-v2") == []
+
+
+def test_a_read_alias_without_the_tombstone_filter_is_put_back_with_it() -> None:
+    unfiltered = state(**{"geozone-v2": {"geozone": {}, "geozone-write": {"is_write_index": True}}})
+    assert swap_read_alias(unfiltered, "geozone-v2") == [
+        {"add": {"index": "geozone-v2", "alias": "geozone", "filter": read_alias_filter()}}
+    ]
+
+
+def item(name: str, **extra: Any) -> dict[str, Any]:
+    return {**KEYS, "name": {"S": name}, **extra}
+
+
+def stored(name: str, seq: str = "1".zfill(40), **extra: Any) -> dict[str, Any]:
+    return {
+        "pk": "geozone::c",
+        "sk": "1",
+        "schema": "geozone",
+        "name": name,
+        "tombstone": False,
+        "stream_seq": seq,
+        **extra,
+    }
+
+
+def test_digests_ignore_ordering_fields_key_order_and_number_spelling() -> None:
+    number_item = item("z", area={"N": "1.50"}, count={"N": "3"})
+    assert item_digest(number_item, "geozone") == stored_digest(stored("z", area=1.5, count=3.0))
+    assert item_digest(item("z"), "geozone") != stored_digest(stored("y"))
+
+
+def test_offloaded_geometry_is_compared_by_url_but_must_be_present() -> None:
+    url = "s3://bucket/geometries/abc.geojson"
+    offloaded = item("z", geometryUrl={"S": url})
+    assert item_digest(offloaded, "geozone") == stored_digest(
+        stored("z", geometryUrl=url, geometry={"type": "Point"})
+    )
+    assert item_digest(offloaded, "geozone") != stored_digest(stored("z", geometryUrl=url))
+
+
+def test_differences_classify_every_case() -> None:
+    expected = {
+        "geozone::c#1": Expected(KEYS, item_digest(item("same"), "geozone")),
+        "geozone::c#2": Expected(KEYS, item_digest(item("new"), "geozone")),
+        "geozone::c#3": Expected(KEYS, "x"),
+        "geozone::c#4": Expected(KEYS, "x"),
+    }
+    hits = [
+        Hit("geozone::c#1", stored("same")),
+        Hit("geozone::c#2", stored("old", seq="2".zfill(40))),
+        Hit("geozone::c#3", {"tombstone": True, "stream_seq": "3".zfill(40)}),
+        Hit("geozone::c#5", stored("gone")),
+        Hit("geozone::c#6", {"tombstone": True, "stream_seq": "6".zfill(40)}),
+    ]
+    found = {(d.kind, d.doc_id, d.stored_seq) for d in differences(expected, hits)}
+    assert found == {
+        ("stale", "geozone::c#2", "2".zfill(40)),
+        ("missing", "geozone::c#3", "3".zfill(40)),
+        ("missing", "geozone::c#4", None),
+        ("deleted", "geozone::c#5", "1".zfill(40)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "stored_seq", "stored_doc", "fresh", "expected"),
+    [
+        ("missing", None, None, item("a"), Write(KEYS, item("a"), BACKFILL_SEQ)),
+        ("missing", "3".zfill(40), None, item("a"), Write(KEYS, item("a"), "3".zfill(40) + "r")),
+        ("missing", None, None, None, None),
+        ("stale", "2".zfill(40), "old", item("new"), Write(KEYS, item("new"), "2".zfill(40) + "r")),
+        ("stale", "2".zfill(40), "new", item("new"), None),
+        ("deleted", "4".zfill(40), "gone", None, Write(KEYS, None, "4".zfill(40) + "r")),
+        ("deleted", "4".zfill(40), "back", item("back"), None),
+        ("deleted", "4".zfill(40), "gone", item("back"), Write(KEYS, item("back"), "4".zfill(40) + "r")),
+    ],
+)
+def test_plan_fix_uses_the_state_read_again(
+    kind: Any, stored_seq: str | None, stored_doc: str | None, fresh: Any, expected: Write | None
+) -> None:
+    digest = stored_digest(stored(stored_doc)) if stored_doc else None
+    difference = Difference(kind, "geozone::c#1", KEYS, stored_seq, digest)
+    assert plan_fix(difference, fresh, "geozone") == expected

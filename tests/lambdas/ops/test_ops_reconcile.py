@@ -1,0 +1,113 @@
+"""reconcile: finds each kind of difference, repairs them, and a repair never beats a newer change."""
+
+from __future__ import annotations
+
+import pytest
+from ops.table import Item
+
+from tests.lambdas.ops.conftest import ZONE, OpsEnv, seq
+
+pytestmark = pytest.mark.integration
+
+INDEX = "geozone-v1"
+
+
+def doc_id(sk: str) -> str:
+    return f"{ZONE}#{sk}"
+
+
+@pytest.fixture
+def drifted(ops_env: OpsEnv) -> OpsEnv:
+    """Ten zones in sync, then one difference of each kind (and a missing one hidden by a tombstone)."""
+    for i in range(10):
+        ops_env.put_and_sync(ZONE, f"{i:010d}", 100 + i, name={"S": f"zone {i}"}, area={"N": "1.25"})
+    ops_env.put(ZONE, "missing", name={"S": "never indexed"})
+    ops_env.put(ZONE, "0000000001", name={"S": "renamed, change lost"})  # stale: index keeps "zone 1"
+    ops_env.delete(ZONE, "0000000002")  # deleted in DynamoDB: the REMOVE was lost
+    ops_env.put_and_sync(ZONE, "recreated", 300, name={"S": "back again"})
+    ops_env.stream_apply(None, ZONE, "recreated", seq(301))  # deleted, re-created; the re-creation was lost
+    return ops_env
+
+
+def test_reconcile_reports_each_kind_of_difference(drifted: OpsEnv) -> None:
+    report = drifted.reconcile("geozone")
+
+    summary = report.summary()
+    assert summary["index"] == INDEX and summary["tableItems"] == 11
+    assert summary["documentIds"] == {
+        "missing": [doc_id("recreated"), doc_id("missing")],
+        "stale": [doc_id("0000000001")],
+        "deleted": [doc_id("0000000002")],
+    }
+    assert not report.clean and summary["fix"] is None
+
+
+def test_fix_repairs_every_difference_and_a_second_run_is_clean(drifted: OpsEnv) -> None:
+    fixed = drifted.reconcile("geozone", fix=True)
+    again = drifted.reconcile("geozone")
+
+    assert fixed.summary()["fix"] == {"repaired": 4} and fixed.clean
+    assert again.summary()["differences"] == {"missing": 0, "stale": 0, "deleted": 0} and again.clean
+    assert drifted.visible(INDEX) == drifted.expected("geozone")
+    stored = drifted.documents(INDEX)
+    assert stored[doc_id("missing")]["stream_seq"] == seq(0)
+    assert stored[doc_id("0000000001")]["stream_seq"] == seq(101) + "r"
+    assert stored[doc_id("0000000002")] == {
+        "pk": ZONE,
+        "sk": "0000000002",
+        "schema": "geozone",
+        "tombstone": True,
+        "stream_seq": seq(102) + "r",
+    }
+    assert stored[doc_id("recreated")]["stream_seq"] == seq(301) + "r"
+
+
+def test_a_repair_loses_to_every_newer_stream_change_and_beats_replays(drifted: OpsEnv) -> None:
+    drifted.reconcile("geozone", fix=True)
+    sk = "0000000001"
+    stale_replay = drifted.put(ZONE, sk, name={"S": "zone 1"})
+
+    assert drifted.stream_apply(stale_replay, ZONE, sk, seq(101)) == "noop"  # the change the repair beat
+    newer = drifted.put(ZONE, sk, name={"S": "a genuinely newer change"})
+    assert drifted.stream_apply(newer, ZONE, sk, seq(102)) == "updated"
+    assert drifted.documents(INDEX)[doc_id(sk)]["name"] == "a genuinely newer change"
+
+
+def test_a_change_that_lands_between_the_index_read_and_the_repair_wins(drifted: OpsEnv) -> None:
+    sk = "0000000001"
+    reader = drifted.get_item()
+
+    def get_item(keys: Item) -> Item | None:
+        if keys["sk"]["S"] == sk:  # the stream delivers a newer change while the repair is prepared
+            newest = drifted.put(ZONE, sk, name={"S": "newest"})
+            drifted.stream_apply(newest, ZONE, sk, seq(900))
+        return reader(keys)
+
+    report = drifted.reconcile("geozone", fix=True, get_item=get_item)
+
+    assert report.summary()["fix"] == {"repaired": 3, "superseded": 1}
+    document = drifted.documents(INDEX)[doc_id(sk)]
+    assert document["name"] == "newest" and document["stream_seq"] == seq(900)
+
+
+def test_a_change_still_in_flight_is_left_to_the_stream(drifted: OpsEnv) -> None:
+    scanned = [page for page in drifted.scan("geozone")()]  # DynamoDB read before the change below
+    sk = "0000000004"
+    changed = drifted.put(ZONE, sk, name={"S": "changed after the scan"})
+    drifted.stream_apply(changed, ZONE, sk, seq(950))  # ... and synced before the index is read
+
+    report = drifted.reconcile("geozone", fix=True, scan=lambda: scanned)
+
+    assert doc_id(sk) in report.summary()["documentIds"]["stale"]
+    assert report.summary()["fix"] == {"repaired": 4, "consistent-on-reread": 1}
+    assert drifted.documents(INDEX)[doc_id(sk)]["stream_seq"] == seq(950)
+
+
+def test_an_item_deleted_after_the_scan_is_not_resurrected(drifted: OpsEnv) -> None:
+    scanned = [page for page in drifted.scan("geozone")()]
+    drifted.delete(ZONE, "missing")  # gone before the repair re-reads it
+
+    report = drifted.reconcile("geozone", fix=True, scan=lambda: scanned)
+
+    assert report.summary()["fix"] == {"repaired": 3, "consistent-on-reread": 1}
+    assert doc_id("missing") not in drifted.documents(INDEX)
