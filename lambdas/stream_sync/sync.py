@@ -14,7 +14,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -480,18 +480,3 @@ def _send_dead_letters(
             Fate.RETRY, "dead-letter-failed", f"{reason}; was {outcome.reason_kind}: {outcome.reason}"
         )
     result.dead_letter_failures = len(failed)
-
-
-@dataclass
-class RecordLog:
-    """Per-fate record ids, for the one summary log line per batch."""
-
-    by_fate: dict[str, list[str]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, result: BatchResult) -> RecordLog:
-        log = cls()
-        for outcome in result.outcomes:
-            key = outcome.fate.value if outcome.fate else "none"
-            log.by_fate.setdefault(key, []).append(outcome.event_id or str(outcome.sequence_number))
-        return log
