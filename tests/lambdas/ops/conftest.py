@@ -30,6 +30,7 @@ from tests.support.opensearch_server import LoopbackOpenSearch
 
 REGION = "ca-central-1"
 TABLE = "refdata"
+BUCKET = "geometry-bucket"
 ZONE = "geozone::bcparks_1"
 PRODUCT = "productDate::bcparks_1::dayuse::1"
 
@@ -51,6 +52,7 @@ class OpsEnv:
             opensearch_endpoint=self.server.endpoint,
             region=REGION,
             dlq_url="",
+            geometry_bucket=BUCKET,
             request_timeout_seconds=2.0,
             max_attempts=2,
             retry_base_seconds=0.001,
@@ -73,6 +75,15 @@ class OpsEnv:
             ],
             BillingMode="PAY_PER_REQUEST",
         )
+        boto3.client("s3", region_name=REGION).create_bucket(
+            Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
+        )
+
+    def put_geometry(self, key: str, geometry: dict[str, Any]) -> str:
+        boto3.client("s3", region_name=REGION).put_object(
+            Bucket=BUCKET, Key=key, Body=json.dumps(geometry).encode()
+        )
+        return f"s3://{BUCKET}/{key}"
 
     def bootstrap(self) -> list[bootstrap.SchemaOutcome]:
         return IndexBootstrap(self.transport, sleep=lambda seconds: None).run(

@@ -147,3 +147,39 @@ def test_dry_run_reports_the_plan_and_changes_nothing(changed: OpsEnv) -> None:
     ]
     assert changed.aliases("geozone-v2") == {} and changed.documents("geozone-v2") == {}
     assert changed.server.count(ROUTE_ALIASES) == 0 and changed.server.count(ROUTE_BULK) == bulks
+
+
+def test_the_backfill_dereferences_offloaded_geometry(changed: OpsEnv) -> None:
+    square = {
+        "type": "Polygon",
+        "coordinates": [[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]]],
+    }
+    url = changed.put_geometry("geometries/square.geojson", square)
+    changed.put(ZONE, "big", geometryUrl={"S": url})
+
+    report = changed.reindex("geozone")
+
+    assert report.complete
+    assert changed.documents("geozone-v2")[f"{ZONE}#big"]["geometry"] == square
+    assert changed.reconcile("geozone").clean  # compared by (content-addressed) URL, not fetched again
+
+
+def test_an_item_that_cannot_be_indexed_holds_the_read_alias_unless_allowed(changed: OpsEnv) -> None:
+    changed.put(ZONE, "bad", location={"M": {"lat": {"N": "95"}, "lon": {"N": "0"}}})
+
+    held = changed.reindex("geozone")
+
+    assert not held.complete
+    assert held.summary()["failed"] == [
+        {
+            "documentId": f"{ZONE}#bad",
+            "fate": "rejected",
+            "reason": "location out of range: {'lat': 95, 'lon': 0}",
+        }
+    ]
+    assert changed.aliases("geozone-v1") == {"geozone": FILTER}
+
+    allowed = changed.reindex("geozone", max_rejected=1)
+
+    assert allowed.complete and allowed.summary()["backfill"] == {"stale-skipped": ZONES, "rejected": 1}
+    assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
