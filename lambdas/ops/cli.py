@@ -16,7 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from datamodel.registry import REGISTRY, Schema
+from stream_sync.config import ConfigError
 
 from ops.index import IndexClient, OpsError
 
@@ -171,8 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(arguments)
     try:
         summary, finished = run(args)
-    except OpsError as error:
-        print(json.dumps({"command": args.command, "error": str(error)}))
+    except (OpsError, ConfigError, BotoCoreError, ClientError) as error:
+        print(json.dumps({"command": args.command, "error": f"{type(error).__name__}: {error}"}))
         return 2
     print(json.dumps(summary, default=str))
     return 0 if finished else 1

@@ -21,7 +21,8 @@ def scan_pages(
     request: dict[str, Any] = {
         "TableName": table,
         "ConsistentRead": True,
-        "FilterExpression": "begins_with(pk, :prefix)",
+        "FilterExpression": "begins_with(#pk, :prefix)",
+        "ExpressionAttributeNames": {"#pk": "pk"},
         "ExpressionAttributeValues": {":prefix": {"S": schema.pk_prefix}},
     }
     if page_items is not None:

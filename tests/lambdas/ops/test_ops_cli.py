@@ -102,3 +102,13 @@ def test_redrive_is_the_stream_sync_redrive_with_settings_from_flags(monkeypatch
     assert status == 0
     assert seen["argv"] == ["--table", "t", "--queue-url", "q", "--dry-run"]
     assert seen["env"] == {"OPENSEARCH_ENDPOINT": "https://search", "AWS_REGION": "eu-west-1", "DLQ_URL": "q"}
+
+
+def test_an_aws_error_is_a_json_line_and_exit_2(ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    endpoint = ops_env.server.endpoint
+    argv = ["reconcile", "--schema", "geozone", "--table", "nope", "--endpoint", endpoint, "--region", REGION]
+
+    status = cli.main(argv)
+
+    assert status == 2
+    assert "ResourceNotFoundException" in json.loads(capsys.readouterr().out)["error"]
