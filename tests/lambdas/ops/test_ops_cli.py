@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 from ops import cli
+from ops_harness import REGION, TABLE, ZONE, OpsEnv
 from stream_sync import redrive
-
-from tests.lambdas.ops.conftest import REGION, TABLE, ZONE, OpsEnv
 
 pytestmark = pytest.mark.integration
 

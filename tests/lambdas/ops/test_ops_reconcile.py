@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ops.table import Item
-
-from tests.lambdas.ops.conftest import ZONE, OpsEnv, seq
+from ops_harness import ZONE, OpsEnv, seq
 
 pytestmark = pytest.mark.integration
 

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from index_bootstrap import bootstrap
 from ops.index import IndexClient
+from ops_harness import PRODUCT, REGION, ZONE, OpsEnv, seq
 from search import indices
 from search.transport import OpenSearchTransport
 from stream_sync.sync import HttpReply
 
-from tests.lambdas.ops.conftest import PRODUCT, REGION, ZONE, OpsEnv, seq
 from tests.support.opensearch_server import ROUTE_ALIASES, ROUTE_BULK
 
 pytestmark = pytest.mark.integration
