@@ -867,7 +867,7 @@ class _Cluster:
         if op in ("index", "create"):
             if not isinstance(source, Mapping):
                 raise OpenSearchError(400, "mapper_parsing_exception", "failed to parse", index=index.name)
-            self._store(index, doc_id, dict(source))
+            self._store(index, doc_id, dict(source), fresh=True)
             return (200, "updated") if exists else (201, "created")
         return self._update(index, doc_id, source, exists)
 
@@ -898,10 +898,11 @@ class _Cluster:
                     "illegal_argument_exception",
                     f"stored script [{script_id}] has no Python twin in the loopback server",
                 )
+            # Script twins are pure (they never mutate what they are given), so no copies here.
             if exists:
-                current: dict[str, Any] | None = copy.deepcopy(index.docs[doc_id])
+                current: dict[str, Any] | None = index.docs[doc_id]
             elif body.get("scripted_upsert"):
-                current = copy.deepcopy(dict(body.get("upsert", {})))
+                current = dict(body.get("upsert", {}))
             elif "upsert" in body:
                 self._store(index, doc_id, dict(body["upsert"]))
                 return 201, "created"
@@ -912,7 +913,8 @@ class _Cluster:
             replacement = emulator(current, script.get("params", {}))
             if replacement is None:
                 return 200, "noop"
-            self._store(index, doc_id, replacement)
+            # The replacement is built from this request's freshly parsed JSON: nothing else holds it.
+            self._store(index, doc_id, replacement, fresh=True)
             return (200, "updated") if exists else (201, "created")
         if "doc" in body:
             if exists:
@@ -935,8 +937,9 @@ class _Cluster:
         )
 
     @staticmethod
-    def _store(index: _Index, doc_id: str, source: dict[str, Any]) -> None:
-        index.docs[doc_id] = copy.deepcopy(source)
+    def _store(index: _Index, doc_id: str, source: dict[str, Any], *, fresh: bool = False) -> None:
+        """Stores ``source``; ``fresh`` sources (parsed from the request being handled) are not copied."""
+        index.docs[doc_id] = source if fresh else copy.deepcopy(source)
         index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
 
 
