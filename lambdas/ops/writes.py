@@ -110,6 +110,8 @@ def apply_writes(writes: Sequence[Write], *, settings: Settings, ports: Ports) -
     """
     if not writes:
         return []
+    if len({write.doc_id for write in writes}) != len(writes):
+        raise ValueError("one write per document: the sync's batch path would coalesce the others")
     seqs: dict[str, str] = {}
     records = []
     for write in writes:

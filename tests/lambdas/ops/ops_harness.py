@@ -19,7 +19,7 @@ from ops.reindex import ReindexReport, reindex
 from ops.table import Item, scan_pages
 from search import indices
 from search.documents import encode_json, item_from_dynamodb
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, path_segment
+from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 from stream_sync.aws import build_ports
 from stream_sync.config import Settings
 from stream_sync.redrive import item_reader
@@ -153,9 +153,6 @@ class OpsEnv:
             for doc_id, source in self.documents(index).items()
             if not source.get("tombstone")
         }
-
-    def count_doc(self, index: str) -> int:
-        return int(self.transport.request("GET", f"{path_segment(index)}/_count").json()["count"])
 
     # --- the tools -----------------------------------------------------------------------------------
     def reindex(self, schema: str, **options: Any) -> ReindexReport:

@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops.index import AliasState, Hit, alias_state, move_write_alias, swap_read_alias
 from ops.reconcile import Difference, Expected, differences, item_digest, plan_fix, stored_digest
-from ops.writes import BACKFILL_SEQ, Write, repair_seq, with_sequence_numbers
+from ops.writes import BACKFILL_SEQ, Write, apply_writes, repair_seq, with_sequence_numbers
 from search.documents import Change, encode_update
 from search.indices import apply_sync_script, read_alias_filter
 from stream_sync.sync import HttpReply
@@ -19,6 +19,7 @@ SEQUENCE = st.integers(min_value=0, max_value=10**40 - 1).map(lambda n: str(n).z
 KEYS = {"pk": {"S": "geozone::c"}, "sk": {"S": "1"}}
 
 
+@settings(deadline=None)
 @given(SEQUENCE, SEQUENCE)
 def test_a_repair_sorts_after_its_own_seq_and_before_every_newer_one(stored: str, other: str) -> None:
     repaired = repair_seq(stored)
@@ -26,6 +27,11 @@ def test_a_repair_sorts_after_its_own_seq_and_before_every_newer_one(stored: str
     if other > stored:
         assert repaired < other
         assert repair_seq(repaired) < other  # repairing a repair stays below the newer change too
+
+
+def test_two_writes_for_one_document_are_refused() -> None:
+    with pytest.raises(ValueError, match="one write per document"):
+        apply_writes([Write(KEYS, None), Write(KEYS, None)], settings=None, ports=None)  # type: ignore[arg-type]
 
 
 def test_repair_seq_refuses_anything_the_platform_never_stores() -> None:
