@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from search.admin import JsonApi
 from search.indices import (
     APPLY_SCRIPT_ID,
     index_mappings,
@@ -32,11 +33,9 @@ from search.indices import (
     write_alias,
 )
 from search.security import SYNC_ROLE, role_mapping_body, sync_role_body
-from search.transport import OpenSearchTransport, Response, TransportError, path_segment
+from search.transport import OpenSearchTransport, Response, path_segment
 
 logger = logging.getLogger(__name__)
-
-RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
 Action = Literal["created_first_version", "created_new_version", "unchanged"]
 
@@ -64,27 +63,30 @@ class IndexBootstrap:
         backoff_seconds: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._transport = transport
-        self._max_attempts = max_attempts
-        self._backoff_seconds = backoff_seconds
-        self._sleep = sleep
+        self._api = JsonApi(
+            transport,
+            error=BootstrapError,
+            max_attempts=max_attempts,
+            backoff_seconds=backoff_seconds,
+            sleep=sleep,
+        )
 
     def run(self, schemas: Sequence[str], *, sync_role_arn: str | None = None) -> list[SchemaOutcome]:
-        self._send("PUT", f"_scripts/{APPLY_SCRIPT_ID}", stored_script_body())
+        self._api.send("PUT", f"_scripts/{APPLY_SCRIPT_ID}", stored_script_body())
         if sync_role_arn:
-            self._send("PUT", f"_plugins/_security/api/roles/{SYNC_ROLE}", sync_role_body(schemas))
-            self._send(
+            self._api.send("PUT", f"_plugins/_security/api/roles/{SYNC_ROLE}", sync_role_body(schemas))
+            self._api.send(
                 "PUT", f"_plugins/_security/api/rolesmapping/{SYNC_ROLE}", role_mapping_body(sync_role_arn)
             )
         for schema in schemas:
-            self._send(
+            self._api.send(
                 "PUT", f"_index_template/{path_segment(template_name(schema))}", index_template(schema)
             )
         return [self._ensure_index(schema) for schema in schemas]
 
     def _ensure_index(self, schema: str) -> SchemaOutcome:
         desired = index_mappings(schema)
-        existing = self._send("GET", index_pattern(schema)).json()
+        existing = self._api.send("GET", index_pattern(schema)).json()
         versions = {
             version: body
             for name, body in existing.items()
@@ -119,35 +121,15 @@ class IndexBootstrap:
         return SchemaOutcome(schema, "created_new_version", successor, successor)
 
     def _create_index(self, name: str, body: Mapping[str, Any], desired: Mapping[str, Any]) -> None:
-        response = self._request("PUT", name, body)
+        response = self._api.request("PUT", name, body)
         if response.ok:
             return
         if _error_type(response) == "resource_already_exists_exception":
             # An earlier attempt of this same step may have succeeded after its response was lost.
-            mappings = self._send("GET", name).json().get(name, {}).get("mappings", {})
+            mappings = self._api.send("GET", name).json().get(name, {}).get("mappings", {})
             if stored_fingerprint(mappings) == mapping_fingerprint(desired):
                 return
         raise BootstrapError(f"PUT {name} failed: {response.error_reason()}")
-
-    def _send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
-        response = self._request(method, path, body)
-        if not response.ok:
-            raise BootstrapError(f"{method} {path} failed: {response.error_reason()}")
-        return response
-
-    def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
-        payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                response = self._transport.request(method, path, payload)
-            except TransportError as error:
-                if attempt == self._max_attempts:
-                    raise BootstrapError(f"{method} {path} failed: {error}") from error
-            else:
-                if response.status not in RETRYABLE_STATUSES or attempt == self._max_attempts:
-                    return response
-            self._sleep(self._backoff_seconds * 2 ** (attempt - 1))
-        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _error_type(response: Response) -> str | None:

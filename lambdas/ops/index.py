@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from search.admin import JsonApi
 from search.indices import (
     index_name,
     index_pattern,
@@ -21,9 +22,8 @@ from search.indices import (
     read_alias_filter,
     write_alias,
 )
-from search.transport import OpenSearchTransport, Response, TransportError, path_segment
+from search.transport import OpenSearchTransport, path_segment
 
-RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 PAGE_SIZE = 500
 # pk and sk are keyword fields and `<pk>#<sk>` is the document id, so (pk, sk) orders documents totally.
 DOCUMENT_ORDER: tuple[dict[str, str], ...] = ({"pk": "asc"}, {"sk": "asc"})
@@ -138,21 +138,22 @@ class IndexClient:
         backoff_seconds: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._transport = transport
-        self._max_attempts = max_attempts
-        self._backoff_seconds = backoff_seconds
-        self._sleep = sleep
+        self._api = JsonApi(
+            transport, error=OpsError, max_attempts=max_attempts, backoff_seconds=backoff_seconds, sleep=sleep
+        )
 
     def alias_state(self, schema: str) -> AliasState:
-        return alias_state(schema, self._send("GET", index_pattern(schema)).json())
+        return alias_state(schema, self._api.send("GET", index_pattern(schema)).json())
 
     def update_aliases(self, actions: Sequence[Mapping[str, Any]]) -> None:
         """One atomic `POST _aliases`: every action applies, or none does."""
-        self._send("POST", "_aliases", {"actions": list(actions)})
+        self._api.send("POST", "_aliases", {"actions": list(actions)})
 
     def live_count(self, index: str) -> int:
         """Documents in `index` that readers would see (tombstones excluded)."""
-        answer = self._send("POST", f"{path_segment(index)}/_count", {"query": read_alias_filter()}).json()
+        answer = self._api.send(
+            "POST", f"{path_segment(index)}/_count", {"query": read_alias_filter()}
+        ).json()
         return int(answer["count"])
 
     def documents(self, index: str, *, page_size: int = PAGE_SIZE) -> Iterator[Hit]:
@@ -163,7 +164,7 @@ class IndexClient:
         """
         body: dict[str, Any] = {"size": page_size, "sort": list(DOCUMENT_ORDER), "query": {"match_all": {}}}
         while True:
-            response = self._send("POST", f"{path_segment(index)}/_search", body)
+            response = self._api.send("POST", f"{path_segment(index)}/_search", body)
             # Decimals keep every digit, so documents compare exactly with the items they came from.
             hits = json.loads(response.body, parse_float=Decimal)["hits"]["hits"]
             for hit in hits:
@@ -171,19 +172,3 @@ class IndexClient:
             if len(hits) < page_size:
                 return
             body["search_after"] = hits[-1]["sort"]
-
-    def _send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
-        payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                response = self._transport.request(method, path, payload)
-            except TransportError as error:
-                if attempt == self._max_attempts:
-                    raise OpsError(f"{method} {path} failed: {error}") from error
-            else:
-                if response.ok:
-                    return response
-                if response.status not in RETRYABLE_STATUSES or attempt == self._max_attempts:
-                    raise OpsError(f"{method} {path} failed: {response.error_reason()}")
-            self._sleep(self._backoff_seconds * 2 ** (attempt - 1))
-        raise AssertionError("unreachable: the last attempt returns or raises")

@@ -1,0 +1,56 @@
+"""JSON calls to a domain's REST APIs with a short bounded retry, shared by the index bootstrap and ops tools."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from search.transport import OpenSearchTransport, Response, TransportError
+
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+
+
+class JsonApi:
+    """Sends JSON bodies; throttling, unavailability and transport failures are retried with backoff.
+
+    Failures raise ``error`` (the caller's exception type) with the method, path and OpenSearch's reason.
+    """
+
+    def __init__(
+        self,
+        transport: OpenSearchTransport,
+        *,
+        error: type[Exception],
+        max_attempts: int,
+        backoff_seconds: float,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._transport = transport
+        self._error = error
+        self._max_attempts = max_attempts
+        self._backoff_seconds = backoff_seconds
+        self._sleep = sleep
+
+    def send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
+        """The response of a successful call; any other final answer raises ``error``."""
+        response = self.request(method, path, body)
+        if not response.ok:
+            raise self._error(f"{method} {path} failed: {response.error_reason()}")
+        return response
+
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
+        """The final response, error statuses included; only exhausted transport failures raise ``error``."""
+        payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        for attempt in range(1, self._max_attempts + 1):
+            try:
+                response = self._transport.request(method, path, payload)
+            except TransportError as failure:
+                if attempt == self._max_attempts:
+                    raise self._error(f"{method} {path} failed: {failure}") from failure
+            else:
+                if response.status not in RETRYABLE_STATUSES or attempt == self._max_attempts:
+                    return response
+            self._sleep(self._backoff_seconds * 2 ** (attempt - 1))
+        raise AssertionError("unreachable: the last attempt returns or raises")
