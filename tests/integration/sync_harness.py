@@ -30,6 +30,7 @@ from stream_sync import aws, handler
 from stream_sync.config import Settings
 from stream_sync.redrive import MessageReport, redrive_queue
 
+from tests.support.aws import single_table
 from tests.support.opensearch_server import LoopbackOpenSearch
 
 REGION = "ca-central-1"
@@ -96,19 +97,7 @@ class Pipeline:
     dlq_url: str = ""
 
     def create(self) -> Pipeline:
-        table = self.dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )
+        table = self.dynamodb.create_table(**single_table(TABLE))
         self.stream_arn = table["TableDescription"]["LatestStreamArn"]
         self.s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
         self.dlq_url = self.sqs.create_queue(QueueName="stream-sync-dlq")["QueueUrl"]

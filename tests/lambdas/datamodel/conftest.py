@@ -7,6 +7,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from tests.support.aws import single_table, use_fake_aws
+
 REGION = "ca-central-1"
 TABLE_NAME = "refdata"
 BUCKET = "geometry-bucket"
@@ -20,36 +22,14 @@ def boto_session() -> boto3.Session:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
+    use_fake_aws(monkeypatch, REGION)
     with mock_aws():
         yield
 
 
 @pytest.fixture
 def table(aws: None, boto_session: boto3.Session) -> Any:
-    return boto_session.resource("dynamodb").create_table(
-        TableName=TABLE_NAME,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-            {"AttributeName": "globalId", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "globalId",
-                "KeySchema": [{"AttributeName": "globalId", "KeyType": "HASH"}],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }
-        ],
-    )
+    return boto_session.resource("dynamodb").create_table(**single_table(TABLE_NAME))
 
 
 @pytest.fixture

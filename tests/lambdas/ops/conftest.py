@@ -8,20 +8,13 @@ import pytest
 from moto import mock_aws
 from ops_harness import REGION, OpsEnv
 
+from tests.support.aws import use_fake_aws
 from tests.support.opensearch_server import LoopbackOpenSearch
 
 
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    use_fake_aws(monkeypatch, REGION)
 
 
 @pytest.fixture

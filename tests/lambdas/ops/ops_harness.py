@@ -25,6 +25,7 @@ from stream_sync.config import Settings
 from stream_sync.redrive import item_reader
 from stream_sync.sync import Ports
 
+from tests.support.aws import single_table
 from tests.support.opensearch_server import LoopbackOpenSearch
 
 REGION = "ca-central-1"
@@ -62,18 +63,7 @@ class OpsEnv:
         self.ports.sleep = lambda seconds: None
 
     def create_table(self) -> None:
-        self.dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        self.dynamodb.create_table(**single_table(TABLE))
         boto3.client("s3", region_name=REGION).create_bucket(
             Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
         )
