@@ -3,6 +3,11 @@
 
 import os
 
+# CDK's built-in CloudFormation validation plugin repeats what cfn-lint checks in `make test` and doubles synth
+# time; set CDK_VALIDATION=true to run it anyway. (Set before aws_cdk starts its jsii process.)
+os.environ.setdefault("CDK_VALIDATION", "false")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
 from aws_cdk import App
 
 from infra.app_builder import build_app, committed_context
