@@ -746,14 +746,14 @@ class _Cluster:
             },
         }
 
-    def bulk(self, default_index: str | None, lines: list[bytes]) -> dict[str, Any]:
+    def bulk(self, default_index: str | None, lines: list[str] | list[bytes]) -> dict[str, Any]:
         """Parses the whole request first (a malformed request changes nothing), then runs each item."""
         started = time.monotonic()
         operations: list[tuple[str, Mapping[str, Any], Any]] = []
         position = 0
         while position < len(lines):
             try:
-                header = json.loads(lines[position])
+                header = _parse_line(lines[position])
                 ((op, meta),) = header.items()
             except (ValueError, AttributeError) as error:
                 raise OpenSearchError(
@@ -776,20 +776,28 @@ class _Cluster:
                         "The bulk request must be terminated by a newline [\\n]",
                     )
                 try:
-                    source = json.loads(lines[position])
+                    source = _parse_line(lines[position])
                 except ValueError:
                     source = _UNPARSEABLE
                 position += 1
             operations.append((op, meta, source))
-        items = [{op: self._bulk_item(op, meta, source, default_index)} for op, meta, source in operations]
-        return {
-            "took": int((time.monotonic() - started) * 1000),
-            "errors": any("error" in next(iter(item.values())) for item in items),
-            "items": items,
-        }
+        # Within one request the cluster's aliases do not change, so each target resolves once.
+        targets: dict[str, _Index] = {}
+        items = []
+        errors = False
+        for op, meta, source in operations:
+            item = self._bulk_item(op, meta, source, default_index, targets)
+            errors = errors or "error" in item
+            items.append({op: item})
+        return {"took": int((time.monotonic() - started) * 1000), "errors": errors, "items": items}
 
     def _bulk_item(
-        self, op: str, meta: Mapping[str, Any], source: Any, default_index: str | None
+        self,
+        op: str,
+        meta: Mapping[str, Any],
+        source: Any,
+        default_index: str | None,
+        targets: dict[str, _Index],
     ) -> dict[str, Any]:
         target = meta.get("_index", default_index)
         doc_id = meta.get("_id")
@@ -802,7 +810,11 @@ class _Cluster:
                 raise OpenSearchError(
                     400, "action_request_validation_exception", "Validation Failed: 1: id is missing;"
                 )
-            index = self.indices[self.write_index(target)]
+            index = targets.get(target) if isinstance(target, str) else None
+            if index is None:
+                index = self.indices[self.write_index(target)]
+                if isinstance(target, str):
+                    targets[target] = index
             if doc_id is None:
                 doc_id = hashlib.sha1(f"{index.name}{index.seq_no}{time.time()}".encode()).hexdigest()[:20]
             self._raise_item_fault(doc_id, index.name)
@@ -944,6 +956,37 @@ class _Cluster:
 
 
 _UNPARSEABLE = object()
+# json.dumps' output (same separators, ASCII), without the circular-reference bookkeeping: answers are trees.
+_encode_response = json.JSONEncoder(check_circular=False).encode
+_scan_json = json.JSONDecoder().scan_once  # the C scanner json.loads runs, without its per-call wrapping
+_ASCII_WHITESPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() strips (str.strip() also strips Unicode spaces)
+
+
+def _bulk_lines(body: bytes) -> list[str] | list[bytes]:
+    """The non-blank NDJSON lines of a `_bulk` body: decoded once as UTF-8 when the body is UTF-8, else bytes
+    (which `json.loads` decodes line by line, detecting the encoding). Both keep exactly the same lines,
+    since byte 0x0A occurs in UTF-8 only as a newline."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return [line for line in body.split(b"\n") if line.strip()]
+    return [line for line in text.split("\n") if line.strip(_ASCII_WHITESPACE)]
+
+
+def _parse_line(line: str | bytes) -> Any:
+    """`json.loads` of one NDJSON line. A str line that is exactly one JSON value goes straight to the C
+    scanner; anything else (surrounding whitespace, a BOM, errors) takes `json.loads` of the line's original
+    bytes, so results and errors are the same as parsing every line with `json.loads`."""
+    if isinstance(line, str):
+        try:
+            value, end = _scan_json(line, 0)
+        except (StopIteration, ValueError):
+            pass
+        else:
+            if end == len(line):
+                return value
+        line = line.encode("utf-8")
+    return json.loads(line)
 
 
 class _AliasMissing(Exception):
@@ -1332,7 +1375,7 @@ class LoopbackOpenSearch:
                         "illegal_argument_exception",
                         "The bulk request must be terminated by a newline [\\n]",
                     )
-                lines = [line for line in request.body.split(b"\n") if line.strip()]
+                lines = _bulk_lines(request.body)
                 if not lines:
                     raise OpenSearchError(
                         400, "action_request_validation_exception", "Validation Failed: 1: no requests added;"
@@ -1444,7 +1487,7 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
             elif isinstance(payload, bytes):
                 data = payload
             else:
-                data = json.dumps(payload).encode()
+                data = _encode_response(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=UTF-8")
             self.send_header("Content-Length", str(len(data)))
