@@ -100,6 +100,7 @@ class Outcome:
     change: Change | None = None
     superseded_by: int | None = None
     attempts: int = 0
+    line: str | None = None  # the encoded bulk action, once built (the document itself is then dropped)
 
     @property
     def final(self) -> bool:
@@ -195,6 +196,9 @@ def process_batch(
         except RecordError as error:
             outcome.fail(permanent, error.kind, error.detail)
             continue
+        if winner.geometry_url is None:  # complete: encode it while it is fresh, then let it go
+            outcome.line = encode_update(winner)
+            winner.doc = None
         to_send.append(outcome)
 
     to_send = _dereference_geometry(to_send, ports, permanent)
@@ -328,7 +332,10 @@ def _send(
     pending: list[tuple[Outcome, str]] = []
     for outcome in outcomes:
         assert outcome.change is not None
-        line = encode_update(outcome.change)
+        line = outcome.line
+        if line is None:  # a document that waited for its geometry
+            line = outcome.line = encode_update(outcome.change)
+            outcome.change.doc = None
         if len(line) > cap:
             outcome.fail(permanent, "document-too-large", f"{len(line)} bytes exceed BULK_MAX_BYTES={cap}")
         else:
