@@ -118,7 +118,8 @@ def _map(members: Mapping[str, Any]) -> dict[str, Any]:
             if tag == "S":
                 plain[name] = inner
             elif tag == "N":
-                plain[name] = _number(inner)
+                # Plain digits (most numbers) are ints whatever else _number would check first.
+                plain[name] = int(inner) if type(inner) is str and inner.isdecimal() else _number(inner)
             elif tag == "M":
                 plain[name] = _map(inner)
             elif tag == "L":
@@ -139,7 +140,7 @@ def _list(members: Sequence[Any]) -> list[Any]:
             if tag == "S":
                 append(inner)
             elif tag == "N":
-                append(_number(inner))
+                append(int(inner) if type(inner) is str and inner.isdecimal() else _number(inner))
             elif tag == "M":
                 append(_map(inner))
             elif tag == "L":
@@ -369,6 +370,15 @@ def _refuse(value: Any) -> Any:
 _fast_encode: Callable[[Any], str] = json.JSONEncoder(
     ensure_ascii=True, check_circular=False, separators=(",", ":"), default=_refuse
 ).encode
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+if _c_make_encoder is not None:
+    # The C encoder that `JSONEncoder.encode` above builds on every call (same arguments), built once.
+    _c_encode = _c_make_encoder(None, _refuse, encode_basestring_ascii, None, ":", ",", False, False, True)
+
+    def _c_fast_encode(value: Any) -> str:
+        return "".join(_c_encode(value, 0))
+
+    _fast_encode = _c_fast_encode
 
 
 def _precise_encode(value: Any) -> str:

@@ -1237,7 +1237,7 @@ class LoopbackOpenSearch:
             self._stopping.wait(seconds)
 
     def _check_signature(
-        self, request: RecordedRequest, raw_path: str, raw_host: str
+        self, request: RecordedRequest, raw_path: str, raw_host: str, body_sha256: str | None = None
     ) -> OpenSearchError | None:
         authorization = request.headers.get("authorization")
         denied = "The request signature we calculated does not match the signature you provided."
@@ -1254,7 +1254,9 @@ class LoopbackOpenSearch:
             return OpenSearchError(
                 403, "security_exception", f"Credential should be scoped to region {self.region}"
             )
-        if request.headers.get("x-amz-content-sha256") != hashlib.sha256(request.body).hexdigest():
+        if body_sha256 is None:
+            body_sha256 = hashlib.sha256(request.body).hexdigest()
+        if request.headers.get("x-amz-content-sha256") != body_sha256:
             return OpenSearchError(
                 403, "security_exception", f"x-amz-content-sha256 does not match the body. {denied}"
             )
@@ -1437,7 +1439,7 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
 
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
+            body, body_sha256 = self._read_body(length)
             split = urlsplit(self.path)
             segments = [unquote(part) for part in split.path.split("/") if part]
             request = RecordedRequest(
@@ -1452,7 +1454,7 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
             owner.sleep(owner.latency_seconds)
             # A signed-only domain refuses unsigned requests before anything else can happen.
             denied = (
-                owner._check_signature(request, self.path, self.headers.get("Host", ""))
+                owner._check_signature(request, self.path, self.headers.get("Host", ""), body_sha256)
                 if owner.require_signature
                 else None
             )
@@ -1480,6 +1482,20 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
             except _AliasMissing as missing:
                 status, payload = 404, {"error": f"alias [{missing.alias}] missing", "status": 404}
             self._send(status, payload)
+
+        def _read_body(self, length: int) -> tuple[bytes, str]:
+            """The body (shorter if the client hangs up) and its SHA-256, hashed piece by piece as it arrives
+            rather than in one pass after the last byte."""
+            digest = hashlib.sha256()
+            chunks = []
+            while length > 0:
+                chunk = self.rfile.read1(length)
+                if not chunk:
+                    break
+                digest.update(chunk)
+                chunks.append(chunk)
+                length -= len(chunk)
+            return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), digest.hexdigest()
 
         def _send(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
             if payload is None:
