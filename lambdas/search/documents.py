@@ -154,7 +154,7 @@ def _list(members: Sequence[Any]) -> list[Any]:
 
 def item_from_dynamodb(image: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """A whole item image (attribute name -> DynamoDB-JSON value) as a plain dict."""
-    if not isinstance(image, Mapping):
+    if type(image) is not dict and not isinstance(image, Mapping):  # `type` first: the ABC check is slow
         raise RecordError("malformed-record", "item image is not a map")
     return _map(image)
 
@@ -247,7 +247,7 @@ class Change:
 
 def _key_string(keys: Mapping[str, Any], name: str) -> str:
     value = keys.get(name)
-    if not isinstance(value, Mapping) or not isinstance(value.get("S"), str):
+    if (type(value) is not dict and not isinstance(value, Mapping)) or not isinstance(value.get("S"), str):
         raise RecordError("malformed-record", f"key attribute {name!r} is missing or not a string")
     text: str = value["S"]
     return text
@@ -279,7 +279,9 @@ def parse_change(record: Mapping[str, Any]) -> Change:
         raise RecordError("malformed-record", "record lacks eventName, dynamodb or dynamodb.Keys") from None
     if event_name not in ("INSERT", "MODIFY", "REMOVE"):
         raise RecordError("malformed-record", f"unknown eventName {event_name!r:.40}")
-    if not isinstance(stream, Mapping) or not isinstance(keys, Mapping):
+    if (type(stream) is not dict and not isinstance(stream, Mapping)) or (
+        type(keys) is not dict and not isinstance(keys, Mapping)
+    ):
         raise RecordError("malformed-record", "dynamodb or dynamodb.Keys is not a map")
     pk = _key_string(keys, "pk")
     sk = _key_string(keys, "sk")

@@ -41,6 +41,7 @@ class Fate(StrEnum):
     RETRY = "retry"  # not finished: reported as a batch item failure, Lambda delivers it again
 
 
+FATE_VALUES = {fate: fate.value for fate in Fate}  # `.value` goes through a slow enum descriptor
 FINAL_FATES = frozenset(
     {Fate.INDEXED, Fate.DELETED, Fate.STALE_SKIPPED, Fate.COALESCED, Fate.IGNORED, Fate.DEAD_LETTERED}
 )
@@ -123,7 +124,7 @@ class BatchResult:
         counts = {fate.value: 0 for fate in Fate}
         for outcome in self.outcomes:
             if outcome.fate is not None:
-                counts[outcome.fate.value] += 1
+                counts[FATE_VALUES[outcome.fate]] += 1
         return counts
 
     def batch_item_failures(self) -> list[dict[str, str]]:
@@ -214,7 +215,7 @@ def process_batch(
 
 
 def _get(record: Any, key: str, default: Any) -> Any:
-    return record.get(key, default) if isinstance(record, Mapping) else default
+    return record.get(key, default) if type(record) is dict or isinstance(record, Mapping) else default
 
 
 def _dereference_geometry(to_send: list[Outcome], ports: Ports, permanent: Fate) -> list[Outcome]:

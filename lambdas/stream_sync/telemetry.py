@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stream_sync.config import Settings
-from stream_sync.sync import BatchResult, Fate
+from stream_sync.sync import FATE_VALUES, BatchResult, Fate
 
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 
@@ -36,8 +36,9 @@ def _line(level: str, message: str, **fields: Any) -> str:
     return json.dumps({"level": level, "message": message, **fields}, default=str, separators=(",", ":"))
 
 
-def emf_line(result: BatchResult, namespace: str, now: float) -> str:
-    counts = result.counts()
+def emf_line(result: BatchResult, namespace: str, now: float, counts: dict[str, int] | None = None) -> str:
+    if counts is None:
+        counts = result.counts()
     values = {name: getter(result, counts) for name, (_, getter) in _METRICS.items()}
     present = {name: value for name, value in values.items() if value is not None}
     document: dict[str, Any] = {
@@ -65,7 +66,7 @@ def emit(
     counts = result.counts()
     by_fate: dict[str, list[str]] = {}
     for outcome in result.outcomes:
-        key = outcome.fate.value if outcome.fate else "none"
+        key = FATE_VALUES[outcome.fate] if outcome.fate else "none"
         by_fate.setdefault(key, []).append(outcome.event_id or str(outcome.sequence_number))
         if outcome.fate in (Fate.DEAD_LETTERED, Fate.RETRY, Fate.REJECTED) or threshold <= 10:
             level = "INFO" if outcome.final else "WARNING"
@@ -97,4 +98,4 @@ def emit(
                 replicationLagSeconds=result.lag_seconds,
             )
         )
-    write(emf_line(result, settings.metrics_namespace, now))
+    write(emf_line(result, settings.metrics_namespace, now, counts))
