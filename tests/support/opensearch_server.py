@@ -817,7 +817,8 @@ class _Cluster:
                     targets[target] = index
             if doc_id is None:
                 doc_id = hashlib.sha1(f"{index.name}{index.seq_no}{time.time()}".encode()).hexdigest()[:20]
-            self._raise_item_fault(doc_id, index.name)
+            if self.item_faults:
+                self._raise_item_fault(doc_id, index.name)
             if source is _UNPARSEABLE:
                 raise OpenSearchError(400, "mapper_parsing_exception", "failed to parse", index=index.name)
             status, result = self._apply(op, index, doc_id, source)
@@ -884,13 +885,13 @@ class _Cluster:
         return self._update(index, doc_id, source, exists)
 
     def _update(self, index: _Index, doc_id: str, body: Any, exists: bool) -> tuple[int, str]:
-        if not isinstance(body, Mapping):
+        if type(body) is not dict and not isinstance(body, Mapping):  # `type` first: the ABC check is slow
             raise OpenSearchError(
                 400, "x_content_parse_exception", "[UpdateRequest] failed to parse", index=index.name
             )
         if "script" in body:
             script = body["script"]
-            script_id = script.get("id") if isinstance(script, Mapping) else None
+            script_id = script.get("id") if type(script) is dict or isinstance(script, Mapping) else None
             if script_id is None:
                 raise OpenSearchError(
                     400,
