@@ -3,7 +3,8 @@
 No OpenSearch server can run here, so this in-memory HTTP server on 127.0.0.1 implements the documented
 request and response formats of the APIs the platform uses: composable index templates, indices,
 aliases (`POST _aliases`, filters, write index), stored scripts, `_doc`, `_bulk` with per-item
-status and error, a minimal `_search` (`size`, field `sort`, `search_after`) and `_count`, `_cat/indices`.
+status and error, a minimal `_search` (`size`, field `sort`, `search_after`) and `_count`, `_cat/indices`,
+and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
 It is not OpenSearch: queries support only `match_all`, `term`, `terms` and `bool`; documents are visible
 without refresh; painless is not run,
 stored scripts are emulated by registered Python twins (`search.indices.apply_sync_script`).
@@ -990,6 +991,133 @@ def _parse_line(line: str | bytes) -> Any:
     return json.loads(line)
 
 
+@dataclass
+class _FilterNode:
+    """One level of a `filter_path`: exact field names and `*` patterns -> the next level, or None where a
+    path ends (everything below is kept)."""
+
+    exact: dict[str, _FilterNode | None] = field(default_factory=dict)
+    patterns: list[tuple[re.Pattern[str] | None, _FilterNode | None]] = field(default_factory=list)
+
+    def child(self, part: str) -> _FilterNode | None:
+        if "*" not in part:
+            node = self.exact.get(part, _FilterNode())
+            self.exact.setdefault(part, node)
+            return node
+        for pattern, node in self.patterns:
+            if (pattern.pattern if pattern else "*") == part:
+                return node
+        matcher = None if part == "*" else re.compile(".*".join(re.escape(p) for p in part.split("*")))
+        node = _FilterNode()
+        self.patterns.append((matcher, node))
+        return node
+
+    def end(self, part: str) -> None:
+        if "*" not in part:
+            self.exact[part] = None
+            return
+        matcher = None if part == "*" else re.compile(".*".join(re.escape(p) for p in part.split("*")))
+        self.patterns = [
+            (m, n)
+            for m, n in self.patterns
+            if (m.pattern if m else "*") != (matcher.pattern if matcher else "*")
+        ]
+        self.patterns.append((matcher, None))
+
+    def lookup(self, key: str) -> list[_FilterNode | None]:
+        found = [self.exact[key]] if key in self.exact else []
+        for pattern, node in self.patterns:
+            if pattern is None or pattern.fullmatch(key):
+                found.append(node)
+        return found
+
+
+_FILTERED_OUT = object()
+
+
+def _response_filter(expression: str | None) -> _FilterNode | None:
+    """OpenSearch's `filter_path` query parameter: comma-separated dotted field paths, `*` matching any
+    characters within one name; arrays are filtered element by element and what is left empty disappears.
+    Exclusions (`-path`) and `**` are not emulated (400)."""
+    paths = [path.strip() for path in (expression or "").split(",") if path.strip()]
+    if not paths:
+        return None
+    root = _FilterNode()
+    for path in paths:
+        if path.startswith("-") or "**" in path:
+            raise OpenSearchError(
+                400,
+                "illegal_argument_exception",
+                f"filter_path [{path}]: exclusions and ** are not emulated by the loopback server",
+            )
+        *parents, last = path.split(".")
+        node: _FilterNode | None = root
+        for part in parents:
+            assert node is not None
+            node = node.child(part)
+            if node is None:  # a shorter path already keeps everything below
+                break
+        else:
+            assert node is not None
+            node.end(last)
+    return root
+
+
+def _merged(nodes: list[_FilterNode]) -> _FilterNode:
+    merged = _FilterNode()
+    for node in nodes:
+        for name, below in node.exact.items():
+            if name not in merged.exact:
+                merged.exact[name] = below
+            else:
+                other = merged.exact[name]
+                merged.exact[name] = None if other is None or below is None else _merged([other, below])
+        merged.patterns.extend(node.patterns)
+    return merged
+
+
+def _filter_value(value: Any, node: _FilterNode) -> Any:
+    if isinstance(value, list):
+        kept = []
+        for element in value:
+            filtered = _filter_value(element, node)
+            if filtered is not _FILTERED_OUT:
+                kept.append(filtered)
+        return kept if kept else _FILTERED_OUT
+    if not isinstance(value, dict):
+        return _FILTERED_OUT  # the path goes deeper than this value
+    result = {}
+    exact, patterns = node.exact, node.patterns
+    for key, member in value.items():
+        if patterns:
+            found = node.lookup(key)
+            if not found:
+                continue
+            below = (
+                None
+                if None in found
+                else (found[0] if len(found) == 1 else _merged([n for n in found if n is not None]))
+            )
+        elif key in exact:
+            below = exact[key]
+        else:
+            continue
+        if below is None:
+            result[key] = member
+            continue
+        filtered = _filter_value(member, below)
+        if filtered is not _FILTERED_OUT:
+            result[key] = filtered
+    return result if result else _FILTERED_OUT
+
+
+def _filter_response(payload: Any, response_filter: _FilterNode | None) -> Any:
+    if response_filter is None or not isinstance(payload, dict | list):
+        return payload
+    filtered = _filter_value(payload, response_filter)
+    return {} if filtered is _FILTERED_OUT else filtered
+
+
 class _AliasMissing(Exception):
     def __init__(self, alias: str) -> None:
         super().__init__(alias)
@@ -1465,6 +1593,11 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
             if owner.max_body_bytes is not None and len(body) > owner.max_body_bytes:
                 self._send(413, {"Message": f"Request size exceeded {owner.max_body_bytes} bytes"})
                 return
+            try:
+                response_filter = _response_filter(request.query.get("filter_path"))
+            except OpenSearchError as error:
+                self._send(error.status, error.body())
+                return
             fault = owner._next_fault(request.route, request.method)
             if fault is not None:
                 owner.sleep(fault.delay_seconds)
@@ -1474,7 +1607,7 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
                         self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if fault.status is not None:
-                    self._send(fault.status, fault.body, fault.headers)
+                    self._send(fault.status, _filter_response(fault.body, response_filter), fault.headers)
                     return
             try:
                 status, payload = owner._dispatch(request, segments)
@@ -1482,7 +1615,7 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
                 status, payload = error.status, error.body()
             except _AliasMissing as missing:
                 status, payload = 404, {"error": f"alias [{missing.alias}] missing", "status": 404}
-            self._send(status, payload)
+            self._send(status, _filter_response(payload, response_filter))
 
         def _read_body(self, length: int) -> tuple[bytes, str]:
             """The body (shorter if the client hangs up) and its SHA-256, hashed piece by piece as it arrives
