@@ -1088,6 +1088,13 @@ def _filter_value(value: Any, node: _FilterNode) -> Any:
         return _FILTERED_OUT  # the path goes deeper than this value
     result = {}
     exact, patterns = node.exact, node.patterns
+    if not exact and len(patterns) == 1 and patterns[0][0] is None:  # a lone `*`: every key, same level below
+        below_all = patterns[0][1]
+        for key, member in value.items():
+            filtered = member if below_all is None else _filter_value(member, below_all)
+            if filtered is not _FILTERED_OUT:
+                result[key] = filtered
+        return result if result else _FILTERED_OUT
     for key, member in value.items():
         if patterns:
             found = node.lookup(key)
