@@ -354,3 +354,53 @@ def test_search_after_without_a_sort_is_refused(client: OpenSearchTransport, pla
 
     assert response.status == 400
     assert response.json()["error"]["type"] == "illegal_argument_exception"
+
+
+def test_filter_path_keeps_only_the_named_fields_of_each_bulk_item(
+    client: OpenSearchTransport, places: str
+) -> None:
+    lines = [{"index": {"_index": places, "_id": "a"}}, {"name": "A"}]
+    response = bulk(client, lines, path="_bulk?filter_path=took,errors,items.*.status,items.*.result")
+
+    answer = response.json()
+    assert set(answer) == {"took", "errors", "items"}
+    assert answer["items"] == [{"index": {"status": 201, "result": "created"}}]
+
+
+def test_filter_path_keeps_item_errors_and_drops_fields_absent_from_an_item(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str
+) -> None:
+    server.fail_item("bad", status=400, error_type="mapper_parsing_exception", reason="failed to parse")
+    lines = [{"index": {"_index": places, "_id": "bad"}}, {"name": "B"}]
+    response = bulk(
+        client, lines, path="_bulk?filter_path=errors,items.*.status,items.*.error,items.*.result"
+    )
+
+    (item,) = response.json()["items"]
+    assert item["index"]["status"] == 400
+    assert item["index"]["error"]["type"] == "mapper_parsing_exception"
+    assert "result" not in item["index"]
+
+
+def test_filter_path_keeps_a_request_error_and_its_status(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    server.fail_next(ROUTE_BULK, 429, retry_after=1)
+    response = client.request(
+        "POST",
+        "_bulk?filter_path=took,error,status",
+        b'{"index":{"_index":"x","_id":"1"}}\n{}\n',
+        {"Content-Type": NDJSON_CONTENT_TYPE},
+    )
+
+    assert response.status == 429
+    assert set(response.json()) <= {"error", "status"} and response.json()["status"] == 429
+
+
+@pytest.mark.parametrize("expression", ["-took", "items.**.status"])
+def test_filter_path_features_not_emulated_are_refused_rather_than_ignored(
+    client: OpenSearchTransport, expression: str
+) -> None:
+    response = client.request("GET", f"_cat/indices?format=json&filter_path={expression}")
+
+    assert response.status == 400
