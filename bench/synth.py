@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROUNDS = 5
+ROUNDS = 7
 
 
 def _seconds(script: str) -> float:
