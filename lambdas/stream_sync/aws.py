@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from stream_sync.config import Settings
-from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, HttpReply, Ports
+from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, HttpReply, Ports, packed
 
 SQS_BATCH_ENTRIES = 10
 SQS_BATCH_MAX_BYTES = 256 * 1024
@@ -92,19 +92,10 @@ class GeometryFetcher:
 
 def sqs_batches(letters: Sequence[DeadLetter]) -> list[list[DeadLetter]]:
     """At most 10 entries and 256 KiB of bodies per SendMessageBatch call."""
-    batches: list[list[DeadLetter]] = []
-    current: list[DeadLetter] = []
-    size = 0
-    for letter in letters:
-        length = len(letter.body.encode()) + 128  # the entry's id and attributes count too
-        if current and (len(current) == SQS_BATCH_ENTRIES or size + length > SQS_BATCH_MAX_BYTES):
-            batches.append(current)
-            current, size = [], 0
-        current.append(letter)
-        size += length
-    if current:
-        batches.append(current)
-    return batches
+    # The entry's id and attributes count towards the request size too.
+    return packed(
+        letters, lambda letter: len(letter.body.encode()) + 128, SQS_BATCH_MAX_BYTES, SQS_BATCH_ENTRIES
+    )
 
 
 class DeadLetterQueue:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from search.documents import (
     Change,
@@ -45,6 +45,8 @@ FATE_VALUES = {fate: fate.value for fate in Fate}  # `.value` goes through a slo
 FINAL_FATES = frozenset(
     {Fate.INDEXED, Fate.DELETED, Fate.STALE_SKIPPED, Fate.COALESCED, Fate.IGNORED, Fate.DEAD_LETTERED}
 )
+_T = TypeVar("_T")
+
 _TRANSIENT_ITEM_ERRORS = frozenset(
     {
         "index_not_found_exception",
@@ -253,20 +255,30 @@ def _dereference_geometry(to_send: list[Outcome], ports: Ports, permanent: Fate)
 # --------------------------------------------------------------------------- bulk
 
 
-def _chunks(items: list[tuple[Outcome, str]], cap: int) -> list[list[tuple[Outcome, str]]]:
-    chunks: list[list[tuple[Outcome, str]]] = []
-    current: list[tuple[Outcome, str]] = []
+def _line_length(item: tuple[Outcome, str]) -> int:
+    return len(item[1])
+
+
+def packed(
+    items: Sequence[_T], size_of: Callable[[_T], int], max_bytes: int, max_count: int = 0
+) -> list[list[_T]]:
+    """Consecutive groups of ``items``, each within ``max_bytes`` (by ``size_of``) and ``max_count`` (0: no limit).
+
+    An item larger than ``max_bytes`` on its own still gets a group of its own.
+    """
+    groups: list[list[_T]] = []
+    current: list[_T] = []
     size = 0
     for item in items:
-        length = len(item[1])
-        if current and size + length > cap:
-            chunks.append(current)
+        length = size_of(item)
+        if current and (size + length > max_bytes or len(current) == max_count):
+            groups.append(current)
             current, size = [], 0
         current.append(item)
         size += length
     if current:
-        chunks.append(current)
-    return chunks
+        groups.append(current)
+    return groups
 
 
 def _retry_after(headers: Mapping[str, str]) -> float:
@@ -347,7 +359,7 @@ def _send(
         attempt += 1
         retry: list[tuple[Outcome, str]] = []
         wait = 0.0
-        queue = _chunks(pending, cap)
+        queue = packed(pending, _line_length, cap)
         while queue:
             chunk = queue.pop(0)
             for outcome, _ in chunk:
