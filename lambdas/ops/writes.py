@@ -10,33 +10,28 @@ ordering script are exactly the sync's. Only the sequence number differs:
   keyword (string) order `<q>r` sorts after `q` and before every 40-digit sequence number greater than `q`,
   so a repair beats the state it was computed against and never a genuinely newer stream change.
 
-The sync's record parser accepts only digit sequence numbers (what DynamoDB Streams produce), so a repair
-is built with `BACKFILL_SEQ` and its bulk line's `seq` is replaced on the way out (`with_sequence_numbers`).
+The sync's record parser keeps a repair suffix after the padded digits (`search.documents.padded_sequence`),
+so a repair is an ordinary synthetic record whose SequenceNumber is the repair label.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from datamodel.keys import document_id
-from search.indices import APPLY_SCRIPT_ID, STREAM_SEQ_WIDTH
+from search import documents
+from search.indices import STREAM_SEQ_WIDTH
 from stream_sync.config import Settings
 from stream_sync.redrive import current_state_record
-from stream_sync.sync import Fate, HttpReply, Ports, process_batch
+from stream_sync.sync import Fate, Ports, process_batch
 
 BACKFILL_SEQ: Final = "0" * STREAM_SEQ_WIDTH
-REPAIR_SUFFIX: Final = "r"
+REPAIR_SUFFIX: Final = documents.REPAIR_SUFFIX
 # What the index may hold: a padded stream sequence number, possibly already repaired (suffixed) before.
 STORED_SEQ: Final = re.compile(rf"[0-9]{{{STREAM_SEQ_WIDTH}}}{REPAIR_SUFFIX}*")
-# The start of the second line of every bulk action `search.documents.encode_update` writes.
-_SEQ_PREFIX: Final = (
-    '{"scripted_upsert":true,"upsert":{},"script":{"id":"' + APPLY_SCRIPT_ID + '","params":{"seq":"'
-)
 APPLIED: Final = frozenset({Fate.INDEXED, Fate.DELETED})
 UNCHANGED: Final = frozenset({Fate.STALE_SKIPPED})
 
@@ -70,29 +65,6 @@ class WriteResult:
     reason: str | None = None
 
 
-def with_sequence_numbers(
-    bulk: Callable[[bytes], HttpReply], seqs: Mapping[str, str]
-) -> Callable[[bytes], HttpReply]:
-    """A bulk port that sends the actions for the ids in `seqs` with those sequence numbers."""
-    if not seqs:
-        return bulk
-
-    def send(body: bytes) -> HttpReply:
-        lines = body.decode("ascii").split("\n")
-        placeholder = _SEQ_PREFIX + BACKFILL_SEQ + '"'
-        for position in range(0, len(lines) - 1, 2):
-            seq = seqs.get(json.loads(lines[position])["update"]["_id"])
-            if seq is None:
-                continue
-            source = lines[position + 1]
-            if not source.startswith(placeholder):
-                raise RuntimeError("bulk action is not in the form search.documents.encode_update writes")
-            lines[position + 1] = _SEQ_PREFIX + seq + '"' + source[len(placeholder) :]
-        return bulk("\n".join(lines).encode("ascii"))
-
-    return send
-
-
 def _known(item: Item | None) -> Callable[[Item], Item | None]:
     """A `get_item` for `current_state_record` that answers with a state already read."""
 
@@ -112,17 +84,15 @@ def apply_writes(writes: Sequence[Write], *, settings: Settings, ports: Ports) -
         return []
     if len({write.doc_id for write in writes}) != len(writes):
         raise ValueError("one write per document: the sync's batch path would coalesce the others")
-    seqs: dict[str, str] = {}
     records = []
     for write in writes:
-        if write.seq != BACKFILL_SEQ:
-            if not (write.seq.endswith(REPAIR_SUFFIX) and STORED_SEQ.fullmatch(write.seq)):
-                raise ValueError(f"a write's seq is forty zeros or a repair_seq, not {write.seq!r:.60}")
-            seqs[write.doc_id] = write.seq
-        records.append(current_state_record(write.keys, BACKFILL_SEQ, None, _known(write.item)))
-    sending = dataclasses.replace(ports, bulk=with_sequence_numbers(ports.bulk, seqs))
+        if write.seq != BACKFILL_SEQ and not (
+            write.seq.endswith(REPAIR_SUFFIX) and STORED_SEQ.fullmatch(write.seq)
+        ):
+            raise ValueError(f"a write's seq is forty zeros or a repair_seq, not {write.seq!r:.60}")
+        records.append(current_state_record(write.keys, write.seq, None, _known(write.item)))
     result = process_batch(
-        records, settings=settings, ports=sending, remaining_seconds=lambda: 900.0, dead_letter=False
+        records, settings=settings, ports=ports, remaining_seconds=lambda: 900.0, dead_letter=False
     )
     return [
         WriteResult(write.doc_id, outcome.fate or Fate.RETRY, outcome.reason)

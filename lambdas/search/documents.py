@@ -27,6 +27,7 @@ from datamodel.registry import schema_of_pk
 from search import indices
 
 SEQUENCE_DIGITS: Final = indices.STREAM_SEQ_WIDTH
+REPAIR_SUFFIX: Final = "r"
 TTL_PRINCIPAL: Final = "dynamodb.amazonaws.com"
 GEOMETRY_URL_ATTRIBUTE: Final = "geometryUrl"
 GEOMETRY_ATTRIBUTE: Final = "geometry"
@@ -254,12 +255,20 @@ def _key_string(keys: Mapping[str, Any], name: str) -> str:
 
 
 def padded_sequence(sequence_number: Any) -> str:
-    """A stream SequenceNumber as 40 zero-padded digits, so string order equals numeric order."""
-    if not isinstance(sequence_number, str) or not sequence_number.isdigit() or not sequence_number.isascii():
+    """A stream SequenceNumber as 40 zero-padded digits, so string order equals numeric order.
+
+    A trailing ``r`` run (``REPAIR_SUFFIX``) is kept after the padded digits: the ops tools' repairs label a
+    write ``<stored seq>r``, which sorts after the state it repairs and before any newer sequence number.
+    DynamoDB Streams never produce it.
+    """
+    if not isinstance(sequence_number, str) or not sequence_number.isascii():
         raise RecordError("malformed-record", f"bad SequenceNumber {sequence_number!r:.60}")
-    if len(sequence_number) > SEQUENCE_DIGITS:
+    digits = sequence_number.rstrip(REPAIR_SUFFIX)
+    if not digits.isdigit():
+        raise RecordError("malformed-record", f"bad SequenceNumber {sequence_number!r:.60}")
+    if len(digits) > SEQUENCE_DIGITS:
         raise RecordError("malformed-record", f"SequenceNumber longer than {SEQUENCE_DIGITS} digits")
-    return sequence_number.zfill(SEQUENCE_DIGITS)
+    return digits.zfill(SEQUENCE_DIGITS) + sequence_number[len(digits) :]
 
 
 def _creation_time(value: Any) -> float | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -10,10 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops.index import AliasState, Hit, alias_state, move_write_alias, swap_read_alias
 from ops.reconcile import Difference, Expected, differences, item_digest, plan_fix, stored_digest
-from ops.writes import BACKFILL_SEQ, Write, apply_writes, repair_seq, with_sequence_numbers
+from ops.writes import BACKFILL_SEQ, Write, apply_writes, repair_seq
 from search.documents import Change, encode_update
 from search.indices import apply_sync_script, read_alias_filter
-from stream_sync.sync import HttpReply
 
 SEQUENCE = st.integers(min_value=0, max_value=10**40 - 1).map(lambda n: str(n).zfill(40))
 KEYS = {"pk": {"S": "geozone::c"}, "sk": {"S": "1"}}
@@ -61,26 +59,6 @@ def bulk_line(doc_id: str, pk: str) -> str:
         expired=False, created_at=None, schema="geozone", index="geozone-write", doc={"pk": pk, "n": 1},
     )  # fmt: skip
     return encode_update(change)
-
-
-def test_with_sequence_numbers_rewrites_only_the_named_documents() -> None:
-    sent: list[bytes] = []
-    bulk = with_sequence_numbers(
-        lambda body: sent.append(body) or HttpReply(200, {}, b""), {"b#1": "7" * 40 + "r"}
-    )
-    bulk((bulk_line("a#1", "a") + bulk_line("b#1", "b")).encode())
-
-    lines = [json.loads(line) for line in sent[0].decode().splitlines()]
-    assert [line["script"]["params"]["seq"] for line in lines[1::2]] == [BACKFILL_SEQ, "7" * 40 + "r"]
-    assert lines[3]["script"]["params"]["doc"] == {"pk": "b", "n": 1}
-    assert sent[0].endswith(b"\n")
-
-
-def test_with_sequence_numbers_refuses_a_line_it_does_not_recognise() -> None:
-    bulk = with_sequence_numbers(lambda body: HttpReply(200, {}, b""), {"a#1": "1" * 40 + "r"})
-    body = '{"update":{"_id":"a#1"}}\n{"doc":{"x":1}}\n'
-    with pytest.raises(RuntimeError):
-        bulk(body.encode())
 
 
 def state(**aliases: dict[str, Any]) -> AliasState:

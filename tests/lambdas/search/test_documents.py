@@ -384,3 +384,18 @@ def test_decoder_matches_boto3_and_keeps_every_digit(value: Any) -> None:
         return Decimal(item)
 
     assert normalise(round_tripped) == normalise(expected)
+
+
+def test_a_repair_label_keeps_its_suffix_after_the_padded_digits_and_sorts_between() -> None:
+    stored = documents.padded_sequence("12345")
+    repaired = documents.padded_sequence(stored + "r")
+    newer = documents.padded_sequence("12346")
+
+    assert repaired == stored + "r"
+    assert stored < repaired < newer
+
+
+@pytest.mark.parametrize("label", ["r", "12a4", "1r2", "-1", "1" * 41 + "r"])
+def test_labels_other_than_digits_with_a_repair_suffix_are_malformed(label: str) -> None:
+    with pytest.raises(documents.RecordError):
+        documents.padded_sequence(label)
