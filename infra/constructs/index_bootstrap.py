@@ -12,6 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from infra.constructs.dead_letter_queue import dead_letter_queue
 from infra.constructs.vpc_function import ENI_ACTIONS, VpcFunction
 from infra.iam import attach_policy
 from infra.nag import acknowledge
@@ -61,20 +62,12 @@ class IndexBootstrap(Construct):
             environment={},
             statements=[],
         )
-        self.dead_letter_queue = framework_dlq = sqs.Queue(
+        self.dead_letter_queue = framework_dlq = dead_letter_queue(
             self,
             "ProviderDeadLetterQueue",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
+            key=key,
             removal_policy=removal_policy,
-        )
-        acknowledge(
-            framework_dlq,
-            "This queue is itself the dead-letter queue of the provider framework's function.",
-            "AwsSolutions-SQS3",
-            "Serverless-SQSRedrivePolicy",
+            owner="the provider framework's function",
         )
         acknowledge(
             self.handler.function,

@@ -11,14 +11,12 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import SyncSettings
+from infra.constructs.dead_letter_queue import dead_letter_queue
 from infra.constructs.vpc_function import VpcFunction
 from infra.nag import acknowledge, finding_resource
-
-DLQ_RETENTION = Duration.days(14)
 
 
 def key_prefix_filter(schemas: list[str]) -> dict[str, object]:
@@ -58,21 +56,12 @@ class StreamSync(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.dead_letter_queue = sqs.Queue(
+        self.dead_letter_queue = dead_letter_queue(
             self,
             "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            enforce_ssl=True,
-            retention_period=DLQ_RETENTION,
+            key=key,
             removal_policy=removal_policy,
-        )
-        acknowledge(
-            self.dead_letter_queue,
-            "This queue is itself the dead-letter queue of the stream sync; a DLQ of the DLQ would only move the "
-            "problem. Its depth alarms, and the redrive tool re-reads DynamoDB for each message.",
-            "AwsSolutions-SQS3",
-            "Serverless-SQSRedrivePolicy",
+            owner="the stream sync (the redrive tool re-reads DynamoDB for each message)",
         )
         geometry_objects = f"{geometry_bucket_arn}/geometries/*"
         stream_arn = table.table_stream_arn
