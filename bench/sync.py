@@ -44,7 +44,7 @@ transport = OpenSearchTransport(server.endpoint, sys.argv[1], timeout_seconds=10
 for schema in indexable_schemas():
     name = schema.name
     transport.request("PUT", f"_index_template/{indices.template_name(name)}",
-                      json.dumps(indices.index_template(name)).encode())
+                      json.dumps(indices.index_template(name, replicas=0)).encode())
     aliases = {indices.read_alias(name): {"filter": indices.read_alias_filter()},
                indices.write_alias(name): {"is_write_index": True}}
     transport.request("PUT", indices.index_name(name, 1), json.dumps({"aliases": aliases}).encode())

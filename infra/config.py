@@ -236,6 +236,7 @@ class SearchSettings:
     master_node_type: str | None = None
     master_node_count: int = 0
     availability_zone_count: int = 1
+    replicas: int = 0
     volume_size_gib: int = 10
     volume_iops: int = 3000
     volume_throughput_mibps: int = 125
@@ -274,6 +275,17 @@ class SearchSettings:
             "master_node_type and master_node_count go together",
         )
         _require(self.master_node_count in (0, 3, 5), f"{path}.master_node_count", "must be 0, 3 or 5")
+        _require(
+            0 <= self.replicas < self.data_node_count,
+            f"{path}.replicas",
+            f"must be 0 to data_node_count - 1 ({self.data_node_count - 1}): a replica never shares a node "
+            "with its primary, so more would leave the domain yellow",
+        )
+        _require(
+            self.availability_zone_count == 1 or self.replicas >= 1,
+            f"{path}.replicas",
+            "a multi-zone domain needs at least one replica, or losing a zone loses shards",
+        )
         _require(10 <= self.volume_size_gib <= 16384, f"{path}.volume_size_gib", "must be 10-16384")
         limit = http_payload_limit_bytes(self.data_node_type)
         _require(

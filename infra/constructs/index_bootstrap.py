@@ -37,6 +37,7 @@ class IndexBootstrap(Construct):
         sync_role: iam.IRole,
         domain_endpoint: str,
         schemas: list[str],
+        replicas: int,
         fingerprint: str,
         vpc: ec2.IVpc,
         subnets: ec2.SubnetSelection,
@@ -130,6 +131,7 @@ class IndexBootstrap(Construct):
                 "AdminRoleArn": admin_role.role_arn,
                 "SyncRoleArn": sync_role.role_arn,
                 "Schemas": schemas,
+                "Replicas": str(replicas),
                 "Fingerprint": fingerprint,
             },
         )

@@ -62,7 +62,8 @@ class StatelessStack(Stack):
             sync_role=access.sync_role,
             domain_endpoint=search.endpoint,
             schemas=schemas,
-            fingerprint=bootstrap_fingerprint(schemas),
+            replicas=config.search.replicas,
+            fingerprint=bootstrap_fingerprint(schemas, replicas=config.search.replicas),
             **shared,  # type: ignore[arg-type]
         )
         self.monitoring = Monitoring(self, "Monitoring", key=stateful.key)

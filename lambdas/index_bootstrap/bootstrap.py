@@ -71,7 +71,9 @@ class IndexBootstrap:
             sleep=sleep,
         )
 
-    def run(self, schemas: Sequence[str], *, sync_role_arn: str | None = None) -> list[SchemaOutcome]:
+    def run(
+        self, schemas: Sequence[str], *, replicas: int, sync_role_arn: str | None = None
+    ) -> list[SchemaOutcome]:
         self._api.send("PUT", f"_scripts/{APPLY_SCRIPT_ID}", stored_script_body())
         if sync_role_arn:
             self._api.send("PUT", f"_plugins/_security/api/roles/{SYNC_ROLE}", sync_role_body(schemas))
@@ -80,7 +82,9 @@ class IndexBootstrap:
             )
         for schema in schemas:
             self._api.send(
-                "PUT", f"_index_template/{path_segment(template_name(schema))}", index_template(schema)
+                "PUT",
+                f"_index_template/{path_segment(template_name(schema))}",
+                index_template(schema, replicas=replicas),
             )
         return [self._ensure_index(schema) for schema in schemas]
 

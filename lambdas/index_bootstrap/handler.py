@@ -4,6 +4,7 @@ ResourceProperties (set by the index bootstrap construct; CloudFormation passes 
 - `Endpoint` (required): the domain endpoint, bare host as `DomainEndpoint` returns it, or a URL.
 - `Region` (optional): region used to sign requests; defaults to the function's `AWS_REGION`.
 - `RequestTimeoutSeconds` (optional, default 30): timeout of each OpenSearch request.
+- `Replicas` (required): replicas per shard of every index (the environment's `search.replicas`).
 - `Fingerprint` (optional, not read): `search.indices.bootstrap_fingerprint(...)` of the deployed code, so a
   template or script change alters the properties and CloudFormation sends an Update.
 - `AdminRoleArn` (optional): the fine-grained-access-control master role; the handler assumes it and signs every
@@ -60,6 +61,7 @@ def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
     if not region:
         raise ValueError("ResourceProperties.Region is not set and AWS_REGION is not in the environment")
     timeout = float(properties.get("RequestTimeoutSeconds", DEFAULT_TIMEOUT_SECONDS))
+    replicas = replica_count(properties.get("Replicas"))
 
     admin_role = properties.get("AdminRoleArn")
     credentials = assume_role(admin_role, region) if admin_role else None
@@ -67,6 +69,7 @@ def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
     try:
         outcomes = IndexBootstrap(transport, sleep=_sleep).run(
             [schema.name for schema in indexable_schemas()],
+            replicas=replicas,
             sync_role_arn=properties.get("SyncRoleArn") or None,
         )
     finally:
@@ -81,6 +84,17 @@ def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
             "CreatedIndices": ",".join(o.created_index for o in outcomes if o.created_index),
         },
     }
+
+
+def replica_count(value: Any) -> int:
+    """``Replicas`` as an int (CloudFormation passes every property as a string)."""
+    try:
+        replicas = int(str(value))
+    except ValueError:
+        raise ValueError(f"ResourceProperties.Replicas must be a whole number, got {value!r}") from None
+    if replicas < 0:
+        raise ValueError(f"ResourceProperties.Replicas must not be negative, got {replicas}")
+    return replicas
 
 
 def assume_role(role_arn: str, region: str) -> Credentials:

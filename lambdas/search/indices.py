@@ -186,20 +186,27 @@ def stored_fingerprint(mappings: Mapping[str, Any]) -> str | None:
     return None
 
 
-def index_template(schema: str) -> dict[str, Any]:
+def index_settings(*, replicas: int) -> dict[str, Any]:
+    """Index settings every version gets: the environment's replica count (0 where one data node exists)."""
+    if replicas < 0:
+        raise ValueError(f"replicas must not be negative, got {replicas}")
+    return {"index": {"number_of_replicas": replicas}}
+
+
+def index_template(schema: str, *, replicas: int) -> dict[str, Any]:
     """Body of `PUT _index_template/<template_name(schema)>` (a composable template)."""
     return {
         "index_patterns": [index_pattern(schema)],
         "priority": TEMPLATE_PRIORITY,
-        "template": {"mappings": index_mappings(schema)},
+        "template": {"settings": index_settings(replicas=replicas), "mappings": index_mappings(schema)},
         "_meta": {"schema": schema, "managed_by": "index_bootstrap"},
     }
 
 
-def bootstrap_fingerprint(schemas: Iterable[str]) -> str:
-    """Changes whenever a template or the stored script would change; a custom-resource property."""
+def bootstrap_fingerprint(schemas: Iterable[str], *, replicas: int) -> str:
+    """Changes whenever a template, its settings or the stored script would change; a custom-resource property."""
     desired = {
         "script": stored_script_body(),
-        "templates": {schema: index_template(schema) for schema in sorted(schemas)},
+        "templates": {schema: index_template(schema, replicas=replicas) for schema in sorted(schemas)},
     }
     return hashlib.sha256(_canonical_json(desired)).hexdigest()

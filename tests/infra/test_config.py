@@ -291,7 +291,12 @@ def test_search_zones_beyond_network_max_azs_are_rejected(config: EnvironmentCon
         replace(
             config,
             network=replace(config.network, max_azs=zones - 1),
-            search=replace(config.search, availability_zone_count=zones, data_node_count=nodes),
+            search=replace(
+                config.search,
+                availability_zone_count=zones,
+                data_node_count=nodes,
+                replicas=max(1, config.search.replicas),
+            ),
         )
 
 
@@ -381,6 +386,26 @@ def test_data_nodes_not_a_multiple_of_zones_are_rejected(config: EnvironmentConf
     zones = config.search.availability_zone_count
     with rejects(f"{config.name}.search.data_node_count"):
         with_search(config, data_node_count=zones + 1 if zones > 1 else 0)
+
+
+def test_as_many_replicas_as_data_nodes_is_rejected(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.search.replicas"):
+        with_search(config, replicas=config.search.data_node_count)
+
+
+def test_negative_replicas_are_rejected(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.search.replicas"):
+        with_search(config, replicas=-1)
+
+
+def test_multi_zone_domain_without_replicas_is_rejected() -> None:
+    test = environments()["test"]
+    with rejects("test.search.replicas"):
+        with_search(test, replicas=0)
+
+
+def test_every_shipped_environment_can_allocate_all_its_replicas(config: EnvironmentConfig) -> None:
+    assert config.search.replicas < config.search.data_node_count
 
 
 def test_master_type_without_master_count_is_rejected(config: EnvironmentConfig) -> None:

@@ -84,8 +84,24 @@ def test_bootstrap_covers_exactly_the_indexable_schemas(stateless: Template) -> 
     stateless.has_resource_properties(BOOTSTRAP, {"Schemas": schema_names()})
 
 
-def test_bootstrap_fingerprint_tracks_the_desired_templates(stateless: Template) -> None:
-    stateless.has_resource_properties(BOOTSTRAP, {"Fingerprint": bootstrap_fingerprint(schema_names())})
+def test_bootstrap_fingerprint_tracks_the_desired_templates(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    fingerprint = bootstrap_fingerprint(schema_names(), replicas=config.search.replicas)
+    stateless.has_resource_properties(BOOTSTRAP, {"Fingerprint": fingerprint})
+
+
+def test_bootstrap_gives_every_index_the_configured_replica_count(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    stateless.has_resource_properties(BOOTSTRAP, {"Replicas": str(config.search.replicas)})
+
+
+def test_dev_runs_without_replicas_on_its_single_data_node() -> None:
+    from infra.environments import environments
+
+    dev = environments()["dev"].search
+    assert (dev.data_node_count, dev.replicas) == (1, 0)
 
 
 def test_bootstrap_has_no_undocumented_properties(stateless: Template) -> None:
@@ -97,6 +113,7 @@ def test_bootstrap_has_no_undocumented_properties(stateless: Template) -> None:
         "AdminRoleArn",
         "SyncRoleArn",
         "Schemas",
+        "Replicas",
         "Fingerprint",
     }
 

@@ -57,7 +57,7 @@ def bootstrap(server: LoopbackOpenSearch) -> None:
     transport = OpenSearchTransport(server.endpoint, REGION, timeout_seconds=5)
     for schema in indexable_schemas():
         name = schema.name
-        body = json.dumps(indices.index_template(name)).encode()
+        body = json.dumps(indices.index_template(name, replicas=0)).encode()
         assert transport.request("PUT", f"_index_template/{indices.template_name(name)}", body).ok
         aliases = {
             indices.read_alias(name): {"filter": indices.read_alias_filter()},

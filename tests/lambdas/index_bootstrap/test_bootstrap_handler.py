@@ -38,11 +38,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackOpenSearch]:
 
 
 def event(server: LoopbackOpenSearch, request_type: str = "Create", **extra: Any) -> dict[str, Any]:
-    return {
-        "RequestType": request_type,
-        "ResourceProperties": {"Endpoint": server.endpoint, "Region": REGION, "RequestTimeoutSeconds": "2"},
-        **extra,
-    }
+    return {"RequestType": request_type, "ResourceProperties": _properties(server), **extra}
 
 
 def puts_of(server: LoopbackOpenSearch, route: str) -> dict[str, Any]:
@@ -180,6 +176,27 @@ def test_physical_id_is_stable_for_one_endpoint(server: LoopbackOpenSearch) -> N
     assert first == second == f"opensearch-index-bootstrap:127.0.0.1:{server.port}"
 
 
+@pytest.mark.parametrize("replicas", [None, "", "one", "-1"])
+def test_a_missing_or_bad_replica_count_is_an_error_naming_the_property(
+    server: LoopbackOpenSearch, replicas: str | None
+) -> None:
+    properties = _properties(server)
+    if replicas is None:
+        del properties["Replicas"]
+    else:
+        properties["Replicas"] = replicas
+    with pytest.raises(ValueError, match="Replicas"):
+        handler.on_event({"RequestType": "Create", "ResourceProperties": properties}, None)
+    assert server.requests == []
+
+
+def test_templates_carry_the_replica_count(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server, ResourceProperties=_properties(server, Replicas="2")), None)
+
+    template = puts_of(server, ROUTE_INDEX_TEMPLATE)["/_index_template/geozone-template"]
+    assert template["template"]["settings"] == {"index": {"number_of_replicas": 2}}
+
+
 def test_missing_endpoint_is_an_error_naming_the_property() -> None:
     with pytest.raises(ValueError, match="Endpoint"):
         handler.on_event({"RequestType": "Create", "ResourceProperties": {}}, None)
@@ -234,4 +251,10 @@ def test_requests_are_signed_with_the_assumed_admin_role(monkeypatch: pytest.Mon
 
 
 def _properties(server: LoopbackOpenSearch, **extra: str) -> dict[str, str]:
-    return {"Endpoint": server.endpoint, "Region": REGION, "RequestTimeoutSeconds": "2", **extra}
+    return {
+        "Endpoint": server.endpoint,
+        "Region": REGION,
+        "RequestTimeoutSeconds": "2",
+        "Replicas": "0",
+        **extra,
+    }

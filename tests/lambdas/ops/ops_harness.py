@@ -76,7 +76,7 @@ class OpsEnv:
 
     def bootstrap(self) -> list[bootstrap.SchemaOutcome]:
         return IndexBootstrap(self.transport, sleep=lambda seconds: None).run(
-            [schema.name for schema in indexable_schemas()]
+            [schema.name for schema in indexable_schemas()], replicas=0
         )
 
     # --- DynamoDB ------------------------------------------------------------------------------------

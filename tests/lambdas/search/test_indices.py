@@ -72,7 +72,7 @@ def test_index_version_reads_only_the_schemas_own_versions(name: str, version: i
 
 
 def test_template_maps_keys_geometry_location_and_bbox_explicitly() -> None:
-    properties = index_template("geozone")["template"]["mappings"]["properties"]
+    properties = index_template("geozone", replicas=1)["template"]["mappings"]["properties"]
 
     assert {
         key: properties[key]["type"] for key in ("pk", "sk", "globalId", "schema", "stream_seq")
@@ -84,14 +84,14 @@ def test_template_maps_keys_geometry_location_and_bbox_explicitly() -> None:
 
 
 def test_template_turns_off_date_and_numeric_guessing() -> None:
-    mappings = index_template("geozone")["template"]["mappings"]
+    mappings = index_template("geozone", replicas=1)["template"]["mappings"]
 
     assert mappings["date_detection"] is False
     assert mappings["numeric_detection"] is False
 
 
 def test_other_strings_become_text_with_a_keyword_subfield() -> None:
-    (dynamic,) = index_template("booking")["template"]["mappings"]["dynamic_templates"]
+    (dynamic,) = index_template("booking", replicas=1)["template"]["mappings"]["dynamic_templates"]
     rule = next(iter(dynamic.values()))
 
     assert rule["match_mapping_type"] == "string"
@@ -100,7 +100,7 @@ def test_other_strings_become_text_with_a_keyword_subfield() -> None:
 
 
 def test_template_targets_only_the_schemas_versions() -> None:
-    template = index_template("booking")
+    template = index_template("booking", replicas=1)
 
     assert template["index_patterns"] == ["booking-v*"]
     assert isinstance(template["priority"], int)
@@ -128,8 +128,18 @@ def test_fingerprint_changes_with_any_field_mapping() -> None:
 
 
 def test_bootstrap_fingerprint_follows_the_schema_list() -> None:
-    assert bootstrap_fingerprint(["a", "b"]) == bootstrap_fingerprint(["b", "a"])
-    assert bootstrap_fingerprint(["a"]) != bootstrap_fingerprint(["a", "b"])
+    assert bootstrap_fingerprint(["a", "b"], replicas=1) == bootstrap_fingerprint(["b", "a"], replicas=1)
+    assert bootstrap_fingerprint(["a"], replicas=1) != bootstrap_fingerprint(["a", "b"], replicas=1)
+
+
+def test_bootstrap_fingerprint_follows_the_replica_count() -> None:
+    assert bootstrap_fingerprint(["a"], replicas=0) != bootstrap_fingerprint(["a"], replicas=1)
+
+
+def test_every_index_gets_the_configured_replica_count() -> None:
+    assert index_template("geozone", replicas=2)["template"]["settings"] == {
+        "index": {"number_of_replicas": 2}
+    }
 
 
 def test_script_replaces_the_whole_document_with_a_newer_change() -> None:
