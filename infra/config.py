@@ -18,6 +18,10 @@ ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,254}$")
 DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+ROLE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/(?P<name>[\w+=,.@/*-]{1,512})$")
+ROLE_NAME_PATTERN = re.compile(r"^[\w+=,.@/*-]{1,512}$")
+# Members of the IAM Identity Center (SSO) permission set "AdministratorAccess" in the environment's account.
+SSO_ADMINISTRATORS = "aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_AdministratorAccess_*"
 CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/(1[6-9]|2[0-8])$")
 
 # CloudWatch Logs accepts only these retention periods.
@@ -242,6 +246,7 @@ class SearchSettings:
     volume_throughput_mibps: int = 125
     bulk_max_bytes: int = 9 * 1024 * 1024
     master_role_arn: str | None = None
+    admin_principals: tuple[str, ...] = (SSO_ADMINISTRATORS,)
     snapshot_hour_utc: int = 8
 
     def validate(self, path: str) -> None:
@@ -300,6 +305,15 @@ class SearchSettings:
                 f"{self.master_role_arn!r} is not an IAM role ARN",
             )
         _require(0 <= self.snapshot_hour_utc <= 23, f"{path}.snapshot_hour_utc", "must be 0-23")
+        for index, principal in enumerate(self.admin_principals):
+            match = ROLE_ARN_PATTERN.fullmatch(principal) or ROLE_NAME_PATTERN.fullmatch(principal)
+            name = (match.groupdict().get("name") or principal) if match else ""
+            _require(
+                match is not None and name.rsplit("/", 1)[-1].strip("*") != "",
+                f"{path}.admin_principals[{index}]",
+                f"{principal!r} must be an IAM role ARN (pattern) or a role path/name (pattern) in this "
+                "environment's account, and must name more than '*'",
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -406,3 +420,17 @@ class EnvironmentConfig:
     @property
     def retains_data(self) -> bool:
         return self.removal_policy is RemovalPolicy.RETAIN
+
+    @property
+    def partition(self) -> str:
+        if self.region.startswith("cn-"):
+            return "aws-cn"
+        return "aws-us-gov" if "-gov-" in self.region else "aws"
+
+    def role_arn(self, name: str) -> str:
+        """The ARN of the IAM role ``name`` (path included, no leading slash) in this environment's account."""
+        return f"arn:{self.partition}:iam::{self.account}:role/{name}"
+
+    def admin_principal_arns(self) -> list[str]:
+        """``search.admin_principals`` as role ARN patterns (paths and names resolve in this account)."""
+        return [p if p.startswith("arn:") else self.role_arn(p) for p in self.search.admin_principals]

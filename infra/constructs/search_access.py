@@ -1,51 +1,85 @@
 """The IAM identities that may call the search domain, defined beside the domain that trusts them.
 
 They live in the stateful stack because the domain's resource policy names them: defining them with the
-functions that use them would make the two stacks reference each other.
+functions that use them would make the two stacks reference each other. Their names are fixed per environment
+(``<domain name>-<purpose>``), so the stateless stack names them without any cross-stack value and people can
+find the admin role to assume.
 """
 
 from __future__ import annotations
 
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.config import SearchSettings
+from infra.config import EnvironmentConfig
 from infra.iam import attach_policy
 
 
 class SearchAccess(Construct):
     """The fine-grained-access-control master role, the index-bootstrap role and the stream-sync role.
 
-    - ``admin_role``: the FGAC master user (from config, or created here and assumable by the bootstrap
-      function and by principals of this account that IAM allows to assume it).
+    - ``admin_role``: the FGAC master user (from config, or created here). Only the bootstrap function and the
+      principals named in ``search.admin_principals`` (by default the account's IAM Identity Center
+      AdministratorAccess users) may assume it; nobody else in the account can, whatever their IAM policies say.
     - ``bootstrap_role``: the index-bootstrap function's execution role; it assumes ``admin_role`` to put
       templates, scripts, indices, aliases and the stream-sync role mapping.
     - ``sync_role``: the stream-sync function's execution role; OpenSearch maps it to a role that may only
       write to the platform's indices.
+
+    The ``*_arn`` attributes are the same ARNs as plain strings, for the stateless stack.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: SearchSettings) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, removal_policy: RemovalPolicy
+    ) -> None:
         super().__init__(scope, construct_id)
+        base = config.search.domain_name
         lambda_principal = iam.ServicePrincipal("lambda.amazonaws.com")
         self.bootstrap_role = iam.Role(
-            self, "BootstrapRole", assumed_by=lambda_principal, description="Index bootstrap custom resource"
+            self,
+            "BootstrapRole",
+            role_name=f"{base}-index-bootstrap",
+            assumed_by=lambda_principal,
+            description="Index bootstrap custom resource",
         )
         self.sync_role = iam.Role(
-            self, "SyncRole", assumed_by=lambda_principal, description="DynamoDB stream to OpenSearch sync"
+            self,
+            "SyncRole",
+            role_name=f"{base}-stream-sync",
+            assumed_by=lambda_principal,
+            description="DynamoDB stream to OpenSearch sync",
         )
-        if settings.master_role_arn:
+        self.bootstrap_role_arn = config.role_arn(f"{base}-index-bootstrap")
+        self.sync_role_arn = config.role_arn(f"{base}-stream-sync")
+        if config.search.master_role_arn:
             self.admin_role: iam.IRole = iam.Role.from_role_arn(
-                self, "AdminRole", settings.master_role_arn, mutable=False
+                self, "AdminRole", config.search.master_role_arn, mutable=False
             )
+            self.admin_role_arn = config.search.master_role_arn
         else:
-            self.admin_role = iam.Role(
+            admin = iam.Role(
                 self,
                 "AdminRole",
-                assumed_by=iam.CompositePrincipal(
-                    iam.AccountRootPrincipal(), iam.ArnPrincipal(self.bootstrap_role.role_arn)
-                ),
+                role_name=f"{base}-search-admin",
+                assumed_by=iam.ArnPrincipal(self.bootstrap_role.role_arn),
                 description="OpenSearch fine-grained access control master user",
             )
+            patterns = config.admin_principal_arns()
+            if patterns:
+                accounts = sorted({pattern.split(":")[4] for pattern in patterns})
+                admin.assume_role_policy.add_statements(  # type: ignore[union-attr]
+                    iam.PolicyStatement(
+                        principals=[iam.AccountPrincipal(account) for account in accounts],
+                        actions=["sts:AssumeRole"],
+                        conditions={"ArnLike": {"aws:PrincipalArn": patterns}},
+                    )
+                )
+            # The retained domain's master user: without it nobody could administer the domain after the
+            # stack is deleted.
+            admin.apply_removal_policy(removal_policy)
+            self.admin_role = admin
+            self.admin_role_arn = config.role_arn(f"{base}-search-admin")
         attach_policy(
             self,
             "BootstrapAssumeAdmin",

@@ -16,6 +16,11 @@ from infra.nag import acknowledge
 LOG_TYPES = ("SearchSlow", "IndexSlow", "Application", "Audit")
 
 
+def domain_arn(domain_name: str) -> str:
+    """The ARN of the domain named ``domain_name`` in the deploying stack's account and region."""
+    return f"arn:{Aws.PARTITION}:es:{Aws.REGION}:{Aws.ACCOUNT_ID}:domain/{domain_name}"
+
+
 class SearchDomain(Construct):
     """One OpenSearch domain sized from config, reachable only from inside the VPC and only by named roles.
 
@@ -39,9 +44,7 @@ class SearchDomain(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.domain_name = settings.domain_name
-        self.domain_arn = (
-            f"arn:{Aws.PARTITION}:es:{Aws.REGION}:{Aws.ACCOUNT_ID}:domain/{settings.domain_name}"
-        )
+        self.domain_arn = domain_arn(settings.domain_name)
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",

@@ -43,7 +43,6 @@ class StreamSync(Construct):
         settings: SyncSettings,
         table: dynamodb.ITable,
         geometry_bucket: s3.IBucket,
-        geometry_bucket_arn: str,
         key: kms.IKey,
         role: iam.IRole,
         domain_arn: str,
@@ -63,7 +62,7 @@ class StreamSync(Construct):
             removal_policy=removal_policy,
             owner="the stream sync (the redrive tool re-reads DynamoDB for each message)",
         )
-        geometry_objects = f"{geometry_bucket_arn}/geometries/*"
+        geometry_objects = geometry_bucket.arn_for_objects("geometries/*")
         stream_arn = table.table_stream_arn
         assert stream_arn is not None, "the table must have a stream"
         self.handler = VpcFunction(

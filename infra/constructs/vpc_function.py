@@ -92,7 +92,8 @@ class VpcFunction(Construct):
             architecture=lambda_.Architecture.ARM_64,
             handler=handler,
             code=runtime_code(),
-            role=role.without_policy_updates(),
+            # Imported roles are immutable already; a role made here must not collect CDK's inline grants.
+            role=role.without_policy_updates() if isinstance(role, iam.Role) else role,
             memory_size=memory_mb,
             timeout=timeout,
             reserved_concurrent_executions=reserved_concurrency,

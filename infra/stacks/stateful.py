@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Fn, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from constructs import Construct
 
 from infra.config import EnvironmentConfig
@@ -12,6 +12,7 @@ from infra.constructs.network import Network
 from infra.constructs.search_access import SearchAccess
 from infra.constructs.search_domain import SearchDomain
 from infra.constructs.single_table import SingleTable
+from infra.handoff import Handoff
 from infra.retention import retention
 
 
@@ -39,7 +40,7 @@ class StatefulStack(Stack):
             log_retention=retention(config.network.flow_log_retention_days),
             removal_policy=removal,
         )
-        self.search_access = SearchAccess(self, "SearchAccess", settings=config.search)
+        self.search_access = SearchAccess(self, "SearchAccess", config=config, removal_policy=removal)
         self.search = SearchDomain(
             self,
             "Search",
@@ -54,15 +55,6 @@ class StatefulStack(Stack):
         )
         CfnOutput(self, "TableName", value=self.table.table_name)
         CfnOutput(self, "GeometryBucketName", value=self.geometry_bucket.bucket_name)
-        # Exported by name so the stateless stack's policy (and its cdk-nag acknowledgment) can name it at
-        # construction time; CDK's automatic exports get their names only at synth.
-        geometry_export = CfnOutput(
-            self,
-            "GeometryBucketArn",
-            value=self.geometry_bucket.bucket_arn,
-            export_name=f"{self.stack_name}-GeometryBucketArn",
-        )
-        self.geometry_bucket_arn = Fn.import_value(geometry_export.export_name)
         CfnOutput(self, "SearchEndpoint", value=f"https://{self.search.endpoint}")
         CfnOutput(self, "SearchDashboardsUrl", value=f"https://{self.search.endpoint}/_dashboards")
         CfnOutput(
@@ -76,4 +68,19 @@ class StatefulStack(Stack):
             "SearchSyncRoleArn",
             value=self.search_access.sync_role.role_arn,
             description="Mapped by the index bootstrap to the write-only 'refdata_stream_sync' FGAC role",
+        )
+        self.handoff = Handoff(
+            self,
+            "Handoff",
+            environment=config.name,
+            key=self.key,
+            table=self.table,
+            geometry_bucket=self.geometry_bucket,
+            vpc=self.network.vpc,
+            search_endpoint=self.search.endpoint,
+            search_security_group=self.search.security_group,
+            endpoint_security_group=self.network.endpoint_security_group,
+            admin_role_arn=self.search_access.admin_role_arn,
+            sync_role_arn=self.search_access.sync_role_arn,
+            bootstrap_role_arn=self.search_access.bootstrap_role_arn,
         )

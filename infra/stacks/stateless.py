@@ -10,13 +10,18 @@ from search.indices import bootstrap_fingerprint
 from infra.config import EnvironmentConfig
 from infra.constructs.index_bootstrap import IndexBootstrap
 from infra.constructs.monitoring import Monitoring
+from infra.constructs.search_domain import domain_arn
 from infra.constructs.stream_sync import StreamSync
 from infra.retention import retention
 from infra.stacks.stateful import StatefulStack
 
 
 class StatelessStack(Stack):
-    """Functions wired to the stateful stack's table stream, bucket and search domain."""
+    """Functions wired to the stateful stack's table stream, bucket and search domain.
+
+    Everything it uses from the stateful stack arrives through ``infra.handoff`` (SSM parameters), never as a
+    CloudFormation import, so the stateful stack can change any of those values without being blocked here.
+    """
 
     def __init__(
         self,
@@ -31,12 +36,12 @@ class StatelessStack(Stack):
         self.add_stack_dependency(stateful)
         removal = RemovalPolicy.RETAIN if config.retains_data else RemovalPolicy.DESTROY
         log_retention = retention(config.log_retention_days)
-        network, search, access = stateful.network, stateful.search, stateful.search_access
+        handed = stateful.handoff.receive(self)
         schemas = [schema.name for schema in indexable_schemas()]
         shared = {
-            "vpc": network.vpc,
-            "subnets": network.subnets,
-            "key": stateful.key,
+            "vpc": handed.vpc,
+            "subnets": handed.subnets,
+            "key": handed.key,
             "log_retention": log_retention,
             "removal_policy": removal,
         }
@@ -44,12 +49,11 @@ class StatelessStack(Stack):
             self,
             "StreamSync",
             settings=config.sync,
-            table=stateful.table,
-            geometry_bucket=stateful.geometry_bucket,
-            geometry_bucket_arn=stateful.geometry_bucket_arn,
-            role=access.sync_role,
-            domain_arn=search.domain_arn,
-            domain_endpoint=search.endpoint,
+            table=handed.table,
+            geometry_bucket=handed.geometry_bucket,
+            role=handed.sync_role,
+            domain_arn=domain_arn(config.search.domain_name),
+            domain_endpoint=handed.search_endpoint,
             bulk_max_bytes=config.search.bulk_max_bytes,
             indexable_schemas=schemas,
             **shared,  # type: ignore[arg-type]
@@ -57,16 +61,16 @@ class StatelessStack(Stack):
         self.bootstrap = IndexBootstrap(
             self,
             "IndexBootstrap",
-            role=access.bootstrap_role,
-            admin_role=access.admin_role,
-            sync_role=access.sync_role,
-            domain_endpoint=search.endpoint,
+            role=handed.bootstrap_role,
+            admin_role=handed.admin_role,
+            sync_role=handed.sync_role,
+            domain_endpoint=handed.search_endpoint,
             schemas=schemas,
             replicas=config.search.replicas,
             fingerprint=bootstrap_fingerprint(schemas, replicas=config.search.replicas),
             **shared,  # type: ignore[arg-type]
         )
-        self.monitoring = Monitoring(self, "Monitoring", key=stateful.key)
+        self.monitoring = Monitoring(self, "Monitoring", key=handed.key)
         self.monitoring.watch_stream_function("StreamSync", self.sync.function)
         self.monitoring.watch_dead_letter_queue("StreamSyncDeadLetters", self.sync.dead_letter_queue)
         self.monitoring.watch_dead_letter_queue("BootstrapDeadLetters", self.bootstrap.dead_letter_queue)
@@ -75,7 +79,9 @@ class StatelessStack(Stack):
         # Documents must not flow before the templates that map them exist.
         self.sync.function.node.add_dependency(self.bootstrap.resource)
         for function in (self.sync.handler, self.bootstrap.handler):
-            function.allow_https_to("SearchIngress", search.security_group, "HTTPS to the search domain")
             function.allow_https_to(
-                "EndpointIngress", network.endpoint_security_group, "HTTPS to VPC endpoints"
+                "SearchIngress", handed.search_security_group, "HTTPS to the search domain"
+            )
+            function.allow_https_to(
+                "EndpointIngress", handed.endpoint_security_group, "HTTPS to VPC endpoints"
             )

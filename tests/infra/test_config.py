@@ -418,6 +418,31 @@ def test_even_master_count_is_rejected(config: EnvironmentConfig) -> None:
         with_search(config, master_node_type="m7g.large.search", master_node_count=2)
 
 
+@pytest.mark.parametrize(
+    "principal",
+    [
+        "*",
+        "aws-reserved/sso.amazonaws.com/*/*",
+        "arn:aws:iam::123456789012:role/*",
+        "arn:aws:iam::123:role/admin",
+        "arn:aws:iam::123456789012:user/admin",
+        "role with spaces",
+    ],
+)
+def test_admin_principal_that_is_not_a_named_role_pattern_is_rejected(
+    config: EnvironmentConfig, principal: str
+) -> None:
+    with rejects(f"{config.name}.search.admin_principals[1]"):
+        with_search(config, admin_principals=(*config.search.admin_principals, principal))
+
+
+def test_admin_principal_paths_resolve_in_the_environment_account(config: EnvironmentConfig) -> None:
+    changed = with_search(config, admin_principals=("platform/search-operators-*",))
+    assert changed.admin_principal_arns() == [
+        f"arn:aws:iam::{config.account}:role/platform/search-operators-*"
+    ]
+
+
 def test_valid_master_role_arn_is_accepted(config: EnvironmentConfig) -> None:
     arn = f"arn:aws:iam::{config.account}:role/platform/search-admin"
     assert with_search(config, master_role_arn=arn).search.master_role_arn == arn

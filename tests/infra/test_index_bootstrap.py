@@ -38,7 +38,7 @@ def schema_names() -> list[str]:
 
 def bootstrap_properties(stateful: Template, stateless: Template) -> dict[str, Any]:
     _, resource = one(stateless, BOOTSTRAP)
-    return resolve(stateful, resource["Properties"])
+    return resolve(stateful, stateless, resource["Properties"])
 
 
 def handler_function(stateless: Template) -> tuple[str, dict[str, Any]]:
@@ -138,7 +138,7 @@ def test_handler_runs_in_every_isolated_subnet_with_its_own_group(
     stateful: Template, stateless: Template
 ) -> None:
     _, handler = handler_function(stateless)
-    vpc_config = resolve(stateful, handler["Properties"]["VpcConfig"])
+    vpc_config = resolve(stateful, stateless, handler["Properties"]["VpcConfig"])
     assert sorted(map(json.dumps, vpc_config["SubnetIds"])) == sorted(map(json.dumps, subnet_refs(stateful)))
     ((group,),) = [vpc_config["SecurityGroupIds"]]
     assert group["Fn::GetAtt"][0] in stateless.find_resources("AWS::EC2::SecurityGroup")
@@ -146,7 +146,9 @@ def test_handler_runs_in_every_isolated_subnet_with_its_own_group(
 
 def test_handler_assumes_the_bootstrap_role(stateful: Template, stateless: Template) -> None:
     _, handler = handler_function(stateless)
-    assert resolve(stateful, handler["Properties"]["Role"]) == role_arn(stateful, BOOTSTRAP_ROLE_DESCRIPTION)
+    assert resolve(stateful, stateless, handler["Properties"]["Role"]) == role_arn(
+        stateful, BOOTSTRAP_ROLE_DESCRIPTION
+    )
 
 
 def test_handler_logs_to_an_encrypted_group_with_configured_retention(
@@ -156,7 +158,7 @@ def test_handler_logs_to_an_encrypted_group_with_configured_retention(
     group = stateless.find_resources("AWS::Logs::LogGroup")[
         handler["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
     ]
-    assert resolve(stateful, group["Properties"]) == {
+    assert resolve(stateful, stateless, group["Properties"]) == {
         "KmsKeyId": data_key_arn(stateful),
         "RetentionInDays": config.log_retention_days,
     }
@@ -205,7 +207,7 @@ def test_framework_dead_letters_to_an_encrypted_tls_only_queue(
 ) -> None:
     queue_id = framework_dead_letter_queue_id(stateless)
     queue = stateless.find_resources("AWS::SQS::Queue")[queue_id]
-    assert resolve(stateful, queue["Properties"]["KmsMasterKeyId"]) == data_key_arn(stateful)
+    assert resolve(stateful, stateless, queue["Properties"]["KmsMasterKeyId"]) == data_key_arn(stateful)
     stateless.has_resource_properties(
         "AWS::SQS::QueuePolicy",
         {
@@ -227,7 +229,7 @@ def test_framework_runs_in_the_vpc_with_encrypted_environment(
     stateful: Template, stateless: Template
 ) -> None:
     _, framework = framework_function(stateless)
-    properties = resolve(stateful, framework["Properties"])
+    properties = resolve(stateful, stateless, framework["Properties"])
     assert sorted(map(json.dumps, properties["VpcConfig"]["SubnetIds"])) == sorted(
         map(json.dumps, subnet_refs(stateful))
     )
@@ -240,7 +242,7 @@ def test_framework_logs_to_an_encrypted_group_with_configured_retention(
     _, framework = framework_function(stateless)
     group_id = framework["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
     group = stateless.find_resources("AWS::Logs::LogGroup")[group_id]
-    assert resolve(stateful, group["Properties"]) == {
+    assert resolve(stateful, stateless, group["Properties"]) == {
         "KmsKeyId": data_key_arn(stateful),
         "RetentionInDays": config.log_retention_days,
     }
@@ -251,7 +253,9 @@ def test_framework_role_has_exactly_the_permissions_it_needs(stateful: Template,
     framework_id, framework = framework_function(stateless)
     role_id = framework["Properties"]["Role"]["Fn::GetAtt"][0]
     group_id = framework["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
-    policy = resolve(stateful, policy_attached_to(stateless, stateful, {"Ref": role_id})["PolicyDocument"])
+    policy = resolve(
+        stateful, stateless, policy_attached_to(stateless, stateful, {"Ref": role_id})["PolicyDocument"]
+    )
     assert permissions(policy) == (
         allow(["lambda:InvokeFunction"], {"Fn::GetAtt": [handler_id, "Arn"]})
         | allow(["logs:CreateLogStream", "logs:PutLogEvents"], {"Fn::GetAtt": [group_id, "Arn"]})

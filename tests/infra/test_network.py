@@ -8,6 +8,7 @@ import pytest
 from aws_cdk.assertions import Capture, Match, Template
 
 from infra.config import EnvironmentConfig
+from tests.infra.test_stream_sync import resolve
 
 VPC = "AWS::EC2::VPC"
 SUBNET = "AWS::EC2::Subnet"
@@ -216,14 +217,10 @@ def test_endpoint_security_group_admits_only_function_groups_on_https(
     stateful: Template, stateless: Template
 ) -> None:
     group_id = endpoint_security_group(stateful)["Fn::GetAtt"][0]
-    exports = {
-        output["Export"]["Name"]
-        for output in stateful.find_outputs("*", {"Value": {"Fn::GetAtt": [group_id, "GroupId"]}}).values()
-    }
     rules = [
         rule["Properties"]
-        for rule in stateless.find_resources(INGRESS).values()
-        if rule["Properties"]["GroupId"].get("Fn::ImportValue") in exports
+        for rule in resolve(stateful, stateless, stateless.find_resources(INGRESS)).values()
+        if rule["Properties"]["GroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}
     ]
     function_groups = [
         {"Fn::GetAtt": [logical_id, "GroupId"]} for logical_id in stateless.find_resources(SECURITY_GROUP)

@@ -9,6 +9,7 @@ import pytest
 from aws_cdk.assertions import Capture, Match, Template
 
 from infra.config import EnvironmentConfig
+from tests.infra.test_stream_sync import resolve
 
 DOMAIN = "AWS::OpenSearchService::Domain"
 LOG_TYPES = ("SEARCH_SLOW_LOGS", "INDEX_SLOW_LOGS", "ES_APPLICATION_LOGS", "AUDIT_LOGS")
@@ -191,16 +192,11 @@ def test_domain_admits_only_platform_functions_on_https(stateful: Template, stat
     stateful.has_resource_properties(
         DOMAIN, {"VPCOptions": {"SecurityGroupIds": [{"Fn::GetAtt": [group_id, "GroupId"]}]}}
     )
-    exports = {
-        output["Export"]["Name"]
-        for output in stateful.find_outputs(
-            "*", {"Value": {"Fn::GetAtt": [group_id.as_string(), "GroupId"]}}
-        ).values()
-    }
+    ingress = resolve(stateful, stateless, stateless.find_resources("AWS::EC2::SecurityGroupIngress"))
     rules = [
         rule["Properties"]
-        for rule in stateless.find_resources("AWS::EC2::SecurityGroupIngress").values()
-        if rule["Properties"]["GroupId"].get("Fn::ImportValue") in exports
+        for rule in ingress.values()
+        if rule["Properties"]["GroupId"] == {"Fn::GetAtt": [group_id.as_string(), "GroupId"]}
     ]
     function_groups = [
         {"Fn::GetAtt": [logical_id, "GroupId"]}

@@ -1,7 +1,7 @@
 """The stream sync: function settings, environment, event source mapping, dead-letter queue and exact permissions.
 
-The stateless stack reaches the stateful stack's resources through imports; ``resolve`` replaces each import with
-the exported value so expectations can name the stateful stack's resources directly.
+The stateless stack reaches the stateful stack's resources through SSM parameters; ``resolve`` replaces each with
+the value the stateful stack writes, so expectations can name the stateful stack's resources directly.
 """
 
 from __future__ import annotations
@@ -28,22 +28,41 @@ STREAM_READ_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamo
 # --- helpers shared with test_index_bootstrap.py ------------------------------------------------------------
 
 
-def resolve(stateful: Template, value: Any) -> Any:
-    """``value`` with every ``Fn::ImportValue`` replaced by what the stateful stack exports under that name."""
-    exports = {
-        output["Export"]["Name"]: output["Value"]
-        for output in stateful.to_json().get("Outputs", {}).values()
-        if "Export" in output
+def resolve(stateful: Template, stateless: Template, value: Any) -> Any:
+    """``value`` with every value handed over by the stateful stack replaced by the stateful expression for it.
+
+    The stateless stack reads deploy-time values as SSM-typed template parameters (``infra.handoff``); each
+    parameter's default names an ``AWS::SSM::Parameter`` of the stateful stack, whose ``Value`` is substituted.
+    Roles have fixed names, so the stateless stack names them by literal ARN or name: those become the stateful
+    role's ``Fn::GetAtt``/``Ref``.
+    """
+    written = {
+        resource["Properties"]["Name"]: resource["Properties"]["Value"]
+        for resource in stateful.find_resources("AWS::SSM::Parameter").values()
     }
+    literals: dict[str, Any] = {
+        name: written[parameter["Default"]]
+        for name, parameter in stateless.to_json().get("Parameters", {}).items()
+        if parameter["Type"].startswith("AWS::SSM::Parameter::Value<") and parameter["Default"] in written
+    }
+    references = {}
+    for logical_id, role in stateful.find_resources("AWS::IAM::Role").items():
+        name = role["Properties"].get("RoleName")
+        if name:
+            references[name] = {"Ref": logical_id}
+            references[f":role/{name}"] = {"Fn::GetAtt": [logical_id, "Arn"]}
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
-            if set(node) == {"Fn::ImportValue"}:
-                assert node["Fn::ImportValue"] in exports, f"no export named {node['Fn::ImportValue']}"
-                return exports[node["Fn::ImportValue"]]
+            if set(node) == {"Ref"} and node["Ref"] in literals:
+                return literals[node["Ref"]]
             return {key: walk(item) for key, item in node.items()}
         if isinstance(node, list):
             return [walk(item) for item in node]
+        if isinstance(node, str) and node in references:
+            return references[node]
+        if isinstance(node, str) and node.startswith("arn:") and ":role/" in node:
+            return references.get(node[node.index(":role/") :], node)
         return node
 
     return walk(value)
@@ -99,7 +118,7 @@ def policy_attached_to(template: Template, stateful: Template, role: dict[str, A
     found = [
         policy["Properties"]
         for policy in template.find_resources(MANAGED_POLICY).values()
-        if resolve(stateful, policy["Properties"]["Roles"]) == [role]
+        if resolve(stateful, template, policy["Properties"]["Roles"]) == [role]
     ]
     assert len(found) == 1, found
     return found[0]
@@ -148,7 +167,7 @@ def test_function_runs_in_every_isolated_subnet_with_its_own_group(
     stateful: Template, stateless: Template
 ) -> None:
     _, function = sync_function(stateless)
-    vpc_config = resolve(stateful, function["Properties"]["VpcConfig"])
+    vpc_config = resolve(stateful, stateless, function["Properties"]["VpcConfig"])
     assert sorted(map(json.dumps, vpc_config["SubnetIds"])) == sorted(map(json.dumps, subnet_refs(stateful)))
     ((group,),) = [vpc_config["SecurityGroupIds"]]
     assert group["Fn::GetAtt"][0] in stateless.find_resources("AWS::EC2::SecurityGroup")
@@ -156,7 +175,9 @@ def test_function_runs_in_every_isolated_subnet_with_its_own_group(
 
 def test_function_assumes_the_sync_role(stateful: Template, stateless: Template) -> None:
     _, function = sync_function(stateless)
-    assert resolve(stateful, function["Properties"]["Role"]) == role_arn(stateful, SYNC_ROLE_DESCRIPTION)
+    assert resolve(stateful, stateless, function["Properties"]["Role"]) == role_arn(
+        stateful, SYNC_ROLE_DESCRIPTION
+    )
 
 
 def test_function_logs_to_an_encrypted_group_with_configured_retention(
@@ -165,7 +186,7 @@ def test_function_logs_to_an_encrypted_group_with_configured_retention(
     _, function = sync_function(stateless)
     group_id = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
     group = stateless.find_resources("AWS::Logs::LogGroup")[group_id]
-    assert resolve(stateful, group["Properties"]) == {
+    assert resolve(stateful, stateless, group["Properties"]) == {
         "KmsKeyId": data_key_arn(stateful),
         "RetentionInDays": config.log_retention_days,
     }
@@ -175,7 +196,7 @@ def test_function_environment_is_exactly_the_documented_variables(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
     _, function = sync_function(stateless)
-    variables = resolve(stateful, function["Properties"]["Environment"]["Variables"])
+    variables = resolve(stateful, stateless, function["Properties"]["Environment"]["Variables"])
     namespace = variables.pop("METRICS_NAMESPACE")
     assert isinstance(namespace, str) and namespace
     assert variables == {
@@ -205,7 +226,7 @@ def test_one_mapping_reads_the_table_stream(stateful: Template, stateless: Templ
     _, mapping = one(stateless, MAPPING)
     function_id, _ = sync_function(stateless)
     assert mapping["Properties"]["FunctionName"] == {"Ref": function_id}
-    assert resolve(stateful, mapping["Properties"]["EventSourceArn"]) == get_att(
+    assert resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]) == get_att(
         stateful, "AWS::DynamoDB::Table", "StreamArn"
     )
 
@@ -280,7 +301,7 @@ def test_filter_admits_no_non_indexable_schema(stateless: Template) -> None:
 
 def test_dead_letter_queue_is_encrypted_with_the_data_key(stateful: Template, stateless: Template) -> None:
     queue = stateless.find_resources(QUEUE)[dead_letter_queue_id(stateless)]
-    assert resolve(stateful, queue["Properties"]["KmsMasterKeyId"]) == data_key_arn(stateful)
+    assert resolve(stateful, stateless, queue["Properties"]["KmsMasterKeyId"]) == data_key_arn(stateful)
 
 
 def test_dead_letter_queue_keeps_messages_fourteen_days(stateless: Template) -> None:
@@ -323,8 +344,11 @@ def test_sync_role_has_exactly_the_permissions_it_needs(
     _, function = sync_function(stateless)
     log_group_id = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
     sync_role = {"Ref": one(stateful, "AWS::IAM::Role", {"Description": SYNC_ROLE_DESCRIPTION})[0]}
-    policy = resolve(stateful, policy_attached_to(stateless, stateful, sync_role)["PolicyDocument"])
-    bucket_arn = get_att(stateful, "AWS::S3::Bucket", "Arn", LoggingConfiguration=Match.any_value())
+    policy = resolve(
+        stateful, stateless, policy_attached_to(stateless, stateful, sync_role)["PolicyDocument"]
+    )
+    bucket = one(stateful, "AWS::S3::Bucket", {"LoggingConfiguration": Match.any_value()})[0]
+    bucket_arn = ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": bucket}]
     domain_bulk = {
         "Fn::Join": [
             "",
@@ -344,7 +368,7 @@ def test_sync_role_has_exactly_the_permissions_it_needs(
         | allow(ENI_ACTIONS + XRAY_ACTIONS, "*")
         | allow(STREAM_READ_ACTIONS, get_att(stateful, "AWS::DynamoDB::Table", "StreamArn"))
         | allow(["dynamodb:ListStreams"], "*")
-        | allow(["s3:GetObject"], {"Fn::Join": ["", [bucket_arn, "/geometries/*"]]})
+        | allow(["s3:GetObject"], {"Fn::Join": ["", [*bucket_arn, "/geometries/*"]]})
         | allow(["sqs:SendMessage"], {"Fn::GetAtt": [dead_letter_queue_id(stateless), "Arn"]})
         | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
         | allow(["es:ESHttpPost"], domain_bulk)

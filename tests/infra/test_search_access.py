@@ -1,0 +1,100 @@
+"""The search roles: fixed names per environment, and an admin role only the bootstrap and named principals assume."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from aws_cdk import App, Environment, RemovalPolicy, Stack
+from aws_cdk.assertions import Template
+
+from infra.app_builder import committed_context
+from infra.config import SSO_ADMINISTRATORS, EnvironmentConfig
+from infra.constructs.search_access import SearchAccess
+from infra.environments import environments
+
+ROLE = "AWS::IAM::Role"
+ADMIN_ROLE_DESCRIPTION = "OpenSearch fine-grained access control master user"
+BOOTSTRAP_ROLE_DESCRIPTION = "Index bootstrap custom resource"
+
+
+def role(template: Template, description: str) -> tuple[str, dict[str, Any]]:
+    found = template.find_resources(ROLE, {"Properties": {"Description": description}})
+    assert len(found) == 1, found
+    return next(iter(found.items()))
+
+
+def trust_statements(template: Template) -> list[dict[str, Any]]:
+    _, admin = role(template, ADMIN_ROLE_DESCRIPTION)
+    return list(admin["Properties"]["AssumeRolePolicyDocument"]["Statement"])
+
+
+def access_for(config: EnvironmentConfig) -> Template:
+    """Only the search roles of ``config``, in a stack of their own (no full synth)."""
+    environment = Environment(account=config.account, region=config.region)
+    stack = Stack(App(context=committed_context()), "Access", env=environment)
+    SearchAccess(stack, "SearchAccess", config=config, removal_policy=RemovalPolicy.RETAIN)
+    return Template.from_stack(stack)
+
+
+def test_roles_have_fixed_names_per_environment(stateful: Template, config: EnvironmentConfig) -> None:
+    names = {resource["Properties"].get("RoleName") for resource in stateful.find_resources(ROLE).values()}
+    base = config.search.domain_name
+    assert {f"{base}-search-admin", f"{base}-stream-sync", f"{base}-index-bootstrap"} <= names
+
+
+def test_admin_role_trusts_only_the_bootstrap_role_and_the_configured_principals(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    bootstrap_id, _ = role(stateful, BOOTSTRAP_ROLE_DESCRIPTION)
+    assert trust_statements(stateful) == [
+        {
+            "Action": "sts:AssumeRole",
+            "Effect": "Allow",
+            "Principal": {"AWS": {"Fn::GetAtt": [bootstrap_id, "Arn"]}},
+        },
+        {
+            "Action": "sts:AssumeRole",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:aws:iam::{config.account}:root"},
+            "Condition": {"ArnLike": {"aws:PrincipalArn": config.admin_principal_arns()}},
+        },
+    ]
+
+
+def test_no_trust_statement_admits_a_whole_account_without_naming_principals(stateful: Template) -> None:
+    for statement in trust_statements(stateful):
+        principal = statement["Principal"]["AWS"]
+        if isinstance(principal, str) and principal.endswith(":root"):
+            assert statement["Condition"]["ArnLike"]["aws:PrincipalArn"]
+
+
+def test_by_default_the_identity_center_administrators_may_assume_the_admin_role() -> None:
+    dev = environments()["dev"]
+    assert dev.search.admin_principals == (SSO_ADMINISTRATORS,)
+    assert dev.admin_principal_arns() == [
+        "arn:aws:iam::111111111111:role/aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_AdministratorAccess_*"
+    ]
+
+
+def test_without_admin_principals_only_the_bootstrap_assumes_the_admin_role() -> None:
+    dev = environments()["dev"]
+    template = access_for(replace(dev, search=replace(dev.search, admin_principals=())))
+    (statement,) = trust_statements(template)
+    assert set(statement["Principal"]["AWS"]) == {"Fn::GetAtt"}
+
+
+def test_a_principal_of_another_account_is_trusted_through_that_account_only() -> None:
+    dev = environments()["dev"]
+    ci = "arn:aws:iam::999999999999:role/ci/deployer"
+    template = access_for(replace(dev, search=replace(dev.search, admin_principals=(ci,))))
+    named = trust_statements(template)[1]
+    assert named["Principal"] == {"AWS": "arn:aws:iam::999999999999:root"}
+    assert named["Condition"] == {"ArnLike": {"aws:PrincipalArn": [ci]}}
+
+
+def test_a_configured_master_role_replaces_the_admin_role() -> None:
+    dev = environments()["dev"]
+    master = "arn:aws:iam::111111111111:role/platform/search-master"
+    template = access_for(replace(dev, search=replace(dev.search, master_role_arn=master)))
+    assert not template.find_resources(ROLE, {"Properties": {"Description": ADMIN_ROLE_DESCRIPTION}})
