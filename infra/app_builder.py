@@ -44,7 +44,11 @@ def account_overrides(app: App, *, known: set[str]) -> dict[str, str]:
 def build_environment(app: App, config: EnvironmentConfig) -> Stage:
     stage = Stage(app, config.name, env=Environment(account=config.account, region=config.region))
     stateful = StatefulStack(
-        stage, "Stateful", config=config, description=f"Reference data ({config.name}): state"
+        stage,
+        "Stateful",
+        config=config,
+        description=f"Reference data ({config.name}): state",
+        termination_protection=config.retains_data,
     )
     StatelessStack(
         stage,

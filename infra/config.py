@@ -360,6 +360,10 @@ class EnvironmentConfig:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
     production: bool = False
+    # Reserve concurrency for every function (the sync's from sync.reserved_concurrency, one each for the index
+    # bootstrap and its provider). Lambda keeps 100 of an account's quota unreserved, so a new account (quota
+    # often 10) cannot reserve anything: turn it off there.
+    reserve_concurrency: bool = True
 
     def __post_init__(self) -> None:
         self.validate()
@@ -420,6 +424,18 @@ class EnvironmentConfig:
     @property
     def retains_data(self) -> bool:
         return self.removal_policy is RemovalPolicy.RETAIN
+
+    def concurrency_reservations(self) -> dict[str, int]:
+        """Reserved concurrency per function; empty when the environment reserves none."""
+        if not self.reserve_concurrency:
+            return {}
+        return {"stream sync": self.sync.reserved_concurrency, "index bootstrap": 1, "bootstrap provider": 1}
+
+    def required_concurrency_quota(self) -> int:
+        """The account's Lambda concurrency quota this environment needs: its reservations plus the 100 that
+        Lambda keeps unreserved (a new account's quota of 10 suffices when nothing is reserved)."""
+        reserved = sum(self.concurrency_reservations().values())
+        return 100 + reserved if reserved else 10
 
     @property
     def partition(self) -> str:

@@ -31,7 +31,7 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
             table=TableSettings(),
             network=NetworkSettings(cidr="10.40.0.0/16", max_azs=2, flow_log_retention_days=30),
             search=SearchSettings(domain_name="refdata-dev", bulk_max_bytes=9 * 1024 * 1024),
-            sync=SyncSettings(reserved_concurrency=5),
+            reserve_concurrency=False,
         ),
         EnvironmentConfig(
             name="test",

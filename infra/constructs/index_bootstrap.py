@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -13,7 +15,13 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.constructs.dead_letter_queue import dead_letter_queue
-from infra.constructs.vpc_function import ENI_ACTIONS, VpcFunction
+from infra.constructs.vpc_function import (
+    ENI_ACTIONS,
+    UNRESERVED_CONCURRENCY_FINDINGS,
+    UNRESERVED_CONCURRENCY_REASON,
+    Reach,
+    VpcFunction,
+)
 from infra.iam import attach_policy
 from infra.nag import acknowledge
 
@@ -39,6 +47,8 @@ class IndexBootstrap(Construct):
         schemas: list[str],
         replicas: int,
         fingerprint: str,
+        reserve_concurrency: bool,
+        reaches: Sequence[Reach],
         vpc: ec2.IVpc,
         subnets: ec2.SubnetSelection,
         key: kms.IKey,
@@ -59,9 +69,10 @@ class IndexBootstrap(Construct):
             removal_policy=removal_policy,
             memory_mb=256,
             timeout=Duration.minutes(5),
-            reserved_concurrency=1,
+            reserved_concurrency=1 if reserve_concurrency else None,
             environment={},
             statements=[],
+            reaches=reaches,
         )
         self.dead_letter_queue = framework_dlq = dead_letter_queue(
             self,
@@ -100,7 +111,10 @@ class IndexBootstrap(Construct):
             "ProviderPolicy",
             framework_role,
             [
-                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.handler.arn]),
+                # GetFunction: the framework waits for an idle in-VPC handler that has gone inactive.
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction", "lambda:GetFunction"], resources=[self.handler.arn]
+                ),
                 iam.PolicyStatement(
                     actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                     resources=[framework_logs.log_group_arn],
@@ -113,7 +127,7 @@ class IndexBootstrap(Construct):
                 iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[framework_dlq.queue_arn]),
             ],
         )
-        self._harden_framework_function(framework_dlq)
+        self._harden_framework_function(framework_dlq, reserve_concurrency=reserve_concurrency)
         self.provider.node.add_dependency(framework_policy)
         acknowledge(
             framework_policy,
@@ -136,7 +150,7 @@ class IndexBootstrap(Construct):
             },
         )
 
-    def _harden_framework_function(self, dead_letter_queue: sqs.IQueue) -> None:
+    def _harden_framework_function(self, dead_letter_queue: sqs.IQueue, *, reserve_concurrency: bool) -> None:
         """The provider framework's own function exposes no props for these; set them on its L1 resource.
 
         CloudFormation invokes it asynchronously, so a dead-letter queue does catch events it fails on.
@@ -144,7 +158,10 @@ class IndexBootstrap(Construct):
         framework = self.provider.node.find_child("framework-onEvent").node.default_child
         assert isinstance(framework, lambda_.CfnFunction)
         framework.memory_size = 256
-        framework.reserved_concurrent_executions = 1
+        if reserve_concurrency:
+            framework.reserved_concurrent_executions = 1
+        else:
+            acknowledge(framework, UNRESERVED_CONCURRENCY_REASON, *UNRESERVED_CONCURRENCY_FINDINGS)
         framework.tracing_config = lambda_.CfnFunction.TracingConfigProperty(mode="Active")
         framework.dead_letter_config = lambda_.CfnFunction.DeadLetterConfigProperty(
             target_arn=dead_letter_queue.queue_arn

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import CfnResource, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -19,6 +19,11 @@ INTERFACE_SERVICES = (
     ("Sqs", ec2.InterfaceVpcEndpointAwsService.SQS),
     ("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_),
     ("Sts", ec2.InterfaceVpcEndpointAwsService.STS),
+)
+
+
+RETAINED_NETWORK_TYPES = frozenset(
+    {"AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::RouteTable", "AWS::EC2::SubnetRouteTableAssociation"}
 )
 
 
@@ -71,6 +76,10 @@ class Network(Construct):
                 "HIPAA.Security-VPCDefaultSecurityGroupClosed",
                 "PCI.DSS.321-VPCDefaultSecurityGroupClosed",
             )
+            # A retained domain keeps its network interfaces in these subnets: keep what they stand on too.
+            for child in self.vpc.node.find_all():
+                if isinstance(child, CfnResource) and child.cfn_resource_type in RETAINED_NETWORK_TYPES:
+                    child.apply_removal_policy(removal_policy)
         self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
         self.isolated_subnets = self.vpc.isolated_subnets
         flow_logs = logs.LogGroup(

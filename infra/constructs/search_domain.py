@@ -52,6 +52,8 @@ class SearchDomain(Construct):
             description=f"OpenSearch domain {settings.domain_name}: HTTPS from platform functions only",
             allow_all_outbound=False,
         )
+        # The retained domain's network interfaces live in this group.
+        self.security_group.apply_removal_policy(removal_policy)
         log_groups = {
             kind: logs.LogGroup(
                 self,
@@ -62,7 +64,7 @@ class SearchDomain(Construct):
             )
             for kind in LOG_TYPES
         }
-        logs.ResourcePolicy(
+        log_delivery = logs.ResourcePolicy(
             self,
             "LogDelivery",
             policy_statements=[
@@ -119,9 +121,13 @@ class SearchDomain(Construct):
             suppress_logs_resource_policy=True,
             automated_snapshot_start_hour=settings.snapshot_hour_utc,
             enable_auto_software_update=True,
+            # A new engine_version in config upgrades the domain in place instead of replacing it.
+            enable_version_upgrade=True,
             off_peak_window_enabled=True,
             removal_policy=removal_policy,
         )
+        # CDK orders the domain after its log-delivery policy only when it writes that policy itself.
+        self.domain.node.add_dependency(log_delivery)
         cfn_domain = self.domain.node.default_child
         assert isinstance(cfn_domain, opensearch.CfnDomain)
         principals = [admin_role.role_arn, *(role.role_arn for role in client_roles)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
@@ -15,7 +17,7 @@ from constructs import Construct
 
 from infra.config import SyncSettings
 from infra.constructs.dead_letter_queue import dead_letter_queue
-from infra.constructs.vpc_function import VpcFunction
+from infra.constructs.vpc_function import Reach, VpcFunction
 from infra.nag import acknowledge, finding_resource
 
 
@@ -41,6 +43,8 @@ class StreamSync(Construct):
         construct_id: str,
         *,
         settings: SyncSettings,
+        reserve_concurrency: bool,
+        reaches: Sequence[Reach],
         table: dynamodb.ITable,
         geometry_bucket: s3.IBucket,
         key: kms.IKey,
@@ -78,7 +82,8 @@ class StreamSync(Construct):
             removal_policy=removal_policy,
             memory_mb=settings.memory_mb,
             timeout=Duration.seconds(settings.timeout_seconds),
-            reserved_concurrency=settings.reserved_concurrency,
+            reserved_concurrency=settings.reserved_concurrency if reserve_concurrency else None,
+            reaches=reaches,
             dead_letter_queue=self.dead_letter_queue,
             wildcard_reason="dynamodb:ListStreams accepts only '*' as well.",
             environment={

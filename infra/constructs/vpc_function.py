@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy
@@ -16,6 +18,17 @@ from infra.iam import attach_policy
 from infra.nag import acknowledge
 
 RUNTIME_ROOT = Path(__file__).resolve().parents[2] / "lambdas"
+
+
+@dataclass(frozen=True)
+class Reach:
+    """A peer the function calls on HTTPS: the search domain or the VPC endpoints, by their security group."""
+
+    construct_id: str
+    security_group: ec2.ISecurityGroup
+    description: str
+
+
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
@@ -30,6 +43,14 @@ def runtime_code() -> lambda_.Code:
     )
 
 
+UNRESERVED_CONCURRENCY_FINDINGS = ("NIST.800.53.R5-LambdaConcurrency", "HIPAA.Security-LambdaConcurrency")
+UNRESERVED_CONCURRENCY_REASON = (
+    "This environment's config turns reserved concurrency off (reserve_concurrency): Lambda keeps 100 of an "
+    "account's concurrency unreserved, so an account whose quota is below 100 plus the reservations (a new "
+    "account's quota is often 10) could not deploy at all. The event source mapping's parallelization factor "
+    "still bounds the sync's concurrency per shard."
+)
+
 ENI_ACTIONS = [
     "ec2:CreateNetworkInterface",
     "ec2:DescribeNetworkInterfaces",
@@ -41,10 +62,12 @@ ENI_ACTIONS = [
 
 
 class VpcFunction(Construct):
-    """arm64 Python function with X-Ray tracing, reserved concurrency and a customer-managed policy.
+    """arm64 Python function with X-Ray tracing, optional reserved concurrency, environment variables encrypted
+    with the data key, and a customer-managed policy.
 
-    Its security group allows outbound HTTPS only. The subnets are isolated (no NAT, no internet gateway),
-    so that reaches nothing but the VPC endpoints and the search domain.
+    Its security group allows outbound HTTPS only, and ``reaches`` admits it into each peer's group. The subnets
+    are isolated (no NAT, no internet gateway), so that reaches nothing but the VPC endpoints and the search
+    domain.
     """
 
     def __init__(
@@ -62,9 +85,10 @@ class VpcFunction(Construct):
         removal_policy: RemovalPolicy,
         memory_mb: int,
         timeout: Duration,
-        reserved_concurrency: int,
+        reserved_concurrency: int | None,
         environment: dict[str, str],
         statements: list[iam.PolicyStatement],
+        reaches: Sequence[Reach],
         dead_letter_queue: object | None = None,
         wildcard_reason: str = "",
     ) -> None:
@@ -97,6 +121,7 @@ class VpcFunction(Construct):
             memory_size=memory_mb,
             timeout=timeout,
             reserved_concurrent_executions=reserved_concurrency,
+            environment_encryption=key,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
@@ -106,6 +131,8 @@ class VpcFunction(Construct):
             environment=environment,
             dead_letter_queue=dead_letter_queue,  # type: ignore[arg-type]
         )
+        if reserved_concurrency is None:
+            acknowledge(self.function, UNRESERVED_CONCURRENCY_REASON, *UNRESERVED_CONCURRENCY_FINDINGS)
         self.policy = attach_policy(
             self,
             "Policy",
@@ -122,8 +149,11 @@ class VpcFunction(Construct):
                 *statements,
             ],
         )
-        # The function must not start before its permissions exist.
+        # The function must not start before its permissions and its way to each peer exist; and anything that
+        # depends on the function (a custom resource, an event source mapping) is deleted before them.
         self.function.node.add_dependency(self.policy)
+        for reach in reaches:
+            self.function.node.add_dependency(self._allow_https_to(reach))
         acknowledge(
             self.policy,
             "Actions that accept only '*': Lambda's VPC network-interface management and X-Ray segment upload."
@@ -131,21 +161,21 @@ class VpcFunction(Construct):
             "AwsSolutions-IAM5[Resource::*]",
         )
 
-    def allow_https_to(self, construct_id: str, target: ec2.ISecurityGroup, description: str) -> None:
-        """Admits this function into ``target`` on 443.
+    def _allow_https_to(self, reach: Reach) -> ec2.CfnSecurityGroupIngress:
+        """Admits this function into the peer's group on 443.
 
         The rule lives here, with the function, so a group in the stateful stack never references a group in the
         stateless stack (which would make the two stacks depend on each other).
         """
-        ec2.CfnSecurityGroupIngress(
+        return ec2.CfnSecurityGroupIngress(
             self,
-            construct_id,
-            group_id=target.security_group_id,
+            reach.construct_id,
+            group_id=reach.security_group.security_group_id,
             source_security_group_id=self.security_group.security_group_id,
             ip_protocol="tcp",
             from_port=443,
             to_port=443,
-            description=description,
+            description=reach.description,
         )
 
     @property

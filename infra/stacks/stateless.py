@@ -12,6 +12,7 @@ from infra.constructs.index_bootstrap import IndexBootstrap
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.search_domain import domain_arn
 from infra.constructs.stream_sync import StreamSync
+from infra.constructs.vpc_function import Reach
 from infra.retention import retention
 from infra.stacks.stateful import StatefulStack
 
@@ -38,7 +39,13 @@ class StatelessStack(Stack):
         log_retention = retention(config.log_retention_days)
         handed = stateful.handoff.receive(self)
         schemas = [schema.name for schema in indexable_schemas()]
+        reaches = [
+            Reach("SearchIngress", handed.search_security_group, "HTTPS to the search domain"),
+            Reach("EndpointIngress", handed.endpoint_security_group, "HTTPS to VPC endpoints"),
+        ]
         shared = {
+            "reserve_concurrency": config.reserve_concurrency,
+            "reaches": reaches,
             "vpc": handed.vpc,
             "subnets": handed.subnets,
             "key": handed.key,
@@ -78,10 +85,3 @@ class StatelessStack(Stack):
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
         # Documents must not flow before the templates that map them exist.
         self.sync.function.node.add_dependency(self.bootstrap.resource)
-        for function in (self.sync.handler, self.bootstrap.handler):
-            function.allow_https_to(
-                "SearchIngress", handed.search_security_group, "HTTPS to the search domain"
-            )
-            function.allow_https_to(
-                "EndpointIngress", handed.endpoint_security_group, "HTTPS to VPC endpoints"
-            )

@@ -129,7 +129,6 @@ def test_handler_runs_python_3_14_on_arm64_with_tracing(stateless: Template) -> 
             "Runtime": "python3.14",
             "Architectures": ["arm64"],
             "TracingConfig": {"Mode": "Active"},
-            "ReservedConcurrentExecutions": Match.any_value(),
         },
     )
 
@@ -196,9 +195,8 @@ def test_framework_invokes_the_handler(stateless: Template) -> None:
     }
 
 
-def test_framework_has_reserved_concurrency_and_tracing(stateless: Template) -> None:
+def test_framework_is_traced(stateless: Template) -> None:
     _, framework = framework_function(stateless)
-    assert framework["Properties"]["ReservedConcurrentExecutions"] >= 1
     assert framework["Properties"]["TracingConfig"] == {"Mode": "Active"}
 
 
@@ -257,7 +255,7 @@ def test_framework_role_has_exactly_the_permissions_it_needs(stateful: Template,
         stateful, stateless, policy_attached_to(stateless, stateful, {"Ref": role_id})["PolicyDocument"]
     )
     assert permissions(policy) == (
-        allow(["lambda:InvokeFunction"], {"Fn::GetAtt": [handler_id, "Arn"]})
+        allow(["lambda:InvokeFunction", "lambda:GetFunction"], {"Fn::GetAtt": [handler_id, "Arn"]})
         | allow(["logs:CreateLogStream", "logs:PutLogEvents"], {"Fn::GetAtt": [group_id, "Arn"]})
         | allow(ENI_ACTIONS + XRAY_ACTIONS, "*")
         | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))

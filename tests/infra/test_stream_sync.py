@@ -152,7 +152,6 @@ def test_function_sizing_follows_config(stateless: Template, config: Environment
             "Handler": SYNC_HANDLER,
             "MemorySize": config.sync.memory_mb,
             "Timeout": config.sync.timeout_seconds,
-            "ReservedConcurrentExecutions": config.sync.reserved_concurrency,
         },
     )
 

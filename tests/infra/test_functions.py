@@ -1,0 +1,67 @@
+"""Every function of the stateless stack: reserved concurrency per environment, environment variables encrypted
+with the data key, and the account quota each environment needs (as the README states it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Template
+
+from infra.config import EnvironmentConfig
+from infra.environments import environments
+from tests.infra.test_index_bootstrap import framework_function, handler_function
+from tests.infra.test_stream_sync import data_key_arn, resolve, sync_function
+
+FUNCTION = "AWS::Lambda::Function"
+README = Path(__file__).resolve().parents[2] / "README.md"
+FUNCTION_NAMES = ("stream sync", "index bootstrap", "bootstrap provider")
+
+
+def functions(stateless: Template) -> dict[str, dict[str, Any]]:
+    """The stateless stack's functions by the name config gives their reservation; there are no others."""
+    found = {
+        "stream sync": sync_function(stateless)[1],
+        "index bootstrap": handler_function(stateless)[1],
+        "bootstrap provider": framework_function(stateless)[1],
+    }
+    assert len(stateless.find_resources(FUNCTION)) == len(found)
+    return found
+
+
+def test_reserved_concurrency_follows_config(stateless: Template, config: EnvironmentConfig) -> None:
+    reserved = {
+        name: resource["Properties"].get("ReservedConcurrentExecutions")
+        for name, resource in functions(stateless).items()
+    }
+    expected = config.concurrency_reservations()
+    assert reserved == {name: expected.get(name) for name in FUNCTION_NAMES}
+
+
+def test_dev_reserves_no_concurrency_so_a_new_account_can_deploy_it() -> None:
+    dev = environments()["dev"]
+    assert dev.concurrency_reservations() == {} and dev.required_concurrency_quota() == 10
+
+
+def test_test_and_prod_reserve_concurrency_for_every_function() -> None:
+    for name in ("test", "prod"):
+        assert set(environments()[name].concurrency_reservations()) == set(FUNCTION_NAMES)
+
+
+def test_every_function_encrypts_its_environment_with_the_data_key(
+    stateful: Template, stateless: Template
+) -> None:
+    for name, resource in functions(stateless).items():
+        key = resolve(stateful, stateless, resource["Properties"].get("KmsKeyArn"))
+        assert key == data_key_arn(stateful), name
+
+
+@pytest.mark.parametrize("name", sorted(environments()))
+def test_readme_states_the_concurrency_quota_each_environment_needs(name: str) -> None:
+    config = environments()[name]
+    row = re.search(r"^\| Lambda concurrency quota needed \|(.*)$", README.read_text(), re.MULTILINE)
+    assert row, "README has no 'Lambda concurrency quota needed' row in the environments table"
+    cells = [cell.strip() for cell in row.group(1).strip().strip("|").split("|")]
+    assert cells[list(environments()).index(name)].startswith(f"{config.required_concurrency_quota()}")
