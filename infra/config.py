@@ -223,6 +223,66 @@ class NetworkSettings:
             )
 
 
+@dataclass(frozen=True, kw_only=True)
+class CognitoLogin:
+    """OpenSearch Dashboards sign-in through an existing Amazon Cognito user pool and identity pool.
+
+    Signed-in users act as the identity pool's authenticated role, which the domain's access policy admits;
+    map that role to an FGAC role (as the admin) to decide what they may see.
+    """
+
+    user_pool_id: str
+    identity_pool_id: str
+    authenticated_role_arn: str
+
+    def validate(self, path: str) -> None:
+        _require(
+            bool(re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d_[0-9A-Za-z]+", self.user_pool_id)),
+            f"{path}.user_pool_id",
+            f"{self.user_pool_id!r} is not a Cognito user pool id like 'ca-central-1_AbC123'",
+        )
+        _require(
+            bool(re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d:[0-9a-f-]{36}", self.identity_pool_id)),
+            f"{path}.identity_pool_id",
+            f"{self.identity_pool_id!r} is not a Cognito identity pool id like 'ca-central-1:<uuid>'",
+        )
+        _require(
+            bool(ROLE_ARN.fullmatch(self.authenticated_role_arn)),
+            f"{path}.authenticated_role_arn",
+            f"{self.authenticated_role_arn!r} is not an IAM role ARN",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamlLogin:
+    """OpenSearch Dashboards sign-in through a SAML 2.0 identity provider (IAM Identity Center, Okta, ...).
+
+    Members of ``master_backend_role`` (a group the IdP puts in the ``roles_key`` attribute) get all access;
+    other groups are mapped to FGAC roles by the admin.
+    """
+
+    idp_entity_id: str
+    idp_metadata_xml: str
+    master_backend_role: str
+    roles_key: str = "Role"
+    session_timeout_minutes: int = 60
+
+    def validate(self, path: str) -> None:
+        _require(bool(self.idp_entity_id.strip()), f"{path}.idp_entity_id", "must not be empty")
+        _require(
+            "EntityDescriptor" in self.idp_metadata_xml and self.idp_entity_id in self.idp_metadata_xml,
+            f"{path}.idp_metadata_xml",
+            "must be the IdP's SAML metadata document (an EntityDescriptor naming idp_entity_id)",
+        )
+        _require(bool(self.master_backend_role.strip()), f"{path}.master_backend_role", "must not be empty")
+        _require(bool(self.roles_key.strip()), f"{path}.roles_key", "must not be empty")
+        _require(
+            60 <= self.session_timeout_minutes <= 1440,
+            f"{path}.session_timeout_minutes",
+            "must be 60-1440 (OpenSearch Service's range)",
+        )
+
+
 def http_payload_limit_bytes(instance_type: str) -> int:
     """Amazon OpenSearch Service's documented maximum HTTP request payload per instance size."""
     size = instance_type.split(".")[1] if instance_type.count(".") == 2 else ""
@@ -247,6 +307,7 @@ class SearchSettings:
     bulk_max_bytes: int = 9 * 1024 * 1024
     master_role_arn: str | None = None
     admin_principals: tuple[str, ...] = (SSO_ADMINISTRATORS,)
+    dashboards_login: CognitoLogin | SamlLogin | None = None
     snapshot_hour_utc: int = 8
 
     def validate(self, path: str) -> None:
@@ -305,6 +366,7 @@ class SearchSettings:
                 f"{self.master_role_arn!r} is not an IAM role ARN",
             )
         _require(0 <= self.snapshot_hour_utc <= 23, f"{path}.snapshot_hour_utc", "must be 0-23")
+        _validate_nested(self, path)
         for index, principal in enumerate(self.admin_principals):
             match = ROLE_ARN_PATTERN.fullmatch(principal) or ROLE_NAME_PATTERN.fullmatch(principal)
             name = (match.groupdict().get("name") or principal) if match else ""

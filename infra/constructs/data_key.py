@@ -44,12 +44,13 @@ class DataKey(Construct):
                 },
             )
         )
-        # CloudWatch alarms publish to the KMS-encrypted alarm topic as the cloudwatch service.
+        # CloudWatch alarms publish to the KMS-encrypted alarm topic as the cloudwatch service (the actions AWS
+        # documents for event sources of encrypted topics).
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowCloudWatchAlarmsToPublishToEncryptedTopics",
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
                 conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
             )

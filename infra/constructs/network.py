@@ -88,7 +88,7 @@ class Network(Construct):
         flow_log_role = iam.Role(
             self, "FlowLogRole", assumed_by=iam.ServicePrincipal("vpc-flow-logs.amazonaws.com")
         )
-        attach_policy(
+        flow_log_policy = attach_policy(
             self,
             "FlowLogPolicy",
             flow_log_role,
@@ -99,13 +99,15 @@ class Network(Construct):
                 )
             ],
         )
-        self.vpc.add_flow_log(
+        flow_log = self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(
                 flow_logs, flow_log_role.without_policy_updates()
             ),
             traffic_type=ec2.FlowLogTrafficType.ALL,
         )
+        # Flow logs deliver as the role: its permission must exist first (and go last).
+        flow_log.node.add_dependency(flow_log_policy)
         self.endpoint_security_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",

@@ -10,7 +10,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from constructs import Construct
 
-from infra.config import SearchSettings
+from infra.config import CognitoLogin, SamlLogin, SearchSettings
 from infra.nag import acknowledge
 
 LOG_TYPES = ("SearchSlow", "IndexSlow", "Application", "Audit")
@@ -19,6 +19,21 @@ LOG_TYPES = ("SearchSlow", "IndexSlow", "Application", "Audit")
 def domain_arn(domain_name: str) -> str:
     """The ARN of the domain named ``domain_name`` in the deploying stack's account and region."""
     return f"arn:{Aws.PARTITION}:es:{Aws.REGION}:{Aws.ACCOUNT_ID}:domain/{domain_name}"
+
+
+def _saml_options(login: CognitoLogin | SamlLogin | None) -> dict[str, object]:
+    if not isinstance(login, SamlLogin):
+        return {}
+    return {
+        "saml_authentication_enabled": True,
+        "saml_authentication_options": opensearch.SAMLOptionsProperty(
+            idp_entity_id=login.idp_entity_id,
+            idp_metadata_content=login.idp_metadata_xml,
+            master_backend_role=login.master_backend_role,
+            roles_key=login.roles_key,
+            session_timeout_minutes=login.session_timeout_minutes,
+        ),
+    }
 
 
 class SearchDomain(Construct):
@@ -106,8 +121,9 @@ class SearchDomain(Construct):
             enforce_https=True,
             tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2_PFS,
             fine_grained_access_control=opensearch.AdvancedSecurityOptions(
-                master_user_arn=admin_role.role_arn
+                master_user_arn=admin_role.role_arn, **_saml_options(settings.dashboards_login)
             ),
+            cognito_dashboards_auth=self._cognito_options(settings.dashboards_login),
             logging=opensearch.LoggingOptions(
                 slow_search_log_enabled=True,
                 slow_search_log_group=log_groups["SearchSlow"],
@@ -131,17 +147,36 @@ class SearchDomain(Construct):
         cfn_domain = self.domain.node.default_child
         assert isinstance(cfn_domain, opensearch.CfnDomain)
         principals = [admin_role.role_arn, *(role.role_arn for role in client_roles)]
-        cfn_domain.access_policies = {
-            "Version": "2012-10-17",
-            "Statement": [
+        login = settings.dashboards_login
+        if isinstance(login, CognitoLogin):
+            principals.append(login.authenticated_role_arn)
+        statements: list[dict[str, object]] = [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": principals},
+                "Action": ["es:ESHttp*"],
+                "Resource": f"{self.domain_arn}/*",
+            }
+        ]
+        if isinstance(login, SamlLogin):
+            # A browser's requests are not SigV4-signed: Dashboards (and only Dashboards) must admit them, so
+            # SAML sign-in and fine-grained access control decide. The REST API stays role-scoped.
+            statements.append(
                 {
                     "Effect": "Allow",
-                    "Principal": {"AWS": principals},
-                    "Action": ["es:ESHttp*"],
-                    "Resource": f"{self.domain_arn}/*",
+                    "Principal": {"AWS": "*"},
+                    "Action": ["es:ESHttpGet", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"],
+                    "Resource": f"{self.domain_arn}/_dashboards*",
                 }
-            ],
-        }
+            )
+            acknowledge(
+                self.domain,
+                "SAML sign-in to Dashboards needs unsigned browser requests to reach Dashboards (and only "
+                "Dashboards: the REST API stays role-scoped); SAML, fine-grained access control and the VPC's "
+                "security group decide who gets in.",
+                "AwsSolutions-OS5",
+            )
+        cfn_domain.access_policies = {"Version": "2012-10-17", "Statement": statements}
         acknowledge(
             self.domain,
             "The domain lives in isolated VPC subnets; IP allowlists do not apply to VPC domains, whose access "
@@ -162,6 +197,29 @@ class SearchDomain(Construct):
                 "requires three-zone awareness (validated).",
                 "AwsSolutions-OS7",
             )
+
+    def _cognito_options(self, login: CognitoLogin | SamlLogin | None) -> opensearch.CognitoOptions | None:
+        """Cognito sign-in: OpenSearch configures the pools through a role AWS keeps current."""
+        if not isinstance(login, CognitoLogin):
+            return None
+        role = iam.Role(
+            self,
+            "DashboardsCognitoRole",
+            assumed_by=iam.ServicePrincipal("opensearchservice.amazonaws.com"),
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonOpenSearchServiceCognitoAccess")
+            ],
+            description="Lets OpenSearch Service configure Cognito sign-in for Dashboards",
+        )
+        acknowledge(
+            role,
+            "OpenSearch Service's Cognito-access policy is maintained by AWS to follow the Cognito calls the "
+            "service makes to configure Dashboards sign-in; a hand-written copy would break sign-in when those change.",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonOpenSearchServiceCognitoAccess]",
+        )
+        return opensearch.CognitoOptions(
+            user_pool_id=login.user_pool_id, identity_pool_id=login.identity_pool_id, role=role
+        )
 
     @property
     def endpoint(self) -> str:
