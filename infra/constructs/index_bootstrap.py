@@ -33,6 +33,12 @@ class IndexBootstrap(Construct):
     The handler assumes the FGAC master role to put templates, the sync script, indices, aliases and the
     stream-sync role mapping. ``fingerprint`` (a hash of the desired templates) is a resource property so a
     mapping change triggers an update, which creates the next index version.
+
+    The provider framework's function stays in the VPC (it reaches Lambda through the interface endpoint and the
+    response URL through the S3 gateway endpoint), so no function of the platform has a route to the internet.
+    What makes create, delete and rollback safe is ordering instead: the handler depends on its policy and its
+    security-group rules, the framework on its policy, and the custom resource on both functions, so the rules
+    exist before the first Create and are deleted only after the last Delete (tests/infra/test_deploy_graph.py).
     """
 
     def __init__(
