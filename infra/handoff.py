@@ -23,6 +23,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -36,6 +37,7 @@ class StatefulValues:
     """The stateful resources the stateless stack uses, as seen from the stateless stack."""
 
     key: kms.IKey
+    alarm_topic: sns.ITopic
     table: dynamodb.ITable
     geometry_bucket: s3.IBucket
     vpc: ec2.IVpc
@@ -59,6 +61,7 @@ class Handoff(Construct):
         *,
         environment: str,
         key: kms.IKey,
+        alarm_topic: sns.ITopic,
         table: dynamodb.ITable,
         geometry_bucket: s3.IBucket,
         vpc: ec2.IVpc,
@@ -76,6 +79,7 @@ class Handoff(Construct):
         self._subnet_count = len(vpc.isolated_subnets)
         values = {
             "data-key-arn": key.key_arn,
+            "alarm-topic-arn": alarm_topic.topic_arn,
             "table-stream-arn": table.table_stream_arn,
             "geometry-bucket-name": geometry_bucket.bucket_name,
             "vpc-id": vpc.vpc_id,
@@ -129,6 +133,7 @@ class Handoff(Construct):
         stream_arn = read("table-stream-arn")
         return StatefulValues(
             key=kms.Key.from_key_arn(reader, "DataKey", read("data-key-arn")),
+            alarm_topic=sns.Topic.from_topic_arn(reader, "AlarmTopic", read("alarm-topic-arn")),
             table=dynamodb.Table.from_table_attributes(
                 reader,
                 "Table",

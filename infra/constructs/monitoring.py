@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from aws_cdk import Aws, Duration
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -16,30 +14,12 @@ ITERATOR_AGE_ALARM = Duration.minutes(5)
 
 
 class Monitoring(Construct):
-    """Every alarm has its metric's dimensions (so it evaluates) and an action on the encrypted topic
-    (so it reaches someone); subscribe the on-call endpoint to the ``AlarmTopic`` output."""
+    """Every alarm has its metric's dimensions (so it evaluates) and an action on the stateful stack's encrypted
+    alarm topic (so it reaches someone); subscribe the on-call endpoint to its ``AlarmTopicArn`` output."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, key: kms.IKey) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, topic: sns.ITopic) -> None:
         super().__init__(scope, construct_id)
-        self.topic = sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True)
-        # A topic policy replaces SNS's default policy: without this statement CloudWatch may not publish, and
-        # no alarm would ever notify anyone.
-        self.topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowThisAccountsAlarmsToPublish",
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[self.topic.topic_arn],
-                conditions={
-                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
-                    "ArnLike": {
-                        "aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"
-                    },
-                },
-            )
-        )
-        self._topic_policy = self.topic.node.find_child("Policy")
-        self._action = actions.SnsAction(self.topic)
+        self._action = actions.SnsAction(topic)
 
     def watch_stream_function(self, name: str, function: lambda_.IFunction) -> None:
         """Replication lag (iterator age), errors and throttles of a stream-triggered function."""
@@ -89,5 +69,3 @@ class Monitoring(Construct):
             alarm_description=description,
         )
         alarm.add_alarm_action(self._action)
-        # The first alarm after a deploy must be able to publish.
-        alarm.node.add_dependency(self._topic_policy)

@@ -79,6 +79,7 @@ class SearchDomain(Construct):
             )
             for kind in LOG_TYPES
         }
+        # Retained with the domain and its log groups, or a retained domain could no longer write its logs.
         log_delivery = logs.ResourcePolicy(
             self,
             "LogDelivery",
@@ -91,6 +92,7 @@ class SearchDomain(Construct):
                 )
             ],
         )
+        log_delivery.apply_removal_policy(removal_policy)
         zones = settings.availability_zone_count
         self.domain = opensearch.Domain(
             self,

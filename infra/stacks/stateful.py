@@ -6,6 +6,7 @@ from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from constructs import Construct
 
 from infra.config import EnvironmentConfig
+from infra.constructs.alarm_topic import AlarmTopic
 from infra.constructs.data_key import DataKey
 from infra.constructs.geometry_bucket import GeometryBucket
 from infra.constructs.network import Network
@@ -53,6 +54,13 @@ class StatefulStack(Stack):
             log_retention=log_retention,
             removal_policy=removal,
         )
+        self.alarm_topic = AlarmTopic(self, "AlarmTopic", key=self.key, removal_policy=removal).topic
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.alarm_topic.topic_arn,
+            description="Subscribe on-call here: every alarm of the environment notifies this topic",
+        )
         CfnOutput(self, "TableName", value=self.table.table_name)
         CfnOutput(self, "GeometryBucketName", value=self.geometry_bucket.bucket_name)
         CfnOutput(self, "SearchEndpoint", value=f"https://{self.search.endpoint}")
@@ -74,6 +82,7 @@ class StatefulStack(Stack):
             "Handoff",
             environment=config.name,
             key=self.key,
+            alarm_topic=self.alarm_topic,
             table=self.table,
             geometry_bucket=self.geometry_bucket,
             vpc=self.network.vpc,

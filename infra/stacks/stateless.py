@@ -77,11 +77,10 @@ class StatelessStack(Stack):
             fingerprint=bootstrap_fingerprint(schemas, replicas=config.search.replicas),
             **shared,  # type: ignore[arg-type]
         )
-        self.monitoring = Monitoring(self, "Monitoring", key=handed.key)
+        self.monitoring = Monitoring(self, "Monitoring", topic=handed.alarm_topic)
         self.monitoring.watch_stream_function("StreamSync", self.sync.function)
         self.monitoring.watch_dead_letter_queue("StreamSyncDeadLetters", self.sync.dead_letter_queue)
         self.monitoring.watch_dead_letter_queue("BootstrapDeadLetters", self.bootstrap.dead_letter_queue)
-        CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
         # Documents must not flow before the templates that map them exist.
         self.sync.function.node.add_dependency(self.bootstrap.resource)

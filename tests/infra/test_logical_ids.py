@@ -19,6 +19,8 @@ PINNED = {
     "SearchIndexSlowLogs5D1D98AC": "AWS::Logs::LogGroup",
     "SearchApplicationLogsBEFD87C3": "AWS::Logs::LogGroup",
     "SearchAuditLogsF1B55D26": "AWS::Logs::LogGroup",
+    # Holds the on-call subscriptions people add after deploying.
+    "AlarmTopicB56431CA": "AWS::SNS::Topic",
 }
 # Only environments whose config turns table backups on have a vault.
 PINNED_WITH_BACKUP = {"TableVault6854F4A8": "AWS::Backup::BackupVault"}
