@@ -10,7 +10,6 @@ import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from search.admin import JsonApi
@@ -165,8 +164,8 @@ class IndexClient:
         body: dict[str, Any] = {"size": page_size, "sort": list(DOCUMENT_ORDER), "query": {"match_all": {}}}
         while True:
             response = self._api.send("POST", f"{path_segment(index)}/_search", body)
-            # Decimals keep every digit, so documents compare exactly with the items they came from.
-            hits = json.loads(response.body, parse_float=Decimal)["hits"]["hits"]
+            # Parsed as the engine holds numbers (fractions are doubles; exact decimals are in exactNumbers).
+            hits = json.loads(response.body)["hits"]["hits"]
             for hit in hits:
                 yield Hit(hit["_id"], hit["_source"])
             if len(hits) < page_size:

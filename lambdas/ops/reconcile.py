@@ -24,7 +24,6 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Final, Literal
 
 from datamodel.keys import document_id, parse_document_id
@@ -34,7 +33,8 @@ from search.documents import (
     SCHEMA_FIELD,
     RecordError,
     encode_json,
-    item_from_dynamodb,
+    engine_document,
+    item_document,
 )
 from stream_sync.config import Settings
 from stream_sync.sync import Ports
@@ -51,21 +51,31 @@ _ORDERING_FIELDS: Final = frozenset({"stream_seq", "tombstone"})
 _DEREFERENCED: Final = "<geometry dereferenced from geometryUrl>"
 
 
-def _number(value: Decimal) -> dict[str, str]:
-    return {"$number": format(value.normalize(), "f")}
+def _by_value(value: Any) -> Any:
+    """Numbers by value (`3` and `3.0` are one number, `1.0E-5` and `1e-05` one double), marked apart from strings."""
+    if value is None or value is True or value is False or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return {"$number": str(value)}
+    if isinstance(value, float):
+        return {"$number": str(int(value)) if value.is_integer() else repr(value)}
+    if isinstance(value, dict):
+        return {key: _by_value(member) for key, member in value.items()}
+    return [_by_value(member) for member in value]
 
 
 def document_digest(doc: Mapping[str, Any]) -> str:
-    """SHA-256 of a document's content, independent of key order and of how a number was written."""
-    plain = json.loads(encode_json(doc), parse_float=Decimal, parse_int=Decimal)
-    canonical = json.dumps(plain, sort_keys=True, separators=(",", ":"), default=_number)
+    """SHA-256 of a document's content as the engine holds it (integers exact, fractions as doubles, exact
+    decimals in `exactNumbers`), independent of key order and of how a number was written."""
+    plain = _by_value(json.loads(encode_json(doc)))
+    canonical = json.dumps(plain, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def item_digest(item: Item, schema: str) -> str:
-    """Digest of the document the stream sync builds from `item` (DynamoDB JSON)."""
+    """Digest of the document the stream sync builds from `item` (DynamoDB JSON), as the engine holds it."""
     try:
-        doc = item_from_dynamodb(item)
+        doc = engine_document(item_document(item))
     except RecordError as error:
         return f"unindexable: {error}"
     doc[SCHEMA_FIELD] = schema

@@ -4,9 +4,14 @@ Everything here is on the hot path of the stream sync (about a thousand records 
 DynamoDB-JSON decoder is a hand-written type dispatch rather than boto3's `TypeDeserializer`, and every
 document is encoded by one call of the C JSON encoder.
 
-Numbers keep their precision: integers become Python ints (emitted exactly, whatever their size); a decimal
-whose shortest float representation names the same value becomes a float; any other decimal stays a
-`Decimal` and is written into the JSON body as its exact text, digit for digit.
+Numbers are sent as the engine will hold them. OpenSearch parses script `params` into Java numbers (Jackson:
+integers exact at any size, fractions as doubles) and writes the script-rebuilt `_source` from those, so:
+- an integer is sent exactly (a Python int) and stays exact in `_source`;
+- a decimal whose shortest double representation names the same value is sent as that double;
+- any other decimal is sent as its nearest double, and its exact DynamoDB text goes into the top-level object
+  `exactNumbers` (mapped `enabled: false`), keyed by the RFC 6901 JSON Pointer of its place (`/price`,
+  `/rates/0/value`). `_source` with `exactNumbers` applied is the item, digit for digit.
+The decoder marks such decimals as `Decimal`; `engine_document` turns them into doubles plus `exactNumbers`.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ GEOMETRY_URL_ATTRIBUTE: Final = "geometryUrl"
 GEOMETRY_ATTRIBUTE: Final = "geometry"
 LOCATION_ATTRIBUTE: Final = "location"
 SCHEMA_FIELD: Final = "schema"
+EXACT_NUMBERS_FIELD: Final = indices.EXACT_NUMBERS_FIELD
 
 
 class RecordError(Exception):
@@ -324,6 +330,17 @@ def parse_change(record: Mapping[str, Any]) -> Change:
     )
 
 
+def item_document(image: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """An item image as the body of its document (before `schema` is added): decoded, reserved names refused."""
+    doc = item_from_dynamodb(image)
+    if EXACT_NUMBERS_FIELD in doc:
+        raise RecordError(
+            "reserved-attribute",
+            f"attribute {EXACT_NUMBERS_FIELD!r} is reserved: the sync writes the exact text of decimals there",
+        )
+    return doc
+
+
 @lru_cache(maxsize=4096)
 def _target(pk: str) -> tuple[str, bool, str]:
     try:
@@ -346,7 +363,7 @@ def build_document(change: Change, geometry_bucket: str | None) -> None:
     image = change.record["dynamodb"].get("NewImage")
     if image is None:
         raise RecordError("malformed-record", f"{change.record.get('eventName')} record without NewImage")
-    doc = item_from_dynamodb(image)
+    doc = item_document(image)
     doc[SCHEMA_FIELD] = change.schema
     if LOCATION_ATTRIBUTE in doc:
         validate_location(doc[LOCATION_ATTRIBUTE])
@@ -365,16 +382,41 @@ def attach_geometry(change: Change, raw: bytes) -> None:
     change.doc[GEOMETRY_ATTRIBUTE] = geometry_from_geojson(raw)
 
 
-# --------------------------------------------------------------------------- encoding
+# --------------------------------------------------------------------------- numbers and encoding
 
 
-class _NeedsPreciseEncoding(Exception):
+def _pointer_token(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def engine_document(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The document as OpenSearch will hold it: every `Decimal` (a decimal no double reads back as) becomes its
+    nearest double, and its exact text goes into `exactNumbers` under the JSON Pointer of its place."""
+    exact: dict[str, str] = {}
+
+    def convert(value: Any, pointer: str) -> Any:
+        if isinstance(value, Decimal):
+            exact[pointer] = str(value)
+            return float(value)
+        if isinstance(value, dict):
+            return {key: convert(member, f"{pointer}/{_pointer_token(key)}") for key, member in value.items()}
+        if isinstance(value, list):
+            return [convert(member, f"{pointer}/{position}") for position, member in enumerate(value)]
+        return value
+
+    converted: dict[str, Any] = convert(doc, "")
+    if exact:
+        converted[EXACT_NUMBERS_FIELD] = exact
+    return converted
+
+
+class _HasDecimal(Exception):
     pass
 
 
 def _refuse(value: Any) -> Any:
     if isinstance(value, Decimal):
-        raise _NeedsPreciseEncoding
+        raise _HasDecimal
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
@@ -392,33 +434,27 @@ if _c_make_encoder is not None:
     _fast_encode = _c_fast_encode
 
 
-def _precise_encode(value: Any) -> str:
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, dict):
-        return (
-            "{"
-            + ",".join(
-                encode_basestring_ascii(str(key)) + ":" + _precise_encode(member)
-                for key, member in value.items()
-            )
-            + "}"
-        )
-    if isinstance(value, list):
-        return "[" + ",".join(_precise_encode(member) for member in value) + "]"
-    return _fast_encode(value)
-
-
 def encode_json(value: Any) -> str:
-    """Compact ASCII JSON (so its length in characters is its length in bytes), numbers kept exact."""
+    """Compact ASCII JSON (so its length in characters is its length in bytes) of plain JSON values; a
+    `Decimal` is refused (TypeError): documents go through `encode_document`."""
     try:
         return _fast_encode(value)
-    except _NeedsPreciseEncoding:
-        return _precise_encode(value)
+    except _HasDecimal:
+        raise TypeError("Decimal is not JSON serializable: encode documents with encode_document") from None
+
+
+def encode_document(doc: Mapping[str, Any]) -> str:
+    """`engine_document(doc)` as compact ASCII JSON (the conversion only runs when the document has a Decimal)."""
+    try:
+        return _fast_encode(doc)
+    except _HasDecimal:
+        return _fast_encode(engine_document(doc))
 
 
 def encode_update(change: Change) -> str:
     """The two NDJSON lines of a bulk `update` that applies this change through the stored script."""
+    doc = change.doc
+    assert doc is not None, "build_document first"
     return (
         '{"update":{"_index":'
         + encode_basestring_ascii(change.index)
@@ -429,7 +465,7 @@ def encode_update(change: Change) -> str:
         + '","params":{"seq":"'
         + change.seq
         + ('","tombstone":true,"doc":' if change.tombstone else '","tombstone":false,"doc":')
-        + encode_json(change.doc)
+        + encode_document(doc)
         + "}}}\n"
     )
 

@@ -23,6 +23,8 @@ APPLY_SCRIPT_ID: Final = "refdata-sync-apply"
 STREAM_SEQ_WIDTH: Final = 40
 TEMPLATE_PRIORITY: Final = 200
 FINGERPRINT_META_KEY: Final = "mapping_fingerprint"
+# Top-level object holding the exact text of the decimals a double cannot hold (see search.documents).
+EXACT_NUMBERS_FIELD: Final = "exactNumbers"
 
 # params: seq (stream SequenceNumber zero-padded to 40 digits, so string order is numeric order),
 # tombstone (true for a REMOVE), doc (the whole document; for a tombstone at least pk, sk, schema).
@@ -136,6 +138,7 @@ def _field_mappings() -> dict[str, Any]:
         "location": {"type": "geo_point"},
         "bbox": {"type": "double"},
         "expiresAt": {"type": "long"},
+        EXACT_NUMBERS_FIELD: {"type": "object", "enabled": False},  # kept in _source, never indexed
     }
 
 
@@ -154,7 +157,12 @@ def _mapping_body() -> dict[str, Any]:
                         "fields": {"keyword": {"type": "keyword", "ignore_above": 256}},
                     },
                 }
-            }
+            },
+            # DynamoDB has one number type. Every number is indexed as a double: the default (integers as
+            # `long`, fractions as 32-bit `float`) would truncate a later fraction in a field first seen as an
+            # integer, refuse integers beyond 64 bits, and round every fraction to 7 digits.
+            {"integers_as_double": {"match_mapping_type": "long", "mapping": {"type": "double"}}},
+            {"decimals_as_double": {"match_mapping_type": "double", "mapping": {"type": "double"}}},
         ],
         "properties": _field_mappings(),
     }

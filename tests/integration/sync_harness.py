@@ -24,7 +24,7 @@ import boto3
 import pytest
 from datamodel.registry import indexable_schemas, schema_of_pk
 from search import indices
-from search.documents import encode_json, item_from_dynamodb
+from search.documents import encode_json, engine_document, item_from_dynamodb
 from search.transport import OpenSearchTransport
 from stream_sync import aws, handler
 from stream_sync.config import Settings
@@ -262,7 +262,7 @@ class Pipeline:
                 bucket, _, key = url[5:].partition("/")
                 doc["geometry"] = json.loads(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
             doc["tombstone"] = False
-            expected[f"{doc['pk']}#{doc['sk']}"] = json.loads(encode_json(doc))
+            expected[f"{doc['pk']}#{doc['sk']}"] = json.loads(encode_json(engine_document(doc)))
         return expected
 
     def visible_index(self) -> dict[str, dict[str, Any]]:

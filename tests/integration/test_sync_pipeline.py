@@ -62,12 +62,24 @@ def test_mixed_batch_lands_in_one_bulk_request_and_index_equals_dynamodb(pipelin
     assert emf["ReplicationLagSeconds"] >= 0
 
 
-def test_numbers_reach_opensearch_with_every_digit(pipeline: Pipeline) -> None:
+def test_numbers_are_held_as_the_engine_holds_them_with_the_exact_text_beside(pipeline: Pipeline) -> None:
     pipeline.put(ZONE, "0000000001", **EVERY_TYPE)
-    pipeline.deliver(pipeline.read_stream())
-    (request,) = pipeline.server.requests_to(ROUTE_BULK)
-    assert b'"precise":3.1415926535897932384626433832795028' in request.body
-    assert b'"huge":12345678901234567890123456789' in request.body
+    records = pipeline.read_stream()
+
+    final, _ = pipeline.deliver(records)
+
+    assert list(final.values()) == ["indexed"]
+    doc = pipeline.server.document("geozone", f"{ZONE}#0000000001")
+    assert doc is not None
+    # Script params are parsed into Java numbers: fractions become doubles, integers stay exact at any size.
+    assert doc["precise"] == 3.141592653589793
+    assert doc["exactNumbers"] == {"/precise": "3.1415926535897932384626433832795028"}
+    assert doc["huge"] == 12345678901234567890123456789 and doc["capacity"] == 120 and doc["area"] == 555.25
+    # Indexed as doubles: a 29-digit integer does not fit the default dynamic `long`, fractions would be 32-bit.
+    properties = pipeline.server.cluster.indices["geozone-v1"].mappings["properties"]
+    numbers = ("capacity", "area", "precise", "huge")
+    assert {name: properties[name]["type"] for name in numbers} == dict.fromkeys(numbers, "double")
+    assert properties["exactNumbers"] == {"type": "object", "enabled": False}
 
 
 def test_ttl_expiry_writes_a_tombstone(pipeline: Pipeline) -> None:

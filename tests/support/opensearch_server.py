@@ -1,19 +1,30 @@
 """Loopback stand-in for an Amazon OpenSearch Service domain, for tests only.
 
 No OpenSearch server can run here, so this in-memory HTTP server on 127.0.0.1 implements the documented
-request and response formats of the APIs the platform uses: composable index templates, indices,
-aliases (`POST _aliases`, filters, write index), stored scripts, `_doc`, `_bulk` with per-item
-status and error, a minimal `_search` (`size`, field `sort`, `search_after`) and `_count`, `_cat/indices`,
-and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
+request and response formats of the APIs the platform uses: composable index templates, indices and their
+settings (`PUT <index>/_settings`, replicas, write blocks), cluster settings (`action.auto_create_index`),
+aliases (`POST _aliases`, filters, write index), stored scripts (with and without a context), `_doc`, `_bulk`
+with per-item status and error, a minimal `_search` (`size`, field `sort`, `search_after`) and `_count`,
+`_cat/indices`, and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
+
+It is strict where the engine is strict, and answers in the engine's words (type, reason, `caused_by`):
+- documents are parsed against the index mappings, which grow dynamically (tests/support/opensearch_mapping.py);
+- JSON is parsed as the engine parses it: fractional numbers are doubles, integers exact at any size;
+- stored scripts run as registered Python twins of their exact painless source (opensearch_scripts.py);
+- a write to a missing index or alias auto-creates an index unless the action carries `require_alias` or
+  `action.auto_create_index` forbids it; index write blocks refuse writes;
+- with `fgac`, every signed request is attributed to an IAM role and checked by fine-grained access control
+  (opensearch_security.py), including the implicit `indices:admin/create` of an auto-created index and the
+  implicit `indices:admin/mapping/put` of a document that adds a field.
 It is not OpenSearch: queries support only `match_all`, `term`, `terms` and `bool`; documents are visible
-without refresh; painless is not run,
-stored scripts are emulated by registered Python twins (`search.indices.apply_sync_script`).
+without refresh; `_source` keeps parsed values (a real `index` operation keeps the original bytes, and a
+script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index; painless is never executed.
 
-Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization`
-header for service `es`; given credentials it also verifies the signature.
+Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization` header for
+service `es`; given credentials it also verifies the signature.
 
-Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `enqueue_fault`,
-`fail_item`, `latency_seconds`) and inspect it through `requests`, `count()` and `document()`.
+Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `enqueue_fault`, `fail_item`,
+`fail_script`, `latency_seconds`) and inspect it through `requests`, `count()` and `document()`.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ import socket
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,13 +49,58 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from search.indices import APPLY_SCRIPT_ID, apply_sync_script
+
+from tests.support.opensearch_errors import OpenSearchError, cause, index_not_found
+from tests.support.opensearch_mapping import parse_document
+from tests.support.opensearch_scripts import (
+    ScriptRuntimeError,
+    Twin,
+    compile_stored,
+    failed_to_execute,
+    missing_script,
+    run_update_script,
+)
+from tests.support.opensearch_security import (
+    UNRESTRICTED,
+    Authorizer,
+    FineGrainedAccessControl,
+    Subject,
+    matches,
+)
+
+__all__ = [
+    "ROUTE_ALIAS",
+    "ROUTE_ALIASES",
+    "ROUTE_BULK",
+    "ROUTE_CAT_INDICES",
+    "ROUTE_CLUSTER_SETTINGS",
+    "ROUTE_COUNT",
+    "ROUTE_DOC",
+    "ROUTE_INDEX",
+    "ROUTE_INDEX_TEMPLATE",
+    "ROUTE_MAPPING",
+    "ROUTE_REFRESH",
+    "ROUTE_ROOT",
+    "ROUTE_SCRIPTS",
+    "ROUTE_SEARCH",
+    "ROUTE_SECURITY",
+    "ROUTE_SETTINGS",
+    "ROUTE_UNKNOWN",
+    "Fault",
+    "FineGrainedAccessControl",
+    "LoopbackOpenSearch",
+    "OpenSearchError",
+    "RecordedRequest",
+    "running_server",
+]
 
 ROUTE_ROOT = "root"
 ROUTE_BULK = "_bulk"
 ROUTE_INDEX_TEMPLATE = "_index_template"
 ROUTE_INDEX = "index"
 ROUTE_MAPPING = "_mapping"
+ROUTE_SETTINGS = "_settings"
+ROUTE_CLUSTER_SETTINGS = "_cluster/settings"
 ROUTE_ALIASES = "_aliases"
 ROUTE_ALIAS = "_alias"
 ROUTE_CAT_INDICES = "_cat/indices"
@@ -64,36 +120,61 @@ KNOWN_FIELD_TYPES = frozenset(
     }
 )  # fmt: skip
 
-ScriptEmulator = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], dict[str, Any] | None]
-"""A stored script's Python twin: (current _source or upsert, params) -> new _source, or None for noop."""
-
-
-class OpenSearchError(Exception):
-    """An error answered in OpenSearch's format: {"error": {"root_cause", "type", "reason"}, "status"}."""
-
-    def __init__(self, status: int, error_type: str, reason: str, **extra: Any) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.error_type = error_type
-        self.reason = reason
-        self.extra = extra
-
-    def error_object(self) -> dict[str, Any]:
-        return {"type": self.error_type, "reason": self.reason, **self.extra}
-
-    def body(self) -> dict[str, Any]:
-        cause = self.error_object()
-        return {"error": {"root_cause": [cause], **cause}, "status": self.status}
+# Index settings `PUT <index>/_settings` may change on an open index; the static ones it refuses.
+DYNAMIC_INDEX_SETTINGS = frozenset(
+    {
+        "index.number_of_replicas",
+        "index.refresh_interval",
+        "index.max_result_window",
+        "index.blocks.write",
+        "index.blocks.read",
+        "index.blocks.read_only",
+        "index.blocks.read_only_allow_delete",
+        "index.blocks.metadata",
+    }
+)
+STATIC_INDEX_SETTINGS = frozenset({"index.number_of_shards", "index.codec", "index.routing_partition_size"})
+DEFAULT_INDEX_SETTINGS = {"index": {"number_of_shards": "1", "number_of_replicas": "1"}}
+AUTO_CREATE_INDEX = "action.auto_create_index"
+# Index blocks in ClusterBlocks order: setting -> (id, status, description).
+_WRITE_BLOCKS = (
+    ("index.blocks.read_only", 5, 403, "FORBIDDEN/5/index read-only (api)"),
+    ("index.blocks.write", 8, 403, "FORBIDDEN/8/index write (api)"),
+    (
+        "index.blocks.read_only_allow_delete",
+        12,
+        429,
+        "TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, index has read-only-allow-delete block",
+    ),
+)
+# Action/metadata parameters a `_bulk` line may carry (BulkRequestParser); any other is refused.
+_BULK_PARAMETERS = frozenset(
+    {
+        "_index",
+        "_type",
+        "_id",
+        "routing",
+        "op_type",
+        "version",
+        "version_type",
+        "if_seq_no",
+        "if_primary_term",
+        "retry_on_conflict",
+        "pipeline",
+        "_source",
+        "require_alias",
+    }
+)
+_ITEM_ACTIONS = {
+    "index": "indices:data/write/index",
+    "create": "indices:data/write/index",
+    "update": "indices:data/write/update",
+    "delete": "indices:data/write/delete",
+}
 
 
 def _index_not_found(name: str) -> OpenSearchError:
-    return OpenSearchError(
-        404,
-        "index_not_found_exception",
-        f"no such index [{name}]",
-        index=name,
-        **{"resource.type": "index_or_alias", "resource.id": name},
-    )
+    return index_not_found(name, **{"resource.type": "index_or_alias", "resource.id": name})
 
 
 def _alias_name_conflict(alias: str) -> OpenSearchError:
@@ -102,6 +183,42 @@ def _alias_name_conflict(alias: str) -> OpenSearchError:
         "invalid_alias_name_exception",
         f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias",
     )
+
+
+def _java_boolean(value: Any) -> bool:
+    """Booleans.parseBoolean: only `true` and `false`."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if text not in ("true", "false"):
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            f"Failed to parse value [{value}] as only [true] or [false] are allowed.",
+        )
+    return text == "true"
+
+
+def _auto_create_rules(value: str) -> tuple[bool, list[tuple[str, bool]]]:
+    """AutoCreateIndex.AutoCreate: `true`, `false`, or comma-separated patterns with optional +/- prefixes."""
+    if value in ("true", "false"):
+        return value == "true", []
+    expressions: list[tuple[str, bool]] = []
+    for raw in value.split(","):
+        pattern = raw.strip()
+        if not pattern:
+            raise ValueError(
+                f"Can't parse [{value}] for setting [{AUTO_CREATE_INDEX}] must be either [true, false, or a comma "
+                "separated list of index patterns]"
+            )
+        if pattern[0] in "+-":
+            if len(pattern) == 1:
+                raise ValueError(
+                    f"Can't parse [{value}] for setting [{AUTO_CREATE_INDEX}] must contain an index name after "
+                    f"[{pattern}]"
+                )
+            expressions.append((pattern[1:], pattern[0] == "+"))
+        else:
+            expressions.append((pattern, True))
+    return True, expressions
 
 
 @dataclass(frozen=True)
@@ -146,6 +263,13 @@ class ItemFault:
 
 
 @dataclass
+class _ScriptFault:
+    java_exception: str
+    reason: str
+    remaining: int | None
+
+
+@dataclass
 class _Index:
     name: str
     uuid: str
@@ -156,6 +280,31 @@ class _Index:
     docs: dict[str, dict[str, Any]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
     seq_no: int = 0
+
+    def setting(self, dotted: str) -> str | None:
+        node: Any = self.settings
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        return node if isinstance(node, str) else None
+
+
+@dataclass
+class _StoredScript:
+    lang: str
+    source: str
+    compiled: dict[str, Twin] = field(default_factory=dict)  # by context, once compiled
+
+
+@dataclass
+class _BulkOperation:
+    op: str
+    target: Any
+    doc_id: Any
+    source: Any
+    require_alias: bool
+    answer: dict[str, Any] | None = None
 
 
 def _glob_match(name: str, pattern: str) -> bool:
@@ -330,20 +479,162 @@ def _field_values(source: Mapping[str, Any], dotted: str) -> list[Any]:
     return list(node) if isinstance(node, list) else [node]
 
 
+def _flat_settings(settings: Mapping[str, Any] | None, *, prefix_index: bool = True) -> dict[str, Any]:
+    """Settings as dotted keys (`index.` added where missing); scalars as strings, None kept (a reset)."""
+    flat: dict[str, Any] = {}
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, Mapping):
+            for key, member in value.items():
+                walk(member, f"{prefix}{key}.")
+            return
+        key = prefix[:-1]
+        if prefix_index and not key.startswith("index."):
+            key = f"index.{key}"
+        flat[key] = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+
+    walk(settings or {}, "")
+    return flat
+
+
+def _nested_settings(flat: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        parts = key.split(".")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+def _replica_count(value: Any) -> str:
+    try:
+        replicas = int(str(value))
+    except ValueError:
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            f"Failed to parse value [{value}] for setting [index.number_of_replicas]",
+        ) from None
+    if replicas < 0:
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            f"Failed to parse value [{value}] for setting [index.number_of_replicas] must be >= 0",
+        )
+    return str(replicas)
+
+
 class _Cluster:
     """The in-memory cluster state; every public method runs under one lock."""
 
-    def __init__(self, *, auto_create_index: bool, script_emulators: Mapping[str, ScriptEmulator]) -> None:
+    def __init__(self, *, auto_create_index: bool) -> None:
         self.lock = threading.RLock()
-        self.auto_create_index = auto_create_index
-        self.script_emulators = dict(script_emulators)
+        # Node setting (opensearch.yml); `PUT _cluster/settings` persistent and transient values override it.
+        self.node_settings: dict[str, str] = {AUTO_CREATE_INDEX: "true" if auto_create_index else "false"}
+        self.cluster_settings: dict[str, dict[str, str]] = {"persistent": {}, "transient": {}}
         self.templates: dict[str, dict[str, Any]] = {}
-        self.scripts: dict[str, dict[str, Any]] = {}
+        self.scripts: dict[str, _StoredScript] = {}
         # Fine-grained access control's REST API: roles and role mappings by name.
         self.security: dict[str, dict[str, dict[str, Any]]] = {"roles": {}, "rolesmapping": {}}
+        self.authorizer = Authorizer(self.security)
         self.indices: dict[str, _Index] = {}
         self.item_faults: dict[str, deque[ItemFault]] = {}
+        self.script_faults: dict[str, deque[_ScriptFault]] = {}
         self._uuids = itertools.count(1)
+
+    # --- access control --------------------------------------------------------------------------
+
+    def aliases_by_index(self, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """What the security plugin checks for these names: each concrete index with the aliases on it (a name
+        that is not an index, e.g. one about to be created, stands for itself)."""
+        return {name: tuple(self.indices[name].aliases) if name in self.indices else () for name in names}
+
+    def request_targets(self, expression: str) -> list[str]:
+        """The concrete indices a request names (patterns and aliases resolved), or the names themselves when
+        they resolve to nothing (the security check runs before the action answers 404)."""
+        names: list[str] = []
+        for part in expression.split(","):
+            try:
+                names.extend(self.resolve(part))
+            except OpenSearchError:
+                names.append(part)
+        return sorted(set(names))
+
+    def check_indices(self, subject: Subject, actions: Sequence[str], names: Sequence[str]) -> None:
+        self.authorizer.check_indices(subject, actions, self.aliases_by_index(names))
+
+    # --- cluster settings ------------------------------------------------------------------------
+
+    def setting(self, key: str) -> str:
+        for scope in ("transient", "persistent"):
+            if key in self.cluster_settings[scope]:
+                return self.cluster_settings[scope][key]
+        return self.node_settings[key]
+
+    def put_cluster_settings(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Like Amazon OpenSearch Service: only the flat form (`"action.auto_create_index": ...`) is accepted."""
+        answer: dict[str, Any] = {"acknowledged": True, "persistent": {}, "transient": {}}
+        staged = {scope: dict(values) for scope, values in self.cluster_settings.items()}
+        for scope in ("persistent", "transient"):
+            values = body.get(scope) or {}
+            changed: dict[str, Any] = {}
+            for key, value in values.items():
+                if isinstance(value, Mapping):
+                    raise OpenSearchError(
+                        400,
+                        "illegal_argument_exception",
+                        f"[{scope}.{key}]: Amazon OpenSearch Service accepts only the flat settings form, e.g. "
+                        f'{{"{scope}": {{"{AUTO_CREATE_INDEX}": false}}}}',
+                    )
+                if key != AUTO_CREATE_INDEX:
+                    raise OpenSearchError(
+                        400,
+                        "illegal_argument_exception",
+                        f"cluster setting [{key}] is not emulated by the loopback server",
+                    )
+                if value is None:
+                    staged[scope].pop(key, None)
+                    continue
+                text = str(value).lower() if isinstance(value, bool) else str(value)
+                try:
+                    _auto_create_rules(text)
+                except ValueError as invalid:
+                    raise OpenSearchError(
+                        400,
+                        "illegal_argument_exception",
+                        f"illegal value can't update [{key}] from [{self.setting(key)}] to [{text}]",
+                        cause=cause("illegal_argument_exception", str(invalid)),
+                    ) from None
+                staged[scope][key] = changed[key] = text
+            answer[scope] = _nested_settings(changed)
+        self.cluster_settings = staged
+        return answer
+
+    def get_cluster_settings(self, flat: bool) -> dict[str, Any]:
+        return {
+            scope: dict(values) if flat else _nested_settings(values)
+            for scope, values in self.cluster_settings.items()
+        }
+
+    def should_auto_create(self, name: str) -> bool:
+        """AutoCreateIndex.shouldAutoCreate: True, or IndexNotFoundException with the setting's reason."""
+        value = self.setting(AUTO_CREATE_INDEX)
+        enabled, expressions = _auto_create_rules(value)
+        if not enabled:
+            raise index_not_found(name, f"[{AUTO_CREATE_INDEX}] is [false]")
+        for pattern, include in expressions:
+            if matches(pattern, name):
+                if include:
+                    return True
+                raise index_not_found(
+                    name,
+                    f"[{AUTO_CREATE_INDEX}] contains [-{pattern}] which forbids automatic creation of the index",
+                )
+        if not expressions:
+            return True
+        raise index_not_found(name, f"[{AUTO_CREATE_INDEX}] ([{value}]) doesn't match")
 
     # --- templates -------------------------------------------------------------------------------
 
@@ -359,6 +650,8 @@ class _Cluster:
             )
         template = body.get("template", {})
         _validate_mappings(template.get("mappings", {}))
+        if "settings" in template:
+            self._validated_settings(_flat_settings(template.get("settings")))
         priority = int(body.get("priority", 0))
         for other_name, other in self.templates.items():
             if other_name == name or int(other.get("priority", 0)) != priority:
@@ -408,6 +701,15 @@ class _Cluster:
     def _alias_owners(self, alias: str) -> list[_Index]:
         return [index for index in self.indices.values() if alias in index.aliases]
 
+    def is_alias(self, name: str) -> bool:
+        return any(name in index.aliases for index in self.indices.values())
+
+    @staticmethod
+    def _validated_settings(flat: dict[str, Any]) -> dict[str, Any]:
+        if flat.get("index.number_of_replicas") is not None:
+            flat["index.number_of_replicas"] = _replica_count(flat["index.number_of_replicas"])
+        return flat
+
     def create_index(self, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
         _validate_index_name(name)
         if name in self.indices:
@@ -430,9 +732,12 @@ class _Cluster:
         template_body = template.get("template", {})
         mappings = _deep_merge(template_body.get("mappings", {}), body.get("mappings", {}))
         _validate_mappings(mappings)
-        settings = _deep_merge(
-            _normalize_settings(template_body.get("settings")), _normalize_settings(body.get("settings"))
-        )
+        flat = {
+            **_flat_settings(DEFAULT_INDEX_SETTINGS),
+            **_flat_settings(template_body.get("settings")),
+            **_flat_settings(body.get("settings")),
+        }
+        settings = _nested_settings(self._validated_settings(flat))
         aliases = {
             **copy.deepcopy(template_body.get("aliases", {})),
             **copy.deepcopy(body.get("aliases", {})),
@@ -488,19 +793,59 @@ class _Cluster:
             name: {
                 "aliases": copy.deepcopy(self.indices[name].aliases),
                 "mappings": copy.deepcopy(self.indices[name].mappings),
-                "settings": _deep_merge(
-                    self.indices[name].settings,
-                    {
-                        "index": {
-                            "provided_name": name,
-                            "uuid": self.indices[name].uuid,
-                            "creation_date": str(self.indices[name].created_at),
-                        }
-                    },
-                ),
+                "settings": self._settings_answer(self.indices[name]),
             }
             for name in self.resolve(expression)
         }
+
+    @staticmethod
+    def _settings_answer(index: _Index) -> dict[str, Any]:
+        return _deep_merge(
+            index.settings,
+            {
+                "index": {
+                    "provided_name": index.name,
+                    "uuid": index.uuid,
+                    "creation_date": str(index.created_at),
+                }
+            },
+        )
+
+    def get_settings(self, expression: str) -> dict[str, Any]:
+        return {
+            name: {"settings": self._settings_answer(self.indices[name])} for name in self.resolve(expression)
+        }
+
+    def update_settings(self, expression: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`PUT <index>/_settings`: dynamic settings only; null resets a setting."""
+        names = self.resolve(expression)
+        settings = body.get("settings") if isinstance(body.get("settings"), Mapping) else body
+        flat = _flat_settings(settings)
+        for key in flat:
+            if key in STATIC_INDEX_SETTINGS:
+                listed = ", ".join(f"[{name}/{self.indices[name].uuid}]" for name in names)
+                raise OpenSearchError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Can't update non dynamic settings [[{key}]] for open indices [{listed}]",
+                )
+            if key not in DYNAMIC_INDEX_SETTINGS:
+                raise OpenSearchError(
+                    400,
+                    "illegal_argument_exception",
+                    f"unknown setting [{key}] please check that any required plugins are installed, or check the "
+                    "breaking changes documentation for removed settings",
+                )
+            if key.startswith("index.blocks.") and flat[key] is not None:
+                _java_boolean(flat[key])
+        self._validated_settings(flat)
+        for name in names:
+            index = self.indices[name]
+            merged = {**_flat_settings(index.settings), **flat}
+            if merged.get("index.number_of_replicas") is None:
+                merged["index.number_of_replicas"] = "1"
+            index.settings = _nested_settings({k: v for k, v in merged.items() if v is not None})
+        return {"acknowledged": True}
 
     def get_mappings(self, expression: str) -> dict[str, Any]:
         return {
@@ -516,8 +861,8 @@ class _Cluster:
                 "status": "open",
                 "index": name,
                 "uuid": self.indices[name].uuid,
-                "pri": "1",
-                "rep": "0",
+                "pri": self.indices[name].setting("index.number_of_shards") or "1",
+                "rep": self.indices[name].setting("index.number_of_replicas") or "1",
                 "docs.count": str(len(self.indices[name].docs)),
                 "docs.deleted": "0",
             }
@@ -540,6 +885,19 @@ class _Cluster:
         if alias_pattern is not None and not result:
             raise _AliasMissing(alias_pattern)
         return result
+
+    def alias_action_targets(self, body: Mapping[str, Any]) -> list[tuple[list[str], list[str]]]:
+        """Per alias action: the security actions it needs and the indices it touches (for the check)."""
+        checks: list[tuple[list[str], list[str]]] = []
+        for action in body.get("actions") or []:
+            if not isinstance(action, Mapping) or len(action) != 1:
+                continue
+            ((kind, spec),) = action.items()
+            expressions = spec.get("indices") or [spec.get("index")]
+            names = [n for e in expressions if isinstance(e, str) for n in self.request_targets(e)]
+            needed = ["indices:admin/aliases"] + (["indices:admin/delete"] if kind == "remove_index" else [])
+            checks.append((needed, names))
+        return checks
 
     def update_aliases(self, body: Mapping[str, Any]) -> dict[str, Any]:
         actions = body.get("actions")
@@ -619,15 +977,12 @@ class _Cluster:
         return names
 
     def write_index(self, target: str) -> str:
-        """The concrete index a write to `target` (index or alias) goes to; auto-creates like OpenSearch."""
+        """The concrete index a write to `target` (index or alias) goes to (IndexNameExpressionResolver)."""
         if target in self.indices:
             return target
         owners = self._alias_owners(target)
         if not owners:
-            if not self.auto_create_index:
-                raise _index_not_found(target)
-            self.create_index(target, {})
-            return target
+            raise _index_not_found(target)
         explicit = [i for i in owners if i.aliases[target].get("is_write_index")]
         if explicit:
             return explicit[0].name
@@ -641,7 +996,7 @@ class _Cluster:
             "designated as a write index",
         )
 
-    # --- scripts ---------------------------------------------------------------------------------
+    # --- security API ----------------------------------------------------------------------------
 
     def put_security(self, kind: str, name: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         """PUT _plugins/_security/api/{roles,rolesmapping}/<name>: 201 CREATED or 200 OK, as documented."""
@@ -654,7 +1009,10 @@ class _Cluster:
         status = "OK" if existed else "CREATED"
         return (200 if existed else 201), {"status": status, "message": f"'{name}' {status.lower()}."}
 
-    def put_script(self, script_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    # --- scripts ---------------------------------------------------------------------------------
+
+    def put_script(self, script_id: str, body: Mapping[str, Any], context: str | None) -> dict[str, Any]:
+        """`PUT _scripts/<id>` stores the source; `PUT _scripts/<id>/<context>` compiles it for that context first."""
         script = body.get("script")
         if not isinstance(script, Mapping) or not script.get("source") or not script.get("lang"):
             raise OpenSearchError(
@@ -662,15 +1020,25 @@ class _Cluster:
             )
         if script["lang"] != "painless":
             raise OpenSearchError(
-                400, "illegal_argument_exception", f"script_lang not supported [{script['lang']}]"
+                400,
+                "illegal_argument_exception",
+                f"unable to put stored script with unsupported lang [{script['lang']}]",
             )
-        self.scripts[script_id] = {"lang": script["lang"], "source": script["source"]}
+        stored = _StoredScript(script["lang"], script["source"])
+        if context is not None:
+            stored.compiled[context] = compile_stored(script_id, stored.source, context)
+        self.scripts[script_id] = stored
         return {"acknowledged": True}
 
     def get_script(self, script_id: str) -> tuple[int, dict[str, Any]]:
-        if script_id not in self.scripts:
+        stored = self.scripts.get(script_id)
+        if stored is None:
             return 404, {"_id": script_id, "found": False}
-        return 200, {"_id": script_id, "found": True, "script": dict(self.scripts[script_id])}
+        return 200, {
+            "_id": script_id,
+            "found": True,
+            "script": {"lang": stored.lang, "source": stored.source},
+        }
 
     def delete_script(self, script_id: str) -> dict[str, Any]:
         if script_id not in self.scripts:
@@ -679,6 +1047,19 @@ class _Cluster:
             )
         del self.scripts[script_id]
         return {"acknowledged": True}
+
+    def _update_script(self, script_id: str) -> Twin:
+        """ScriptService.compile for the update context: the stored script, compiled (cached) or refused."""
+        stored = self.scripts.get(script_id)
+        if stored is None:
+            raise missing_script(script_id)
+        twin = stored.compiled.get("update")
+        if twin is None:
+            try:
+                twin = stored.compiled["update"] = compile_stored(script_id, stored.source, "update")
+            except OpenSearchError as refused:
+                raise failed_to_execute(refused) from None
+        return twin
 
     # --- documents -------------------------------------------------------------------------------
 
@@ -715,7 +1096,7 @@ class _Cluster:
                 "illegal_argument_exception",
                 "search_after needs a sort and exactly one value per sort field",
             )
-        hits = []
+        hits: list[dict[str, Any]] = []
         for name in self.resolve(expression):
             index = self.indices[name]
             alias_filters = [
@@ -747,26 +1128,80 @@ class _Cluster:
             },
         }
 
-    def bulk(self, default_index: str | None, lines: list[str] | list[bytes]) -> dict[str, Any]:
-        """Parses the whole request first (a malformed request changes nothing), then runs each item."""
+    # --- _bulk -----------------------------------------------------------------------------------
+
+    def bulk(
+        self,
+        subject: Subject,
+        default_index: str | None,
+        lines: list[str] | list[bytes],
+        *,
+        require_alias: bool = False,
+    ) -> dict[str, Any]:
+        """TransportBulkAction: the whole request is parsed first (a malformed request changes nothing), the
+        cluster permission `indices:data/write/bulk` is checked, missing indices are auto-created (or refused),
+        then each concrete index's items run as one shard request (`indices:data/write/bulk[s]` and each
+        item's action checked on that index, then its write blocks)."""
         started = time.monotonic()
-        operations: list[tuple[str, Mapping[str, Any], Any]] = []
+        operations = self._parse_bulk(lines, default_index, require_alias)
+        self.authorizer.check_cluster(subject, "indices:data/write/bulk")
+        cannot_create = self._auto_create(subject, operations)
+        groups: dict[str, list[_BulkOperation]] = {}
+        resolved: dict[str, str] = {}  # within one request the cluster's aliases do not change
+        for operation in operations:
+            if operation.answer is None:
+                index_name = self._concrete_target(operation, cannot_create, resolved)
+                if index_name is not None:
+                    groups.setdefault(index_name, []).append(operation)
+        for index_name, group in groups.items():
+            self._run_shard(subject, self.indices[index_name], group)
+        items = []
+        errors = False
+        for operation in operations:
+            answer = operation.answer
+            assert answer is not None
+            errors = errors or "error" in answer
+            items.append({operation.op: answer})
+        return {"took": int((time.monotonic() - started) * 1000), "errors": errors, "items": items}
+
+    @staticmethod
+    def _parse_bulk(
+        lines: list[str] | list[bytes], default_index: str | None, default_require_alias: bool
+    ) -> list[_BulkOperation]:
+        operations: list[_BulkOperation] = []
         position = 0
         while position < len(lines):
+            line_number = position + 1
             try:
                 header = _parse_line(lines[position])
                 ((op, meta),) = header.items()
             except (ValueError, AttributeError) as error:
                 raise OpenSearchError(
-                    400, "illegal_argument_exception", f"Malformed action/metadata line [{position + 1}]"
+                    400, "illegal_argument_exception", f"Malformed action/metadata line [{line_number}]"
                 ) from error
-            if op not in ("index", "create", "update", "delete"):
+            if op not in _ITEM_ACTIONS:
                 raise OpenSearchError(
                     400,
                     "illegal_argument_exception",
-                    f"Malformed action/metadata line [{position + 1}], expected one of [create, delete, "
+                    f"Malformed action/metadata line [{line_number}], expected one of [create, delete, "
                     f"index, update] but found [{op}]",
                 )
+            if type(meta) is not dict:
+                raise OpenSearchError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Malformed action/metadata line [{line_number}], expected START_OBJECT or END_OBJECT",
+                )
+            for key in meta:
+                if key not in _BULK_PARAMETERS:
+                    raise OpenSearchError(
+                        400,
+                        "illegal_argument_exception",
+                        f"Action/metadata line [{line_number}] contains an unknown parameter [{key}]",
+                    )
+            require_alias = default_require_alias
+            if "require_alias" in meta:
+                require_alias = _java_boolean(meta["require_alias"])
             position += 1
             source: Any = None
             if op != "delete":
@@ -781,55 +1216,112 @@ class _Cluster:
                 except ValueError:
                     source = _UNPARSEABLE
                 position += 1
-            operations.append((op, meta, source))
-        # Within one request the cluster's aliases do not change, so each target resolves once.
-        targets: dict[str, _Index] = {}
-        items = []
-        errors = False
-        for op, meta, source in operations:
-            item = self._bulk_item(op, meta, source, default_index, targets)
-            errors = errors or "error" in item
-            items.append({op: item})
-        return {"took": int((time.monotonic() - started) * 1000), "errors": errors, "items": items}
+            operations.append(
+                _BulkOperation(op, meta.get("_index", default_index), meta.get("_id"), source, require_alias)
+            )
+        return operations
 
-    def _bulk_item(
+    def _auto_create(self, subject: Subject, operations: list[_BulkOperation]) -> dict[str, OpenSearchError]:
+        """Create the missing indices that writes (not deletes) name, unless one of them requires an alias:
+        as the requesting user (`indices:admin/auto_create` is checked as `indices:admin/create`). Returns the
+        names that `action.auto_create_index` forbids, with their error."""
+        requires_alias: dict[str, bool] = {}
+        for operation in operations:
+            if operation.op != "delete" and isinstance(operation.target, str) and operation.target:
+                requires_alias[operation.target] = requires_alias.get(operation.target, False) or (
+                    operation.require_alias
+                )
+        cannot_create: dict[str, OpenSearchError] = {}
+        for name, required in requires_alias.items():
+            if name in self.indices or self.is_alias(name):
+                continue
+            try:
+                self.should_auto_create(name)
+            except OpenSearchError as refused:
+                cannot_create[name] = refused
+                continue
+            if required:
+                continue
+            try:
+                self.check_indices(subject, ["indices:admin/create"], [name])
+                self.create_index(name, {})
+            except OpenSearchError as failed:
+                for operation in operations:
+                    if operation.target == name and operation.answer is None:
+                        operation.answer = _item_failure(name, operation.doc_id, failed)
+        return cannot_create
+
+    def _concrete_target(
         self,
-        op: str,
-        meta: Mapping[str, Any],
-        source: Any,
-        default_index: str | None,
-        targets: dict[str, _Index],
-    ) -> dict[str, Any]:
-        target = meta.get("_index", default_index)
-        doc_id = meta.get("_id")
+        operation: _BulkOperation,
+        cannot_create: Mapping[str, OpenSearchError],
+        resolved: dict[str, str],
+    ) -> str | None:
+        """The concrete index of one item, or None with the item's failure set (TransportBulkAction order:
+        require_alias, then indices that could not be created, then resolution)."""
+        target, doc_id = operation.target, operation.doc_id
+        failure: OpenSearchError | None = None
+        if not target or not isinstance(target, str):
+            failure = OpenSearchError(
+                400, "action_request_validation_exception", "Validation Failed: 1: index is missing;"
+            )
+        elif doc_id is None and operation.op != "index":
+            failure = OpenSearchError(
+                400, "action_request_validation_exception", "Validation Failed: 1: id is missing;"
+            )
+        elif operation.require_alias and not self.is_alias(target):
+            failure = index_not_found(
+                target, f"[require_alias] request flag is [true] and [{target}] is not an alias"
+            )
+        elif target in cannot_create:
+            failure = cannot_create[target]
+        else:
+            concrete = resolved.get(target)
+            if concrete is not None:
+                return concrete
+            try:
+                concrete = resolved[target] = self.write_index(target)
+            except OpenSearchError as unresolved:
+                failure = unresolved
+            else:
+                return concrete
+        operation.answer = _item_failure(target, doc_id, failure)
+        return None
+
+    def _run_shard(self, subject: Subject, index: _Index, group: list[_BulkOperation]) -> None:
+        actions = ["indices:data/write/bulk[s]", *dict.fromkeys(_ITEM_ACTIONS[o.op] for o in group)]
         try:
-            if not target:
-                raise OpenSearchError(
-                    400, "action_request_validation_exception", "Validation Failed: 1: index is missing;"
-                )
-            if doc_id is None and op != "index":
-                raise OpenSearchError(
-                    400, "action_request_validation_exception", "Validation Failed: 1: id is missing;"
-                )
-            index = targets.get(target) if isinstance(target, str) else None
-            if index is None:
-                index = self.indices[self.write_index(target)]
-                if isinstance(target, str):
-                    targets[target] = index
-            if doc_id is None:
-                doc_id = hashlib.sha1(f"{index.name}{index.seq_no}{time.time()}".encode()).hexdigest()[:20]
+            self.check_indices(subject, actions, [index.name])
+            self._check_write_blocks(index)
+        except OpenSearchError as refused:
+            for operation in group:
+                operation.answer = _item_failure(index.name, operation.doc_id, refused)
+            return
+        for operation in group:
+            operation.answer = self._bulk_item(subject, operation, index)
+
+    @staticmethod
+    def _check_write_blocks(index: _Index) -> None:
+        blocks = [(status, text) for key, _, status, text in _WRITE_BLOCKS if index.setting(key) == "true"]
+        if blocks:
+            raise OpenSearchError(
+                max(status for status, _ in blocks),
+                "cluster_block_exception",
+                f"index [{index.name}] blocked by: [{', '.join(text for _, text in blocks)}];",
+            )
+
+    def _bulk_item(self, subject: Subject, operation: _BulkOperation, index: _Index) -> dict[str, Any]:
+        doc_id = operation.doc_id
+        if doc_id is None:
+            doc_id = hashlib.sha1(f"{index.name}{index.seq_no}{time.time()}".encode()).hexdigest()[:20]
+        try:
             if self.item_faults:
                 self._raise_item_fault(doc_id, index.name)
-            if source is _UNPARSEABLE:
+            if operation.source is _UNPARSEABLE:
                 raise OpenSearchError(400, "mapper_parsing_exception", "failed to parse", index=index.name)
-            status, result = self._apply(op, index, doc_id, source)
+            status, result = self._apply(subject, operation.op, index, doc_id, operation.source)
         except OpenSearchError as error:
-            return {
-                "_index": self._resolve_quietly(target),
-                "_id": doc_id,
-                "status": error.status,
-                "error": error.error_object(),
-            }
+            return _item_failure(index.name, doc_id, error)
         index.seq_no += 1
         return {
             "_index": index.name,
@@ -842,15 +1334,6 @@ class _Cluster:
             "status": status,
         }
 
-    def _resolve_quietly(self, target: str | None) -> str | None:
-        """The index an item would have gone to, for its error entry (never auto-creates)."""
-        if not target or not (target in self.indices or self._alias_owners(target)):
-            return target
-        try:
-            return self.write_index(target)
-        except OpenSearchError:
-            return target
-
     def _raise_item_fault(self, doc_id: str, index_name: str) -> None:
         queue = self.item_faults.get(doc_id)
         if not queue:
@@ -862,7 +1345,7 @@ class _Cluster:
                 queue.popleft()
         raise OpenSearchError(fault.status, fault.error_type, fault.reason, index=index_name)
 
-    def _apply(self, op: str, index: _Index, doc_id: str, source: Any) -> tuple[int, str]:
+    def _apply(self, subject: Subject, op: str, index: _Index, doc_id: str, source: Any) -> tuple[int, str]:
         exists = doc_id in index.docs
         if op == "delete":
             if not exists:
@@ -879,13 +1362,13 @@ class _Cluster:
                 index=index.name,
             )
         if op in ("index", "create"):
-            if not isinstance(source, Mapping):
-                raise OpenSearchError(400, "mapper_parsing_exception", "failed to parse", index=index.name)
-            self._store(index, doc_id, dict(source), fresh=True)
+            self._store(subject, index, doc_id, source, fresh=True)
             return (200, "updated") if exists else (201, "created")
-        return self._update(index, doc_id, source, exists)
+        return self._update(subject, index, doc_id, source, exists)
 
-    def _update(self, index: _Index, doc_id: str, body: Any, exists: bool) -> tuple[int, str]:
+    def _update(
+        self, subject: Subject, index: _Index, doc_id: str, body: Any, exists: bool
+    ) -> tuple[int, str]:
         if type(body) is not dict and not isinstance(body, Mapping):  # `type` first: the ABC check is slow
             raise OpenSearchError(
                 400, "x_content_parse_exception", "[UpdateRequest] failed to parse", index=index.name
@@ -899,49 +1382,39 @@ class _Cluster:
                     "illegal_argument_exception",
                     "inline scripts are not emulated by the loopback server",
                 )
-            if script_id not in self.scripts:
-                raise OpenSearchError(
-                    404,
-                    "resource_not_found_exception",
-                    f"unable to find script [{script_id}] in cluster state",
-                )
-            emulator = self.script_emulators.get(script_id)
-            if emulator is None:
-                raise OpenSearchError(
-                    400,
-                    "illegal_argument_exception",
-                    f"stored script [{script_id}] has no Python twin in the loopback server",
-                )
-            # Script twins are pure (they never mutate what they are given), so no copies here.
             if exists:
                 current: dict[str, Any] | None = index.docs[doc_id]
             elif body.get("scripted_upsert"):
                 current = dict(body.get("upsert", {}))
             elif "upsert" in body:
-                self._store(index, doc_id, dict(body["upsert"]))
+                self._store(subject, index, doc_id, dict(body["upsert"]))
                 return 201, "created"
             else:
                 raise OpenSearchError(
                     404, "document_missing_exception", f"[{doc_id}]: document missing", index=index.name
                 )
-            replacement = emulator(current, script.get("params", {}))
+            twin = self._update_script(script_id)
+            if self.script_faults:
+                self._raise_script_fault(doc_id, script_id)
+            # Script twins are pure (they never mutate what they are given), so no copies here.
+            replacement = run_update_script(script_id, twin, current, script.get("params", {}))
             if replacement is None:
                 return 200, "noop"
             # The replacement is built from this request's freshly parsed JSON: nothing else holds it.
-            self._store(index, doc_id, replacement, fresh=True)
+            self._store(subject, index, doc_id, replacement, fresh=True)
             return (200, "updated") if exists else (201, "created")
         if "doc" in body:
             if exists:
                 merged = _deep_merge(index.docs[doc_id], body["doc"])
                 if merged == index.docs[doc_id] and body.get("detect_noop", True):
                     return 200, "noop"
-                self._store(index, doc_id, merged)
+                self._store(subject, index, doc_id, merged, fresh=True)
                 return 200, "updated"
             if body.get("doc_as_upsert"):
-                self._store(index, doc_id, dict(body["doc"]))
+                self._store(subject, index, doc_id, dict(body["doc"]))
                 return 201, "created"
             if "upsert" in body:
-                self._store(index, doc_id, dict(body["upsert"]))
+                self._store(subject, index, doc_id, dict(body["upsert"]))
                 return 201, "created"
             raise OpenSearchError(
                 404, "document_missing_exception", f"[{doc_id}]: document missing", index=index.name
@@ -950,17 +1423,42 @@ class _Cluster:
             400, "action_request_validation_exception", "Validation Failed: 1: script or doc is missing;"
         )
 
-    @staticmethod
-    def _store(index: _Index, doc_id: str, source: dict[str, Any], *, fresh: bool = False) -> None:
-        """Stores ``source``; ``fresh`` sources (parsed from the request being handled) are not copied."""
+    def _raise_script_fault(self, doc_id: str, script_id: str) -> None:
+        queue = self.script_faults.get(doc_id)
+        if not queue:
+            return
+        fault = queue[0]
+        if fault.remaining is not None:
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                queue.popleft()
+
+        def failing(_current: Mapping[str, Any] | None, _params: Mapping[str, Any]) -> dict[str, Any] | None:
+            raise ScriptRuntimeError(fault.java_exception, fault.reason)
+
+        run_update_script(script_id, Twin("update", failing), None, {})
+
+    def _store(
+        self, subject: Subject, index: _Index, doc_id: str, source: Any, *, fresh: bool = False
+    ) -> None:
+        """Index ``source``: parsed against the mappings, which grow (as the user: `indices:admin/mapping/put`)
+        when it adds fields. ``fresh`` sources (parsed from the request being handled) are not copied."""
+        update = parse_document(index.mappings, source, doc_id)
+        if update is not None:
+            self.check_indices(subject, ["indices:admin/mapping/put"], [index.name])
+            index.mappings = update
         index.docs[doc_id] = source if fresh else copy.deepcopy(source)
         index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
+
+
+def _item_failure(index: Any, doc_id: Any, error: OpenSearchError) -> dict[str, Any]:
+    return {"_index": index, "_id": doc_id, "status": error.status, "error": error.error_object()}
 
 
 _UNPARSEABLE = object()
 # json.dumps' output (same separators, ASCII), without the circular-reference bookkeeping: answers are trees.
 _encode_response = json.JSONEncoder(check_circular=False).encode
-_scan_json = json.JSONDecoder().scan_once  # the C scanner json.loads runs, without its per-call wrapping
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner json.loads runs, without its per-call wrapping
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() strips (str.strip() also strips Unicode spaces)
 
 
@@ -1137,6 +1635,8 @@ def _classify(segments: list[str]) -> str:
     first, last = segments[0], segments[-1]
     if first == "_index_template":
         return ROUTE_INDEX_TEMPLATE
+    if segments[:2] == ["_cluster", "settings"]:
+        return ROUTE_CLUSTER_SETTINGS
     if first == "_cat" and len(segments) >= 2 and segments[1] == "indices":
         return ROUTE_CAT_INDICES
     if first == "_scripts":
@@ -1151,6 +1651,8 @@ def _classify(segments: list[str]) -> str:
         return ROUTE_BULK
     if len(segments) == 3 and segments[1] == "_doc":
         return ROUTE_DOC
+    if last == "_settings" and len(segments) <= 2:
+        return ROUTE_SETTINGS
     if last in ("_search", "_count", "_refresh", "_mapping") and len(segments) <= 2:
         return {
             "_search": ROUTE_SEARCH,
@@ -1174,6 +1676,9 @@ class LoopbackOpenSearch:
     """A thread-safe in-memory OpenSearch on 127.0.0.1:<ephemeral port>; use as a context manager.
 
     `credentials` (access key, secret key) makes it verify signatures, not only their presence.
+    `fgac` turns on fine-grained access control: each signed request acts as the IAM role its access key
+    belongs to (see tests/support/opensearch_security.py).
+    `auto_create_index` is the node's `action.auto_create_index` (a `PUT _cluster/settings` overrides it).
     `max_body_bytes` emulates Amazon OpenSearch Service's per-instance-type request size limit (HTTP 413).
     """
 
@@ -1185,7 +1690,7 @@ class LoopbackOpenSearch:
         region: str | None = None,
         latency_seconds: float = 0.0,
         auto_create_index: bool = True,
-        script_emulators: Mapping[str, ScriptEmulator] | None = None,
+        fgac: FineGrainedAccessControl | None = None,
         idle_connection_timeout_seconds: float = 5.0,
         max_body_bytes: int | None = None,
     ) -> None:
@@ -1194,10 +1699,8 @@ class LoopbackOpenSearch:
         self.credentials = credentials
         self.region = region
         self.latency_seconds = latency_seconds
-        self.cluster = _Cluster(
-            auto_create_index=auto_create_index,
-            script_emulators=script_emulators or {APPLY_SCRIPT_ID: apply_sync_script},
-        )
+        self.fgac = fgac
+        self.cluster = _Cluster(auto_create_index=auto_create_index)
         self.requests: list[RecordedRequest] = []
         self.route_counts: Counter[str] = Counter()
         self._faults: dict[str, deque[Fault]] = {}
@@ -1303,10 +1806,26 @@ class LoopbackOpenSearch:
                 ItemFault(status, error_type, reason, times)
             )
 
+    def fail_script(
+        self,
+        doc_id: str,
+        *,
+        java_exception: str = "null_pointer_exception",
+        reason: str = 'Cannot invoke "Object.toString()" because "value" is null',
+        times: int | None = 1,
+    ) -> None:
+        """Stored scripts running for `doc_id` fail with a painless runtime error (`java_exception` as its
+        cause): `times` times, or always when None."""
+        with self.cluster.lock:
+            self.cluster.script_faults.setdefault(doc_id, deque()).append(
+                _ScriptFault(java_exception, reason, times)
+            )
+
     def clear_faults(self) -> None:
         with self.cluster.lock:
             self._faults.clear()
             self.cluster.item_faults.clear()
+            self.cluster.script_faults.clear()
 
     # --- inspection ------------------------------------------------------------------------------
 
@@ -1416,9 +1935,23 @@ class LoopbackOpenSearch:
             return OpenSearchError(403, "security_exception", denied)
         return None
 
-    def _dispatch(self, request: RecordedRequest, segments: list[str]) -> tuple[int, Any]:
+    def subject_of(self, request: RecordedRequest) -> Subject | OpenSearchError:
+        """Who a request acts as: everything without FGAC; with it, the IAM role of the signing access key
+        (an access key no principal owns is refused by IAM before FGAC sees the request)."""
+        if self.fgac is None:
+            return UNRESTRICTED
+        match = _AUTHORIZATION.match(request.headers.get("authorization", ""))
+        subject = self.fgac.subject(match["key"]) if match else None
+        if subject is None:
+            return OpenSearchError(
+                403, "security_exception", "The security token included in the request is invalid."
+            )
+        return subject
+
+    def _dispatch(self, request: RecordedRequest, segments: list[str], subject: Subject) -> tuple[int, Any]:
         cluster = self.cluster
         method, route, query = request.method, request.route, request.query
+        authorizer = cluster.authorizer
 
         def body() -> Any:
             if not request.body:
@@ -1430,8 +1963,15 @@ class LoopbackOpenSearch:
                     400, "parse_exception", f"request body is required / not JSON: {error}"
                 ) from error
 
+        def allow_cluster(action: str) -> None:
+            authorizer.check_cluster(subject, action)
+
+        def allow_indices(actions: list[str], expression: str) -> None:
+            cluster.check_indices(subject, actions, cluster.request_targets(expression))
+
         with cluster.lock:
             if route == ROUTE_ROOT and method in ("GET", "HEAD"):
+                allow_cluster("cluster:monitor/main")
                 return 200, {
                     "name": "loopback",
                     "cluster_name": "loopback",
@@ -1440,48 +1980,88 @@ class LoopbackOpenSearch:
             if route == ROUTE_INDEX_TEMPLATE:
                 name = segments[1] if len(segments) > 1 else None
                 if method in ("PUT", "POST") and name:
+                    allow_cluster("indices:admin/index_template/put")
                     return 200, cluster.put_template(name, body())
                 if method == "GET":
+                    allow_cluster("indices:admin/index_template/get")
                     return 200, cluster.get_templates(name)
                 if method == "DELETE" and name:
+                    allow_cluster("indices:admin/index_template/delete")
                     return 200, cluster.delete_template(name)
             if route == ROUTE_INDEX:
                 name = segments[0]
                 if method == "PUT":
-                    return 200, cluster.create_index(name, body())
+                    request_body = body()
+                    aliases = ["indices:admin/aliases"] if request_body.get("aliases") else []
+                    cluster.check_indices(subject, ["indices:admin/create", *aliases], [name])
+                    return 200, cluster.create_index(name, request_body)
                 if method == "HEAD":
+                    allow_indices(["indices:admin/get"], name)
                     try:
                         cluster.resolve(name)
                     except OpenSearchError:
                         return 404, None
                     return 200, None
                 if method == "GET":
+                    allow_indices(["indices:admin/get"], name)
                     return 200, cluster.get_indices(name)
                 if method == "DELETE":
+                    allow_indices(["indices:admin/delete"], name)
                     return 200, cluster.delete_index(name)
             if route == ROUTE_MAPPING and method == "GET":
-                return 200, cluster.get_mappings(segments[0] if len(segments) == 2 else "_all")
+                expression = segments[0] if len(segments) == 2 else "_all"
+                allow_indices(["indices:admin/mappings/get"], expression)
+                return 200, cluster.get_mappings(expression)
+            if route == ROUTE_SETTINGS:
+                expression = segments[0] if len(segments) == 2 else "_all"
+                if method == "PUT":
+                    allow_indices(["indices:admin/settings/update"], expression)
+                    return 200, cluster.update_settings(expression, body())
+                if method == "GET":
+                    allow_indices(["indices:monitor/settings/get"], expression)
+                    return 200, cluster.get_settings(expression)
+            if route == ROUTE_CLUSTER_SETTINGS:
+                if method == "PUT":
+                    allow_cluster("cluster:admin/settings/update")
+                    return 200, cluster.put_cluster_settings(body())
+                if method == "GET":
+                    allow_cluster("cluster:monitor/state")
+                    return 200, cluster.get_cluster_settings(query.get("flat_settings") == "true")
             if route == ROUTE_CAT_INDICES and method == "GET":
                 if query.get("format") != "json":
                     raise OpenSearchError(400, "illegal_argument_exception", "only format=json is emulated")
-                return 200, cluster.cat_indices(segments[2] if len(segments) > 2 else None)
+                listed = segments[2] if len(segments) > 2 else None
+                allow_indices(["indices:monitor/stats"], listed or "_all")
+                return 200, cluster.cat_indices(listed)
             if route == ROUTE_ALIASES and method == "POST":
-                return 200, cluster.update_aliases(body())
+                request_body = body()
+                for actions, names in cluster.alias_action_targets(request_body):
+                    cluster.check_indices(subject, actions, names)
+                return 200, cluster.update_aliases(request_body)
             if route == ROUTE_ALIASES and method == "GET":
+                allow_indices(["indices:admin/aliases/get"], "_all")
                 return 200, cluster.get_aliases(None, None)
             if route == ROUTE_ALIAS and method in ("GET", "HEAD"):
                 position = segments.index("_alias") if "_alias" in segments else segments.index("_aliases")
-                expression = segments[0] if position == 1 else None
+                owner = segments[0] if position == 1 else None
                 alias = segments[position + 1] if len(segments) > position + 1 else None
-                return 200, cluster.get_aliases(expression, alias)
-            if route == ROUTE_SCRIPTS and len(segments) == 2:
+                allow_indices(["indices:admin/aliases/get"], owner or "_all")
+                return 200, cluster.get_aliases(owner, alias)
+            if route == ROUTE_SCRIPTS and len(segments) in (2, 3):
+                context = segments[2] if len(segments) == 3 else None
                 if method in ("PUT", "POST"):
-                    return 200, cluster.put_script(segments[1], body())
-                if method == "GET":
+                    allow_cluster("cluster:admin/script/put")
+                    return 200, cluster.put_script(segments[1], body(), context)
+                if method == "GET" and context is None:
+                    allow_cluster("cluster:admin/script/get")
                     return cluster.get_script(segments[1])
-                if method == "DELETE":
+                if method == "DELETE" and context is None:
+                    allow_cluster("cluster:admin/script/delete")
                     return 200, cluster.delete_script(segments[1])
             if route == ROUTE_SECURITY and len(segments) == 5 and segments[3] in ("roles", "rolesmapping"):
+                refusal = authorizer.security_api_refusal(subject)
+                if refusal is not None:
+                    return 403, {"status": "FORBIDDEN", "message": refusal}
                 if method == "PUT":
                     return cluster.put_security(segments[3], segments[4], body())
                 if method == "GET":
@@ -1490,14 +2070,17 @@ class LoopbackOpenSearch:
                         return 404, {"status": "NOT_FOUND", "message": f"{segments[4]} not found."}
                     return 200, {segments[4]: found}
             if route == ROUTE_DOC and method == "GET":
+                allow_indices(["indices:data/read/get"], segments[0])
                 return cluster.get_document(segments[0], segments[2])
             if route in (ROUTE_SEARCH, ROUTE_COUNT) and method in ("GET", "POST"):
                 expression = segments[0] if len(segments) == 2 else "_all"
+                allow_indices(["indices:data/read/search"], expression)
                 result = cluster.search(expression, body())
                 if route == ROUTE_COUNT:
                     return 200, {"count": result["hits"]["total"]["value"], "_shards": result["_shards"]}
                 return 200, result
             if route == ROUTE_REFRESH and method in ("GET", "POST"):
+                allow_indices(["indices:admin/refresh"], segments[0] if len(segments) == 2 else "_all")
                 return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
             if route == ROUTE_BULK and method in ("POST", "PUT"):
                 content_type = request.headers.get("content-type", "").split(";")[0].strip()
@@ -1518,7 +2101,12 @@ class LoopbackOpenSearch:
                     raise OpenSearchError(
                         400, "action_request_validation_exception", "Validation Failed: 1: no requests added;"
                     )
-                return 200, cluster.bulk(segments[0] if len(segments) == 2 else None, lines)
+                return 200, cluster.bulk(
+                    subject,
+                    segments[0] if len(segments) == 2 else None,
+                    lines,
+                    require_alias=query.get("require_alias") in ("", "true"),
+                )
         return 400, {"error": f"no handler found for uri [{request.path}] and method [{method}]"}
 
 
@@ -1594,8 +2182,9 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
                 if owner.require_signature
                 else None
             )
-            if denied is not None:
-                self._send(denied.status, {"message": denied.reason, "error": denied.body()["error"]})
+            subject = owner.subject_of(request) if denied is None else denied
+            if isinstance(subject, OpenSearchError):
+                self._send(subject.status, {"message": subject.reason, "error": subject.body()["error"]})
                 return
             if owner.max_body_bytes is not None and len(body) > owner.max_body_bytes:
                 self._send(413, {"Message": f"Request size exceeded {owner.max_body_bytes} bytes"})
@@ -1617,7 +2206,7 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
                     self._send(fault.status, _filter_response(fault.body, response_filter), fault.headers)
                     return
             try:
-                status, payload = owner._dispatch(request, segments)
+                status, payload = owner._dispatch(request, segments, subject)
             except OpenSearchError as error:
                 status, payload = error.status, error.body()
             except _AliasMissing as missing:

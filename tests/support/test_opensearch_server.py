@@ -35,7 +35,7 @@ def send(client: OpenSearchTransport, method: str, path: str, body: Any = None) 
     return client.request(method, path, json.dumps(body).encode() if body is not None else None)
 
 
-def bulk(client: OpenSearchTransport, lines: list[dict[str, Any]], path: str = "_bulk") -> Response:
+def bulk(client: OpenSearchTransport, lines: list[Any], path: str = "_bulk") -> Response:
     body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
     return client.request("POST", path, body, {"Content-Type": NDJSON_CONTENT_TYPE})
 
@@ -168,9 +168,15 @@ def test_update_with_a_script_that_was_never_stored_fails_per_item(client: OpenS
 
     item = response["items"][0]["update"]
     assert response["errors"] is True
-    assert item["status"] == 404
-    assert item["error"]["type"] == "resource_not_found_exception"
-    assert item["error"]["reason"] == f"unable to find script [{APPLY_SCRIPT_ID}] in cluster state"
+    assert item["status"] == 400  # UpdateHelper wraps every script failure; the cause is only in caused_by
+    assert item["error"] == {
+        "type": "illegal_argument_exception",
+        "reason": "failed to execute script",
+        "caused_by": {
+            "type": "resource_not_found_exception",
+            "reason": f"unable to find script [{APPLY_SCRIPT_ID}] in cluster state",
+        },
+    }
 
 
 def test_item_faults_fail_only_the_named_document(
@@ -404,3 +410,405 @@ def test_filter_path_features_not_emulated_are_refused_rather_than_ignored(
     response = client.request("GET", f"_cat/indices?format=json&filter_path={expression}")
 
     assert response.status == 400
+
+
+# --- documents against mappings ------------------------------------------------------------------------------
+
+
+def mappings_of(client: OpenSearchTransport, index: str) -> dict[str, Any]:
+    return dict(send(client, "GET", f"{index}/_mapping").json()[index]["mappings"])
+
+
+def test_a_document_adding_fields_grows_the_mapping_with_the_default_dynamic_types(
+    client: OpenSearchTransport,
+) -> None:
+    doc = {
+        "name": "A",
+        "count": 3,
+        "ratio": 0.25,
+        "open": True,
+        "contact": {"email": "a@b"},
+        "when": "2026-01-02",
+    }
+
+    response = bulk(client, [{"index": {"_index": "plain", "_id": "1"}}, doc])
+
+    assert response.json()["items"][0]["index"]["status"] == 201
+    assert mappings_of(client, "plain")["properties"] == {
+        "name": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}},
+        "count": {"type": "long"},
+        "ratio": {"type": "float"},  # 32-bit unless a dynamic template says otherwise
+        "open": {"type": "boolean"},
+        "contact": {
+            "properties": {
+                "email": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+            }
+        },
+        "when": {"type": "date"},  # date_detection is on by default
+    }
+
+
+def test_dynamic_templates_decide_new_fields_by_json_type(client: OpenSearchTransport) -> None:
+    templates = [{"num": {"match_mapping_type": "double", "mapping": {"type": "double"}}}]
+    send(client, "PUT", "tpl", {"mappings": {"dynamic_templates": templates, "date_detection": False}})
+
+    bulk(client, [{"index": {"_index": "tpl", "_id": "1"}}, {"ratio": 0.1, "when": "2026-01-02"}])
+
+    properties = mappings_of(client, "tpl")["properties"]
+    assert properties["ratio"] == {"type": "double"}
+    assert properties["when"]["type"] == "text"
+
+
+@pytest.mark.parametrize(
+    ("mapped", "value", "cause_type", "cause_reason"),
+    [
+        ("keyword", {"a": 1}, "illegal_state_exception", "Can't get text on a START_OBJECT at 1:1"),
+        ("long", "abc", "illegal_argument_exception", 'For input string: "abc"'),
+        (
+            "long",
+            12345678901234567890123,
+            "input_coercion_exception",
+            "Numeric value (12345678901234567890123) out of range of long "
+            "(-9223372036854775808 - 9223372036854775807)",
+        ),
+        ("double", "x", "number_format_exception", 'For input string: "x"'),
+        (
+            "float",
+            1e39,
+            "illegal_argument_exception",
+            "[float] supports only finite values, but got [Infinity]",
+        ),
+        (
+            "boolean",
+            "yes",
+            "illegal_argument_exception",
+            "Failed to parse value [yes] as only [true] or [false] are allowed.",
+        ),
+    ],
+)
+def test_a_value_the_field_type_refuses_is_a_mapper_parsing_exception_that_changes_nothing(
+    client: OpenSearchTransport,
+    server: LoopbackOpenSearch,
+    mapped: str,
+    value: Any,
+    cause_type: str,
+    cause_reason: str,
+) -> None:
+    send(client, "PUT", "typed", {"mappings": {"properties": {"f": {"type": mapped}}}})
+    before = mappings_of(client, "typed")
+
+    item = bulk(client, [{"index": {"_index": "typed", "_id": "d1"}}, {"f": value, "new": "x"}]).json()[
+        "items"
+    ][0]
+
+    preview = "{a=1}" if isinstance(value, dict) else ("1.0E39" if value == 1e39 else str(value))
+    assert item["index"]["status"] == 400
+    assert item["index"]["error"] == {
+        "type": "mapper_parsing_exception",
+        "reason": f"failed to parse field [f] of type [{mapped}] in document with id 'd1'. Preview of field's value: '{preview}'",
+        "caused_by": {"type": cause_type, "reason": cause_reason},
+    }
+    assert mappings_of(client, "typed") == before and server.documents("typed") == {}
+
+
+def test_objects_follow_enabled_and_dynamic(client: OpenSearchTransport) -> None:
+    mappings = {
+        "dynamic": "strict",
+        "properties": {"raw": {"type": "object", "enabled": False}, "k": {"type": "keyword"}},
+    }
+    send(client, "PUT", "strict", {"mappings": mappings})
+
+    kept = bulk(
+        client, [{"index": {"_index": "strict", "_id": "1"}}, {"k": "a", "raw": {"/x": "1.0", "y": [1]}}]
+    )
+    refused = bulk(client, [{"index": {"_index": "strict", "_id": "2"}}, {"other": 1}])
+
+    assert kept.json()["items"][0]["index"]["status"] == 201
+    assert mappings_of(client, "strict")["properties"]["raw"] == {"type": "object", "enabled": False}
+    assert refused.json()["items"][0]["index"]["error"] == {
+        "type": "strict_dynamic_mapping_exception",
+        "reason": "mapping set to strict, dynamic introduction of [other] within [_doc] is not allowed",
+    }
+
+
+def test_a_concrete_value_for_an_object_field_is_refused(client: OpenSearchTransport) -> None:
+    bulk(client, [{"index": {"_index": "obj", "_id": "1"}}, {"o": {"a": 1}}])
+
+    item = bulk(client, [{"index": {"_index": "obj", "_id": "2"}}, {"o": 5}]).json()["items"][0]["index"]
+
+    assert item["error"] == {
+        "type": "mapper_parsing_exception",
+        "reason": "object mapping for [o] tried to parse field [o] as object, but found a concrete value",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        (".a", "object field starting or ending with a [.] makes object resolution ambiguous: [.a]"),
+        ("a..b", "object field starting or ending with a [.] makes object resolution ambiguous: [a..b]"),
+        ("", "field name cannot be an empty string"),
+    ],
+)
+def test_field_names_the_engine_cannot_split_are_refused(
+    client: OpenSearchTransport, name: str, reason: str
+) -> None:
+    item = bulk(client, [{"index": {"_index": "names", "_id": "1"}}, {name: 1}]).json()["items"][0]["index"]
+
+    assert item["error"] == {
+        "type": "mapper_parsing_exception",
+        "reason": "failed to parse",
+        "caused_by": {"type": "illegal_argument_exception", "reason": reason},
+    }
+
+
+def test_dotted_names_are_object_paths(client: OpenSearchTransport) -> None:
+    bulk(client, [{"index": {"_index": "dots", "_id": "1"}}, {"a.b": 1}])
+
+    assert mappings_of(client, "dots")["properties"] == {"a": {"properties": {"b": {"type": "long"}}}}
+
+
+# --- script params and stored scripts ------------------------------------------------------------------------
+
+
+def test_script_params_are_parsed_like_the_engine_parses_json(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str
+) -> None:
+    big = b"123456789012345678901234567890"
+    body = (
+        b'{"update":{"_index":"places-write","_id":"n#1"}}\n'
+        b'{"scripted_upsert":true,"upsert":{},"script":{"id":"' + APPLY_SCRIPT_ID.encode() + b'","params":'
+        b'{"seq":"' + b"1".zfill(40) + b'","tombstone":false,"doc":{"pk":"n","sk":"1","schema":"places",'
+        b'"pi":3.1415926535897932384626433832795028,"big":' + big + b"}}}}\n"
+    )
+
+    item = client.request("POST", "_bulk", body, {"Content-Type": NDJSON_CONTENT_TYPE}).json()["items"][0]
+
+    # A BigInteger beyond 64 bits does not fit the dynamic `long` its first value maps to.
+    assert item["update"]["error"]["caused_by"]["type"] == "input_coercion_exception"
+    client.request("POST", "_bulk", body.replace(big, b"1234567890"), {"Content-Type": NDJSON_CONTENT_TYPE})
+    stored = server.document(places, "n#1")
+    assert stored is not None
+    assert stored["pi"] == 3.141592653589793  # a double, as Jackson parses a fraction
+    assert mappings_of(client, "places-v1")["properties"]["pi"] == {"type": "float"}
+
+
+def test_a_script_stored_with_a_context_is_compiled_and_refused_when_it_has_no_twin(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    source = "ctx._source.x = params.y"
+
+    response = send(
+        client, "PUT", "_scripts/edited/update", {"script": {"lang": "painless", "source": source}}
+    )
+
+    assert response.status == 400
+    error = response.json()["error"]
+    assert (error["type"], error["reason"], error["lang"], error["script"]) == (
+        "script_exception",
+        "compile error",
+        "painless",
+        source,
+    )
+    assert error["caused_by"]["type"] == "illegal_argument_exception"
+    assert response.json()["error"]["root_cause"][0]["type"] == "script_exception"
+    assert "edited" not in server.cluster.scripts
+
+
+def test_the_sync_script_compiles_for_the_update_context_only(client: OpenSearchTransport) -> None:
+    ok = send(client, "PUT", f"_scripts/{APPLY_SCRIPT_ID}/update", stored_script_body())
+    wrong_context = send(client, "PUT", f"_scripts/{APPLY_SCRIPT_ID}/score", stored_script_body())
+    unknown = send(client, "PUT", f"_scripts/{APPLY_SCRIPT_ID}/nope", stored_script_body())
+
+    assert ok.status == 200
+    assert (wrong_context.status, wrong_context.json()["error"]["type"]) == (400, "script_exception")
+    assert unknown.json()["error"]["reason"] == f"failed to parse/compile stored script [{APPLY_SCRIPT_ID}]"
+    assert unknown.json()["error"]["caused_by"] == {
+        "type": "illegal_argument_exception",
+        "reason": "Unknown context [nope]",
+    }
+
+
+def test_a_script_stored_without_a_context_fails_to_compile_when_first_used(
+    client: OpenSearchTransport, places: str
+) -> None:
+    source = "ctx._source.clear(); ctx._source.putAll(params.doc)"
+    send(client, "PUT", f"_scripts/{APPLY_SCRIPT_ID}", {"script": {"lang": "painless", "source": source}})
+
+    item = bulk(client, sync_update("p#1", 1, {"pk": "p"}), f"{places}/_bulk").json()["items"][0]["update"]
+
+    assert item["status"] == 400
+    assert (item["error"]["type"], item["error"]["reason"]) == (
+        "illegal_argument_exception",
+        "failed to execute script",
+    )
+    assert (item["error"]["caused_by"]["type"], item["error"]["caused_by"]["reason"]) == (
+        "script_exception",
+        "compile error",
+    )
+
+
+def test_a_script_failing_at_run_time_is_a_runtime_error_for_that_document_only(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str
+) -> None:
+    server.fail_script(
+        "p#1", java_exception="class_cast_exception", reason="Cannot cast java.lang.String to java.util.Map"
+    )
+    lines = sync_update("p#1", 1, {"pk": "p"}) + sync_update("p#2", 1, {"pk": "p"})
+
+    first, second = bulk(client, lines, f"{places}/_bulk").json()["items"]
+
+    assert first["update"]["error"] == {
+        "type": "illegal_argument_exception",
+        "reason": "failed to execute script",
+        "caused_by": {
+            "type": "script_exception",
+            "reason": "runtime error",
+            "script_stack": [],
+            "script": APPLY_SCRIPT_ID,
+            "lang": "painless",
+            "caused_by": {
+                "type": "class_cast_exception",
+                "reason": "Cannot cast java.lang.String to java.util.Map",
+            },
+        },
+    }
+    assert second["update"]["status"] == 201
+
+
+# --- missing indices, aliases and cluster settings -----------------------------------------------------------
+
+
+def test_require_alias_refuses_a_write_to_a_name_that_is_not_an_alias(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    lines = [
+        {"update": {"_index": "ghost-write", "_id": "1", "require_alias": True}},
+        {"doc": {"a": 1}, "doc_as_upsert": True},
+    ]
+
+    item = bulk(client, lines).json()["items"][0]["update"]
+
+    assert item == {
+        "_index": "ghost-write",
+        "_id": "1",
+        "status": 404,
+        "error": {
+            "type": "index_not_found_exception",
+            "reason": "no such index [ghost-write] and [require_alias] request flag is [true] and [ghost-write] is not an alias",
+            "index_uuid": "_na_",
+            "index": "ghost-write",
+        },
+    }
+    assert server.index_names() == []
+
+
+def test_without_require_alias_a_write_auto_creates_the_index(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    bulk(client, [{"index": {"_index": "ghost-write", "_id": "1"}}, {"a": 1}])
+
+    assert server.index_names() == ["ghost-write"]
+
+
+def test_action_auto_create_index_patterns_forbid_auto_creation(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    setting = send(
+        client, "PUT", "_cluster/settings", {"persistent": {"action.auto_create_index": "-*-write,+*"}}
+    )
+    lines = [
+        {"index": {"_index": "ghost-write", "_id": "1"}},
+        {"a": 1},
+        {"index": {"_index": "other", "_id": "1"}},
+        {"a": 1},
+    ]
+
+    refused, created = bulk(client, lines).json()["items"]
+
+    assert setting.json() == {
+        "acknowledged": True,
+        "persistent": {"action": {"auto_create_index": "-*-write,+*"}},
+        "transient": {},
+    }
+    assert refused["index"]["status"] == 404
+    assert refused["index"]["error"]["reason"] == (
+        "no such index [ghost-write] and [action.auto_create_index] contains [-*-write] which forbids automatic "
+        "creation of the index"
+    )
+    assert created["index"]["status"] == 201
+    assert server.index_names() == ["other"]
+    assert send(client, "GET", "_cluster/settings?flat_settings=true").json()["persistent"] == {
+        "action.auto_create_index": "-*-write,+*"
+    }
+
+
+def test_cluster_settings_in_the_expanded_form_are_refused_like_the_service_does(
+    client: OpenSearchTransport,
+) -> None:
+    response = send(
+        client, "PUT", "_cluster/settings", {"persistent": {"action": {"auto_create_index": False}}}
+    )
+
+    assert response.status == 400
+
+
+def test_an_unknown_bulk_metadata_parameter_fails_the_whole_request(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    response = bulk(client, [{"index": {"_index": "x", "_id": "1", "requre_alias": True}}, {}])
+
+    assert response.status == 400
+    assert (
+        response.json()["error"]["reason"]
+        == "Action/metadata line [1] contains an unknown parameter [requre_alias]"
+    )
+    assert server.index_names() == []
+
+
+# --- index settings and blocks -------------------------------------------------------------------------------
+
+
+def test_replicas_are_a_dynamic_index_setting(client: OpenSearchTransport) -> None:
+    send(client, "PUT", "rep", {})
+
+    changed = send(client, "PUT", "rep/_settings", {"index": {"number_of_replicas": 2}})
+    static = send(client, "PUT", "rep/_settings", {"index": {"number_of_shards": 2}})
+    unknown = send(client, "PUT", "rep/_settings", {"index.flavour": "x"})
+
+    assert changed.json() == {"acknowledged": True}
+    settings = send(client, "GET", "rep/_settings").json()["rep"]["settings"]["index"]
+    assert (settings["number_of_replicas"], settings["number_of_shards"]) == ("2", "1")
+    assert (
+        static.status == 400
+        and "Can't update non dynamic settings [[index.number_of_shards]]" in static.json()["error"]["reason"]
+    )
+    assert unknown.status == 400 and unknown.json()["error"]["reason"].startswith(
+        "unknown setting [index.flavour]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "status", "text"),
+    [
+        ("write", 403, "FORBIDDEN/8/index write (api)"),
+        (
+            "read_only_allow_delete",
+            429,
+            "TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, index has read-only-allow-delete block",
+        ),
+    ],
+)
+def test_a_write_block_refuses_every_item_for_that_index(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str, block: str, status: int, text: str
+) -> None:
+    send(client, "PUT", "places-v1/_settings", {f"index.blocks.{block}": True})
+
+    item = bulk(client, sync_update("p#1", 1, {"pk": "p"}), f"{places}/_bulk").json()["items"][0]["update"]
+
+    assert item["status"] == status
+    assert item["error"] == {
+        "type": "cluster_block_exception",
+        "reason": f"index [places-v1] blocked by: [{text}];",
+    }
+    assert server.document(places, "p#1") is None

@@ -18,7 +18,7 @@ from ops.reconcile import ReconcileReport, reconcile
 from ops.reindex import ReindexReport, reindex
 from ops.table import Item, scan_pages
 from search import indices
-from search.documents import encode_json, item_from_dynamodb
+from search.documents import encode_json, engine_document, item_from_dynamodb
 from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 from stream_sync.aws import build_ports
 from stream_sync.config import Settings
@@ -100,7 +100,7 @@ class OpsEnv:
         schema = pk.split("::", 1)[0]
         doc = {"pk": pk, "sk": sk, "schema": schema}
         if item is not None:
-            doc = json.loads(encode_json(item_from_dynamodb(item))) | {"schema": schema}
+            doc = json.loads(encode_json(engine_document(item_from_dynamodb(item)))) | {"schema": schema}
         params = {"seq": sequence, "tombstone": item is None, "doc": doc}
         lines = [
             {"update": {"_index": indices.write_alias(schema), "_id": f"{pk}#{sk}"}},
@@ -133,7 +133,7 @@ class OpsEnv:
         found = {}
         for page in self.scan(schema)():
             for item in page:
-                doc = json.loads(encode_json(item_from_dynamodb(item)))
+                doc = json.loads(encode_json(engine_document(item_from_dynamodb(item))))
                 found[f"{doc['pk']}#{doc['sk']}"] = doc | {"schema": schema, "tombstone": False}
         return found
 

@@ -123,14 +123,50 @@ def test_binary_from_boto3_bytes_is_base64_encoded() -> None:
     assert documents.from_dynamodb({"BS": [b"\x02", b"\x01"]}) == ["AQ==", "Ag=="]
 
 
-def test_numbers_keep_their_precision_in_the_bulk_body() -> None:
+def test_decimals_no_double_holds_are_sent_as_doubles_with_their_exact_text_beside() -> None:
     change = transform(stream_record("INSERT", ALL_TYPES))
-    text = documents.encode_update(change)
-    assert '"precise":3.1415926535897932384626433832795028' in text
-    assert '"big":123456789012345678901234567890123456789' in text
-    params = json.loads(text.splitlines()[1], parse_float=Decimal)["script"]["params"]
-    assert params["doc"]["precise"] == Decimal("3.1415926535897932384626433832795028")
-    assert params["doc"]["tiny"] == Decimal("1E-130")
+    params = bulk_lines(change)[1]["script"]["params"]
+
+    doc = params["doc"]
+    # Jackson parses a fraction into a double: send the nearest double, and the exact text where it differs.
+    assert doc["precise"] == 3.141592653589793
+    assert doc["exactNumbers"] == {"/precise": "3.1415926535897932384626433832795028"}
+    # Integers stay exact at any size (Jackson reads them as int, long or BigInteger); short decimals are
+    # doubles that read back as the same decimal.
+    assert doc["big"] == 123456789012345678901234567890123456789
+    assert doc["tiny"] == 1e-130 and doc["ratio"] == 0.25
+
+
+def test_exact_numbers_are_keyed_by_json_pointer() -> None:
+    attributes = {
+        "rates": {"L": [{"M": {"value": {"N": "0.12345678901234567890"}}}, {"N": "1.5"}]},
+        "a/b~c": {"N": "2.000000000000000000001"},
+        "sizes": {"NS": ["7", "0.30000000000000000001"]},
+    }
+    change = transform(stream_record("INSERT", attributes))
+
+    doc = bulk_lines(change)[1]["script"]["params"]["doc"]
+
+    assert doc["exactNumbers"] == {
+        "/rates/0/value": "0.12345678901234567890",
+        "/a~1b~0c": "2.000000000000000000001",
+        "/sizes/0": "0.30000000000000000001",  # sets are sorted: the pointer names the sorted position
+    }
+    assert doc["rates"] == [{"value": 0.12345678901234568}, 1.5]
+    assert doc["sizes"] == [0.3, 7]  # the nearest double
+
+
+def test_an_item_with_the_reserved_exact_numbers_attribute_is_a_permanent_failure() -> None:
+    with pytest.raises(documents.RecordError) as refused:
+        transform(stream_record("INSERT", {"exactNumbers": {"M": {}}}))
+
+    assert refused.value.kind == "reserved-attribute"
+
+
+def test_documents_without_inexact_decimals_are_sent_unchanged() -> None:
+    change = transform(stream_record("INSERT", {"n": {"N": "12.5"}, "i": {"N": "7"}}))
+
+    assert "exactNumbers" not in bulk_lines(change)[1]["script"]["params"]["doc"]
 
 
 def test_short_decimals_are_plain_floats() -> None:
@@ -350,7 +386,8 @@ def test_creation_time_is_read_from_epoch_seconds_or_a_datetime() -> None:
     assert documents.parse_change(record).created_at == datetime(2026, 11, 30, tzinfo=UTC).timestamp()
 
 
-# Property: the fast decoder agrees with boto3's TypeDeserializer, and the encoded JSON keeps every digit.
+# Property: the fast decoder agrees with boto3's TypeDeserializer, and the document the engine holds (doubles,
+# integers exact) with its exactNumbers applied gives back every digit.
 json_values = st.recursive(
     st.none()
     | st.booleans()
@@ -366,13 +403,27 @@ json_values = st.recursive(
 )
 
 
+def _apply_exact_numbers(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a reader does: replace each number named in exactNumbers by its exact text."""
+    exact = doc.pop("exactNumbers", {})
+    for pointer, text in exact.items():
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+        node: Any = doc
+        for token in tokens[:-1]:
+            node = node[int(token)] if isinstance(node, list) else node[token]
+        last = tokens[-1]
+        node[int(last) if isinstance(node, list) else last] = Decimal(text)
+    return doc
+
+
 @settings(max_examples=200, deadline=None)
 @given(json_values)
-def test_decoder_matches_boto3_and_keeps_every_digit(value: Any) -> None:
+def test_decoder_matches_boto3_and_exact_numbers_keep_every_digit(value: Any) -> None:
     typed = TypeSerializer().serialize(value)
     expected = TypeDeserializer().deserialize(typed)
     decoded = documents.from_dynamodb(typed)
-    round_tripped = json.loads(documents.encode_json(decoded), parse_float=Decimal, parse_int=Decimal)
+    # Doubles as the engine writes them: their shortest decimal text.
+    held = json.loads(documents.encode_document({"v": decoded}), parse_float=Decimal, parse_int=Decimal)
 
     def normalise(item: Any) -> Any:
         if isinstance(item, dict):
@@ -383,7 +434,7 @@ def test_decoder_matches_boto3_and_keeps_every_digit(value: Any) -> None:
             return item
         return Decimal(item)
 
-    assert normalise(round_tripped) == normalise(expected)
+    assert normalise(_apply_exact_numbers(held)["v"]) == normalise(expected)
 
 
 def test_a_repair_label_keeps_its_suffix_after_the_padded_digits_and_sorts_between() -> None:

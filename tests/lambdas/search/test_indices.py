@@ -90,13 +90,32 @@ def test_template_turns_off_date_and_numeric_guessing() -> None:
     assert mappings["numeric_detection"] is False
 
 
+def _dynamic_templates(schema: str) -> dict[str, Any]:
+    templates = index_template(schema, replicas=1)["template"]["mappings"]["dynamic_templates"]
+    return {name: rule for entry in templates for name, rule in entry.items()}
+
+
 def test_other_strings_become_text_with_a_keyword_subfield() -> None:
-    (dynamic,) = index_template("booking", replicas=1)["template"]["mappings"]["dynamic_templates"]
-    rule = next(iter(dynamic.values()))
+    rule = _dynamic_templates("booking")["strings_as_text_and_keyword"]
 
     assert rule["match_mapping_type"] == "string"
     assert rule["mapping"]["type"] == "text"
     assert rule["mapping"]["fields"]["keyword"]["type"] == "keyword"
+
+
+def test_every_dynamic_number_is_indexed_as_a_double() -> None:
+    rules = _dynamic_templates("booking")
+
+    # Without these, integers map to long (a later fraction is truncated, beyond 64 bits refused) and fractions
+    # to the 32-bit float.
+    by_type = {rule["match_mapping_type"]: rule["mapping"] for rule in rules.values()}
+    assert by_type["long"] == by_type["double"] == {"type": "double"}
+
+
+def test_exact_numbers_are_kept_in_the_source_and_never_indexed() -> None:
+    properties = index_template("booking", replicas=1)["template"]["mappings"]["properties"]
+
+    assert properties["exactNumbers"] == {"type": "object", "enabled": False}
 
 
 def test_template_targets_only_the_schemas_versions() -> None:
