@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 from stream_sync import handler
-from sync_harness import REGION, Pipeline, bootstrap
+from sync_harness import FGAC, REGION, Pipeline, bootstrap
 
 from tests.support.aws import use_fake_aws
 from tests.support.opensearch_server import LoopbackOpenSearch
@@ -16,7 +16,7 @@ from tests.support.opensearch_server import LoopbackOpenSearch
 @pytest.fixture
 def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
     use_fake_aws(monkeypatch, REGION)
-    with mock_aws(), LoopbackOpenSearch(region=REGION) as server:
+    with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=FGAC) as server:
         bootstrap(server)
         yield Pipeline(server, monkeypatch).create()
     handler.reset()

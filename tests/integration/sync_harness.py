@@ -22,7 +22,9 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.credentials import Credentials
 from datamodel.registry import indexable_schemas, schema_of_pk
+from index_bootstrap.bootstrap import IndexBootstrap
 from search import indices
 from search.documents import encode_json, engine_document, item_from_dynamodb
 from search.transport import OpenSearchTransport
@@ -31,7 +33,7 @@ from stream_sync.config import Settings
 from stream_sync.redrive import MessageReport, redrive_queue
 
 from tests.support.aws import single_table
-from tests.support.opensearch_server import LoopbackOpenSearch
+from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 
 REGION = "ca-central-1"
 TABLE = "refdata"
@@ -52,23 +54,30 @@ def lambda_format(value: Any) -> Any:
     return value
 
 
+# Fine-grained access control as the stack sets it up: the bootstrap signs as the FGAC master (admin) role and
+# maps the sync's IAM role; the sync (the function's credentials in the environment) signs as that role.
+ADMIN_ROLE_ARN = "arn:aws:iam::123456789012:role/refdata-search-admin"
+SYNC_ROLE_ARN = "arn:aws:iam::123456789012:role/refdata-stream-sync"
+READER_ROLE_ARN = "arn:aws:iam::123456789012:role/refdata-reader"
+ADMIN_KEY, SYNC_KEY, READER_KEY = "AKIDADMIN", "AKIDSYNC", "AKIDREADER"
+FGAC = FineGrainedAccessControl(
+    ADMIN_ROLE_ARN, {ADMIN_KEY: ADMIN_ROLE_ARN, SYNC_KEY: SYNC_ROLE_ARN, READER_KEY: READER_ROLE_ARN}
+)
+
+
+def signed_as(server: LoopbackOpenSearch, access_key: str) -> OpenSearchTransport:
+    return OpenSearchTransport(
+        server.endpoint, REGION, timeout_seconds=5, credentials=Credentials(access_key, "secret")
+    )
+
+
 def bootstrap(server: LoopbackOpenSearch) -> None:
-    """What the index-bootstrap custom resource does: templates, `<schema>-v1` with both aliases, script."""
-    transport = OpenSearchTransport(server.endpoint, REGION, timeout_seconds=5)
-    for schema in indexable_schemas():
-        name = schema.name
-        body = json.dumps(indices.index_template(name, replicas=0)).encode()
-        assert transport.request("PUT", f"_index_template/{indices.template_name(name)}", body).ok
-        aliases = {
-            indices.read_alias(name): {"filter": indices.read_alias_filter()},
-            indices.write_alias(name): {"is_write_index": True},
-        }
-        response = transport.request(
-            "PUT", indices.index_name(name, 1), json.dumps({"aliases": aliases}).encode()
-        )
-        assert response.ok, response.body
-    script = json.dumps(indices.stored_script_body()).encode()
-    assert transport.request("PUT", f"_scripts/{indices.APPLY_SCRIPT_ID}", script).ok
+    """The index-bootstrap custom resource, as the admin role: templates, script, the sync role's mapping and
+    `<schema>-v1` behind both aliases."""
+    transport = signed_as(server, ADMIN_KEY)
+    IndexBootstrap(transport, sleep=lambda seconds: None).run(
+        [schema.name for schema in indexable_schemas()], replicas=0, sync_role_arn=SYNC_ROLE_ARN
+    )
     transport.close()
 
 
@@ -120,6 +129,7 @@ class Pipeline:
 
     def configure(self, **overrides: str) -> None:
         env = {
+            "AWS_ACCESS_KEY_ID": SYNC_KEY,  # the function's role: moto ignores it, the domain maps it
             "AWS_REGION": REGION,
             "OPENSEARCH_ENDPOINT": self.server.endpoint,
             "DLQ_URL": self.dlq_url,

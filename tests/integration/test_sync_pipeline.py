@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sync_harness import BUCKET, Pipeline, account
+from sync_harness import ADMIN_KEY, BUCKET, READER_KEY, READER_ROLE_ARN, Pipeline, account, signed_as
 
 from tests.support.opensearch_server import ROUTE_BULK
 
@@ -119,3 +119,40 @@ def test_records_split_out_of_order_across_invocations_still_converge(pipeline: 
     for piece in (records[6:], records[:3], records[3:6], records[:6], records):
         pipeline.deliver(piece)
     pipeline.assert_index_equals_dynamodb()
+
+
+def test_the_sync_role_indexes_a_document_that_introduces_a_new_field(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", name={"S": "first"})
+    pipeline.deliver(pipeline.read_stream())
+    pipeline.put(ZONE, "0000000002", name={"S": "second"}, openingHours={"M": {"mon": {"S": "8-20"}}})
+    records = pipeline.read_stream()
+
+    final, _ = pipeline.deliver(records)
+
+    assert list(final.values()) == ["indexed"] and pipeline.dlq_messages() == []
+    # The engine extended the mapping as the sync's user: indices:admin/mapping/put on geozone-v1.
+    assert "openingHours" in pipeline.server.cluster.indices["geozone-v1"].mappings["properties"]
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_a_read_only_role_mapped_through_the_security_api_reads_and_cannot_write(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", name={"S": "v1"})
+    pipeline.deliver(pipeline.read_stream())
+    admin, reader = signed_as(pipeline.server, ADMIN_KEY), signed_as(pipeline.server, READER_KEY)
+    role = {"index_permissions": [{"index_patterns": ["geozone*"], "allowed_actions": ["read"]}]}
+    assert admin.request("PUT", "_plugins/_security/api/roles/reader", json.dumps(role).encode()).ok
+    mapping = json.dumps({"backend_roles": [READER_ROLE_ARN]}).encode()
+    assert admin.request("PUT", "_plugins/_security/api/rolesmapping/reader", mapping).ok
+    write = (
+        b'{"update":{"_index":"geozone-write","_id":"x","require_alias":true}}\n'
+        b'{"doc":{"name":"x"},"doc_as_upsert":true}\n'
+    )
+
+    found = reader.request("POST", "geozone/_search", b'{"query":{"match_all":{}}}').json()
+    bulk = reader.request("POST", "_bulk", write, {"Content-Type": "application/x-ndjson"})
+    created = reader.request("PUT", "geozone-v9", b"{}")
+
+    assert [hit["_source"]["name"] for hit in found["hits"]["hits"]] == ["v1"]
+    assert (bulk.status, bulk.json()["error"]["type"]) == (403, "security_exception")
+    assert (created.status, created.json()["error"]["type"]) == (403, "security_exception")
+    assert "geozone-v9" not in pipeline.server.index_names()

@@ -20,6 +20,17 @@ def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
+def moto_role_of_access_key(access_key: str) -> str | None:
+    """The IAM role ARN moto's STS handed `access_key` out for (AssumeRole), as the service resolves it."""
+    from moto.sts.models import sts_backends
+
+    for account_id in list(sts_backends.keys()):
+        assumed = sts_backends[account_id]["aws"].get_assumed_role_from_access_key(access_key)
+        if assumed is not None:
+            return str(assumed.role_arn)
+    return None
+
+
 def single_table(name: str) -> dict[str, Any]:
     """``create_table`` arguments matching infra/constructs/single_table.py: pk/sk, the sparse KEYS_ONLY
     ``globalId`` index, and a NEW_AND_OLD_IMAGES stream."""

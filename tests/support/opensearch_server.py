@@ -1675,7 +1675,8 @@ _AUTHORIZATION = re.compile(
 class LoopbackOpenSearch:
     """A thread-safe in-memory OpenSearch on 127.0.0.1:<ephemeral port>; use as a context manager.
 
-    `credentials` (access key, secret key) makes it verify signatures, not only their presence.
+    `credentials` (access key, secret key), or a map of access key to secret key, makes it verify signatures,
+    not only their presence.
     `fgac` turns on fine-grained access control: each signed request acts as the IAM role its access key
     belongs to (see tests/support/opensearch_security.py).
     `auto_create_index` is the node's `action.auto_create_index` (a `PUT _cluster/settings` overrides it).
@@ -1686,7 +1687,7 @@ class LoopbackOpenSearch:
         self,
         *,
         require_signature: bool = True,
-        credentials: tuple[str, str] | None = None,
+        credentials: tuple[str, str] | Mapping[str, str] | None = None,
         region: str | None = None,
         latency_seconds: float = 0.0,
         auto_create_index: bool = True,
@@ -1917,8 +1918,10 @@ class LoopbackOpenSearch:
             )
         if self.credentials is None:
             return None
-        access_key, secret_key = self.credentials
-        if match["key"] != access_key:
+        secrets = dict([self.credentials]) if isinstance(self.credentials, tuple) else dict(self.credentials)
+        access_key = match["key"]
+        secret_key = secrets.get(access_key)
+        if secret_key is None:
             return OpenSearchError(
                 403, "security_exception", "The security token included in the request is invalid"
             )

@@ -6,17 +6,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.credentials import Credentials
 from datamodel.registry import indexable_schemas
 from index_bootstrap import handler
 from index_bootstrap.bootstrap import BootstrapError
+from search.documents import build_document, encode_update, parse_change
 from search.indices import APPLY_SCRIPT_ID, APPLY_SCRIPT_SOURCE, index_mappings, mapping_fingerprint
+from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 
+from tests.support.aws import moto_role_of_access_key
 from tests.support.opensearch_server import (
     ROUTE_ALIASES,
     ROUTE_INDEX,
     ROUTE_INDEX_TEMPLATE,
     ROUTE_SCRIPTS,
     ROUTE_SECURITY,
+    FineGrainedAccessControl,
     LoopbackOpenSearch,
 )
 
@@ -26,14 +31,24 @@ REGION = "eu-west-1"
 SCHEMAS = [schema.name for schema in indexable_schemas()]
 
 
+ADMIN_ROLE_ARN = "arn:aws:iam::111111111111:role/dev-Stateful-SearchAdminRole"
+SYNC_ROLE_ARN = "arn:aws:iam::111111111111:role/dev-Stateful-SearchAccessSyncRole"
+SYNC_KEY = "AKIDSYNCROLE"
+
+
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackOpenSearch]:
+    """The bootstrap signs as the FGAC master role (its own credentials here, no AdminRoleArn)."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDBOOTSTRAP")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "bootstrap-secret")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setattr(handler, "_sleep", lambda seconds: None)
-    with LoopbackOpenSearch(credentials=("AKIDBOOTSTRAP", "bootstrap-secret"), region=REGION) as running:
+    fgac = FineGrainedAccessControl(
+        ADMIN_ROLE_ARN, {"AKIDBOOTSTRAP": ADMIN_ROLE_ARN, SYNC_KEY: SYNC_ROLE_ARN}
+    )
+    secrets = {"AKIDBOOTSTRAP": "bootstrap-secret", SYNC_KEY: "sync-secret"}
+    with LoopbackOpenSearch(credentials=secrets, region=REGION, fgac=fgac) as running:
         yield running
 
 
@@ -202,25 +217,50 @@ def test_missing_endpoint_is_an_error_naming_the_property() -> None:
         handler.on_event({"RequestType": "Create", "ResourceProperties": {}}, None)
 
 
-SYNC_ROLE_ARN = "arn:aws:iam::111111111111:role/dev-Stateful-SearchAccessSyncRole"
-
-
 def test_sync_role_is_mapped_to_a_write_only_role_on_the_platform_indices(server: LoopbackOpenSearch) -> None:
     handler.on_event(event(server, ResourceProperties=_properties(server, SyncRoleArn=SYNC_ROLE_ARN)), None)
 
     security = {request.path: request.json() for request in server.requests_to(ROUTE_SECURITY, "PUT")}
     role = security["/_plugins/_security/api/roles/refdata_stream_sync"]
-    patterns = role["index_permissions"][0]["index_patterns"]
-    assert patterns == sorted(
-        {f"{name.lower()}-v*" for name in SCHEMAS} | {f"{name.lower()}-write" for name in SCHEMAS}
-    )
-    assert set(role["index_permissions"][0]["allowed_actions"]) == {
+    assert role["cluster_permissions"] == ["indices:data/write/bulk"]
+    (permission,) = role["index_permissions"]
+    assert permission["index_patterns"] == sorted(f"{name.lower()}-v*" for name in SCHEMAS)
+    assert set(permission["allowed_actions"]) == {
         "indices:data/write/bulk*",
-        "indices:data/write/index",
         "indices:data/write/update",
+        "indices:admin/mapping/put",  # documents introduce fields: the mapping grows as the sync's user
     }
     mapping = security["/_plugins/_security/api/rolesmapping/refdata_stream_sync"]
     assert mapping["backend_roles"] == [SYNC_ROLE_ARN]
+
+
+def test_the_mapped_sync_role_can_write_a_document_that_introduces_a_field(
+    server: LoopbackOpenSearch,
+) -> None:
+    handler.on_event(event(server, ResourceProperties=_properties(server, SyncRoleArn=SYNC_ROLE_ARN)), None)
+    change = parse_change(
+        {
+            "eventID": "1",
+            "eventName": "INSERT",
+            "dynamodb": {
+                "Keys": {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "1"}},
+                "NewImage": {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "1"}, "newAttr": {"S": "x"}},
+                "SequenceNumber": "100",
+            },
+        }
+    )
+    build_document(change, None)
+    sync = OpenSearchTransport(
+        server.endpoint, REGION, timeout_seconds=2, credentials=Credentials(SYNC_KEY, "sync-secret")
+    )
+
+    answer = sync.request(
+        "POST", "_bulk", encode_update(change).encode(), {"Content-Type": NDJSON_CONTENT_TYPE}
+    )
+
+    (item,) = answer.json()["items"]
+    assert item["update"]["status"] == 201, item
+    assert "newAttr" in server.cluster.indices["geozone-v1"].mappings["properties"]
 
 
 def test_without_a_sync_role_no_security_api_is_called(server: LoopbackOpenSearch) -> None:
@@ -236,7 +276,8 @@ def test_requests_are_signed_with_the_assumed_admin_role(monkeypatch: pytest.Mon
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "function-secret")
     monkeypatch.setattr(handler, "_sleep", lambda seconds: None)
     admin_role = "arn:aws:iam::123456789012:role/search-admin"
-    with mock_aws(), LoopbackOpenSearch(region=REGION) as running:
+    fgac = FineGrainedAccessControl(admin_role, moto_role_of_access_key)
+    with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=fgac) as running:
         handler.on_event(
             event(running, ResourceProperties=_properties(running, AdminRoleArn=admin_role)), None
         )

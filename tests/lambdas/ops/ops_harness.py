@@ -26,11 +26,14 @@ from stream_sync.redrive import item_reader
 from stream_sync.sync import Ports
 
 from tests.support.aws import single_table
-from tests.support.opensearch_server import LoopbackOpenSearch
+from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 
 REGION = "ca-central-1"
 TABLE = "refdata"
 BUCKET = "geometry-bucket"
+ADMIN_ROLE_ARN = "arn:aws:iam::123456789012:role/refdata-search-admin"
+ADMIN_KEY = "AKIDADMIN"
+FGAC = FineGrainedAccessControl(ADMIN_ROLE_ARN, {ADMIN_KEY: ADMIN_ROLE_ARN})
 ZONE = "geozone::bcparks_1"
 PRODUCT = "productDate::bcparks_1::dayuse::1"
 
