@@ -19,6 +19,7 @@ from typing import Any, Literal
 from search.admin import JsonApi
 from search.indices import (
     APPLY_SCRIPT_ID,
+    cluster_settings,
     index_mappings,
     index_name,
     index_pattern,
@@ -74,6 +75,7 @@ class IndexBootstrap:
     def run(
         self, schemas: Sequence[str], *, replicas: int, sync_role_arn: str | None = None
     ) -> list[SchemaOutcome]:
+        self._api.send("PUT", "_cluster/settings", cluster_settings())
         self._api.send("PUT", f"_scripts/{APPLY_SCRIPT_ID}", stored_script_body())
         if sync_role_arn:
             self._api.send("PUT", f"_plugins/_security/api/roles/{SYNC_ROLE}", sync_role_body(schemas))

@@ -451,8 +451,13 @@ def encode_document(doc: Mapping[str, Any]) -> str:
         return _fast_encode(engine_document(doc))
 
 
-def encode_update(change: Change) -> str:
-    """The two NDJSON lines of a bulk `update` that applies this change through the stored script."""
+def encode_update(change: Change, *, require_alias: bool = True) -> str:
+    """The two NDJSON lines of a bulk `update` that applies this change through the stored script.
+
+    `require_alias` (the default: every write goes through a schema's write alias) makes OpenSearch refuse the
+    write when the alias does not exist, instead of auto-creating a concrete index of that name, which would
+    then block the alias for good. Only a write that deliberately targets a concrete index turns it off.
+    """
     doc = change.doc
     assert doc is not None, "build_document first"
     return (
@@ -460,7 +465,8 @@ def encode_update(change: Change) -> str:
         + encode_basestring_ascii(change.index)
         + ',"_id":'
         + encode_basestring_ascii(change.doc_id)
-        + '}}\n{"scripted_upsert":true,"upsert":{},"script":{"id":"'
+        + (',"require_alias":true}}\n' if require_alias else "}}\n")
+        + '{"scripted_upsert":true,"upsert":{},"script":{"id":"'
         + indices.APPLY_SCRIPT_ID
         + '","params":{"seq":"'
         + change.seq

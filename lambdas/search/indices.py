@@ -51,6 +51,11 @@ if (stored != null && stored.compareTo(incoming) >= 0) {
 }
 """
 
+WRITE_ALIAS_SUFFIX: Final = "-write"
+# `action.auto_create_index`: no index named like a write alias is ever auto-created (a write to a missing
+# alias would otherwise create a concrete index that blocks the alias for good); every other name as before.
+AUTO_CREATE_INDEX_RULE: Final = f"-*{WRITE_ALIAS_SUFFIX},+*"
+
 _INDEX_NAME_FORBIDDEN = re.compile(r'[\\/*?"<>|,#:\s]')
 
 
@@ -102,7 +107,7 @@ def read_alias(schema: str) -> str:
 
 
 def write_alias(schema: str) -> str:
-    return f"{_base(schema)}-write"
+    return f"{_base(schema)}{WRITE_ALIAS_SUFFIX}"
 
 
 def template_name(schema: str) -> str:
@@ -211,9 +216,16 @@ def index_template(schema: str, *, replicas: int) -> dict[str, Any]:
     }
 
 
+def cluster_settings() -> dict[str, Any]:
+    """Body of `PUT _cluster/settings`, in the flat form Amazon OpenSearch Service accepts."""
+    return {"persistent": {"action.auto_create_index": AUTO_CREATE_INDEX_RULE}}
+
+
 def bootstrap_fingerprint(schemas: Iterable[str], *, replicas: int) -> str:
-    """Changes whenever a template, its settings or the stored script would change; a custom-resource property."""
+    """Changes whenever a template, its settings, the cluster settings or the stored script would change; a
+    custom-resource property."""
     desired = {
+        "cluster_settings": cluster_settings(),
         "script": stored_script_body(),
         "templates": {schema: index_template(schema, replicas=replicas) for schema in sorted(schemas)},
     }

@@ -28,6 +28,7 @@ from search.documents import (
 )
 
 from stream_sync.config import Settings
+from stream_sync.failures import classify, classify_response
 
 
 class Fate(StrEnum):
@@ -46,15 +47,6 @@ FINAL_FATES = frozenset(
     {Fate.INDEXED, Fate.DELETED, Fate.STALE_SKIPPED, Fate.COALESCED, Fate.IGNORED, Fate.DEAD_LETTERED}
 )
 _T = TypeVar("_T")
-
-_TRANSIENT_ITEM_ERRORS = frozenset(
-    {
-        "index_not_found_exception",
-        "resource_not_found_exception",
-        "script_exception",
-        "cluster_block_exception",
-    }
-)
 
 
 class BulkUnavailable(Exception):
@@ -289,13 +281,6 @@ def _retry_after(headers: Mapping[str, str]) -> float:
         return 0.0  # an HTTP-date: fall back to our own backoff
 
 
-def _error_text(error: Any) -> tuple[str, str]:
-    if isinstance(error, Mapping):
-        kind = str(error.get("type", "error"))
-        return kind, f"{kind}: {error.get('reason', '')}"
-    return "error", str(error)
-
-
 def _apply_items(
     chunk: list[tuple[Outcome, str]], reply: HttpReply, retry: list[tuple[Outcome, str]], permanent: Fate
 ) -> None:
@@ -325,12 +310,12 @@ def _apply_items(
                 outcome.fate = Fate.DELETED if change.tombstone else Fate.INDEXED
             outcome.reason_kind = outcome.reason = None
             continue
-        kind, text = _error_text(info.get("error"))
-        if status == 429 or status >= 500 or status in (404, 408, 409) or kind in _TRANSIENT_ITEM_ERRORS:
-            outcome.fail(Fate.RETRY, f"http-{status}", text)
+        failure = classify(status, info.get("error"))
+        if failure.transient:
+            outcome.fail(Fate.RETRY, failure.kind, failure.reason)
             retry.append((outcome, line))
         else:
-            outcome.fail(permanent, "mapping-rejected", f"HTTP {status} {text}")
+            outcome.fail(permanent, failure.kind, failure.reason)
 
 
 def _send(
@@ -384,9 +369,9 @@ def _send(
                 outcome.fail(permanent, "document-too-large", "HTTP 413 for a single document")
                 continue
             wait = max(wait, _retry_after(reply.headers))
-            reason = reply.body[:300].decode("utf-8", "replace")
+            failure = classify_response(reply.status, reply.body)  # never blamed on the request's documents
             for outcome, line in chunk:
-                outcome.fail(Fate.RETRY, f"http-{reply.status}", reason)
+                outcome.fail(Fate.RETRY, failure.kind, failure.reason)
                 retry.append((outcome, line))
         if not retry or attempt >= settings.max_attempts:
             return

@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 import pytest
-from sync_harness import BUCKET, Pipeline, account, unused_port
+from search.indices import APPLY_SCRIPT_ID
+from sync_harness import ADMIN_KEY, BUCKET, Pipeline, account, bootstrap, signed_as, unused_port
 
 from tests.support.opensearch_server import ROUTE_BULK
 
@@ -315,4 +316,143 @@ def test_redrive_cli_reports_and_empties_the_queue(
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[-1]["redriven"] == 1 and lines[-1]["leftInQueue"] == 0
     assert pipeline.dlq_messages() == []
+    pipeline.assert_index_equals_dynamodb()
+
+
+# --- the engine refuses: each error shape a real domain answers, through the loopback server -----------------
+
+
+def as_admin(pipeline: Pipeline, method: str, path: str, body: Any = None) -> None:
+    transport = signed_as(pipeline.server, ADMIN_KEY)
+    response = transport.request(method, path, json.dumps(body).encode() if body is not None else None)
+    assert response.ok, response.body
+
+
+def reason_kinds(invocation: Any) -> set[str]:
+    return {line["reasonKind"] for line in invocation.lines if line.get("message") == "record outcome"}
+
+
+def test_a_missing_stored_script_holds_every_record_until_a_deployment_puts_it_back(
+    pipeline: Pipeline,
+) -> None:
+    records = write_mix(pipeline, count=4)
+    old = next(
+        r for r in records if r["dynamodb"]["Keys"]["sk"]["S"] == "0000000002"
+    )  # its key's only record
+    old["dynamodb"]["ApproximateCreationDateTime"] = time.time() - 3500
+    pipeline.configure(MAX_RECORD_AGE_SECONDS="3600", RECORD_AGE_MARGIN_SECONDS="300")
+    as_admin(pipeline, "DELETE", f"_scripts/{APPLY_SCRIPT_ID}")
+
+    first = pipeline.invoke(records)
+
+    # Systemic, so transient: held (retried, reported) rather than dead-lettered, up to the record-age bound.
+    assert reason_kinds(first) == {"script-unavailable", "transient-exhausted"}
+    assert first.fates[old["eventID"]] == "dead-lettered"
+    assert set(first.fates.values()) - {"dead-lettered"} <= {"retry", "coalesced"}
+    (aged,) = pipeline.dlq_messages()
+    assert aged["reasonKind"] == "transient-exhausted" and "script-unavailable" in aged["reason"]
+    assert "unable to find script [refdata-sync-apply] in cluster state" in aged["reason"]
+    bootstrap(pipeline.server)  # the next deployment puts the script back
+    final, _ = pipeline.deliver(records)
+    account(final, records, pipeline.dlq_messages())
+    redrive_all(pipeline)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_a_stored_script_that_does_not_compile_holds_every_record(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline, count=4)
+    edited = {"script": {"lang": "painless", "source": "ctx._source.putAll(params.doc) // edited"}}
+    as_admin(pipeline, "PUT", f"_scripts/{APPLY_SCRIPT_ID}", edited)  # stored without a context: not compiled
+
+    first = pipeline.invoke(records)
+
+    assert reason_kinds(first) == {"script-unavailable"} and pipeline.dlq_messages() == []
+    bootstrap(pipeline.server)
+    final, _ = pipeline.deliver(records)
+    assert "retry" not in account(final, records, pipeline.dlq_messages())
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_a_script_failing_on_one_document_dead_letters_that_record_only(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline, count=4)
+    failing = doc_id("0000000000")
+    pipeline.server.fail_script(failing, times=None)
+
+    final, _ = pipeline.deliver(records)
+
+    fates = account(final, records, pipeline.dlq_messages())
+    assert fates["dead-lettered"] == 1 and "retry" not in fates
+    (message,) = pipeline.dlq_messages()
+    assert (message["documentId"], message["reasonKind"]) == (failing, "script-failed")
+    assert "script_exception: runtime error" in message["reason"]
+    pipeline.server.clear_faults()
+    redrive_all(pipeline)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_a_missing_write_alias_holds_records_and_never_creates_an_index(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline, count=4)
+    alias = {"index": "geozone-v1", "alias": "geozone-write"}
+    as_admin(pipeline, "POST", "_aliases", {"actions": [{"remove": alias}]})
+
+    first = pipeline.invoke(records)
+
+    assert reason_kinds(first) == {"write-alias-missing"} and pipeline.dlq_messages() == []
+    assert "geozone-write" not in pipeline.server.index_names()
+    as_admin(pipeline, "POST", "_aliases", {"actions": [{"add": {**alias, "is_write_index": True}}]})
+    final, _ = pipeline.deliver(records)
+    assert "retry" not in account(final, records, pipeline.dlq_messages())
+    pipeline.assert_index_equals_dynamodb()
+
+
+@pytest.mark.parametrize("block", ["write", "read_only_allow_delete"])
+def test_a_write_blocked_index_holds_records_until_the_block_is_lifted(
+    pipeline: Pipeline, block: str
+) -> None:
+    records = write_mix(pipeline, count=4)
+    as_admin(pipeline, "PUT", "geozone-v1/_settings", {f"index.blocks.{block}": True})
+
+    first = pipeline.invoke(records)
+
+    assert reason_kinds(first) == {"index-blocked"} and pipeline.dlq_messages() == []
+    as_admin(pipeline, "PUT", "geozone-v1/_settings", {f"index.blocks.{block}": None})
+    final, _ = pipeline.deliver(records)
+    assert "retry" not in account(final, records, pipeline.dlq_messages())
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_a_value_conflicting_with_the_mapping_is_dead_lettered_with_the_engines_reason(
+    pipeline: Pipeline,
+) -> None:
+    pipeline.put(ZONE, "0000000001", capacity={"N": "5"})
+    pipeline.deliver(pipeline.read_stream())  # capacity is now mapped as a double
+    pipeline.put(ZONE, "0000000002", capacity={"S": "many"})
+    records = pipeline.read_stream()
+
+    final, _ = pipeline.deliver(records)
+
+    assert account(final, records, pipeline.dlq_messages()) == {"dead-lettered": 1}
+    (message,) = pipeline.dlq_messages()
+    assert message["reasonKind"] == "mapping-rejected"
+    assert "failed to parse field [capacity] of type [double]" in message["reason"]
+    assert 'number_format_exception: For input string: "many"' in message["reason"]
+    pipeline.put(ZONE, "0000000002", capacity={"N": "6"})  # the owner fixes the item
+    pipeline.deliver(pipeline.read_stream())
+    redrive_all(pipeline)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_a_sync_role_without_its_mapping_is_refused_and_its_records_held(pipeline: Pipeline) -> None:
+    records = write_mix(pipeline, count=4)
+    as_admin(
+        pipeline, "PUT", "_plugins/_security/api/rolesmapping/refdata_stream_sync", {"backend_roles": []}
+    )
+
+    first = pipeline.invoke(records)
+
+    # A missing permission is a deployment fault, like a missing script: held, not dead-lettered.
+    assert reason_kinds(first) == {"forbidden"} and pipeline.dlq_messages() == []
+    bootstrap(pipeline.server)  # the next deployment maps the role again
+    final, _ = pipeline.deliver(records)
+    assert "retry" not in account(final, records, pipeline.dlq_messages())
     pipeline.assert_index_equals_dynamodb()

@@ -17,6 +17,7 @@ from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 from tests.support.aws import moto_role_of_access_key
 from tests.support.opensearch_server import (
     ROUTE_ALIASES,
+    ROUTE_CLUSTER_SETTINGS,
     ROUTE_INDEX,
     ROUTE_INDEX_TEMPLATE,
     ROUTE_SCRIPTS,
@@ -261,6 +262,27 @@ def test_the_mapped_sync_role_can_write_a_document_that_introduces_a_field(
     (item,) = answer.json()["items"]
     assert item["update"]["status"] == 201, item
     assert "newAttr" in server.cluster.indices["geozone-v1"].mappings["properties"]
+
+
+def test_no_index_named_like_a_write_alias_can_be_auto_created(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server), None)
+    admin = OpenSearchTransport(
+        server.endpoint,
+        REGION,
+        timeout_seconds=2,
+        credentials=Credentials("AKIDBOOTSTRAP", "bootstrap-secret"),
+    )
+    stray = b'{"index":{"_index":"stray-write","_id":"1"}}\n{"a":1}\n'
+
+    (item,) = admin.request("POST", "_bulk", stray, {"Content-Type": NDJSON_CONTENT_TYPE}).json()["items"]
+
+    # Amazon OpenSearch Service accepts only the flat form of a cluster setting.
+    assert puts_of(server, ROUTE_CLUSTER_SETTINGS)["/_cluster/settings"] == {
+        "persistent": {"action.auto_create_index": "-*-write,+*"}
+    }
+    assert item["index"]["status"] == 404
+    assert "[action.auto_create_index] contains [-*-write]" in item["index"]["error"]["reason"]
+    assert "stray-write" not in server.index_names()
 
 
 def test_without_a_sync_role_no_security_api_is_called(server: LoopbackOpenSearch) -> None:

@@ -7,10 +7,12 @@ from typing import Any
 import pytest
 from index_bootstrap import bootstrap
 from ops.index import IndexClient
+from ops.table import keys_of
+from ops.writes import Write, apply_writes
 from ops_harness import PRODUCT, REGION, ZONE, OpsEnv, seq
 from search import indices
 from search.transport import OpenSearchTransport
-from stream_sync.sync import HttpReply
+from stream_sync.sync import Fate, HttpReply
 
 from tests.support.opensearch_server import ROUTE_ALIASES, ROUTE_BULK
 
@@ -183,3 +185,17 @@ def test_an_item_that_cannot_be_indexed_holds_the_read_alias_unless_allowed(chan
 
     assert allowed.complete and allowed.summary()["backfill"] == {"stale-skipped": ZONES, "rejected": 1}
     assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
+
+
+def test_a_backfill_through_a_missing_write_alias_never_creates_an_index(ops_env: OpsEnv) -> None:
+    item = ops_env.put(ZONE, "0000000001", name={"S": "x"})
+    ops_env.client.update_aliases([{"remove": {"index": "geozone-v1", "alias": "geozone-write"}}])
+
+    (result,) = apply_writes([Write(keys_of(item), item)], settings=ops_env.settings, ports=ops_env.ports)
+
+    # As the FGAC admin the tools could create any index: require_alias makes the write fail instead.
+    assert result.fate is Fate.RETRY
+    assert "[require_alias] request flag is [true] and [geozone-write] is not an alias" in (
+        result.reason or ""
+    )
+    assert "geozone-write" not in ops_env.server.index_names()

@@ -203,13 +203,23 @@ def test_user_remove_with_another_identity_is_not_an_expiry() -> None:
 def test_bulk_action_is_a_scripted_upsert_through_the_stored_script() -> None:
     change = transform(stream_record("INSERT", {"name": {"S": "x"}}, seq="17"))
     action, update = bulk_lines(change)
-    assert action == {"update": {"_index": "geozone-write", "_id": f"{PK}#{SK}"}}
+    # require_alias: a missing write alias is an error, never a new concrete index of that name.
+    assert action == {"update": {"_index": "geozone-write", "_id": f"{PK}#{SK}", "require_alias": True}}
     assert update["scripted_upsert"] is True and update["upsert"] == {}
     assert update["script"]["id"] == "refdata-sync-apply"
     params = update["script"]["params"]
     assert params["seq"] == "17".zfill(40) and len(params["seq"]) == 40
     assert params["tombstone"] is False
     assert params["doc"] == {"pk": PK, "sk": SK, "name": "x", "schema": "geozone"}
+
+
+def test_a_write_to_a_concrete_index_can_leave_require_alias_out() -> None:
+    change = transform(stream_record("INSERT", {"name": {"S": "x"}}))
+    change.index = "scratch-index"
+
+    action = json.loads(documents.encode_update(change, require_alias=False).splitlines()[0])
+
+    assert action == {"update": {"_index": "scratch-index", "_id": f"{PK}#{SK}"}}
 
 
 def test_padded_sequence_numbers_sort_like_numbers() -> None:

@@ -1,0 +1,150 @@
+"""The classification of OpenSearch errors by their cause chain, on the exact shapes an engine answers.
+
+Each shape is what OpenSearch returns in a `_bulk` item's `error` (or a whole request's), as built by:
+UpdateHelper.executeScript (every script failure wrapped in `failed to execute script`),
+ScriptService.getScriptFromClusterState / putStoredScript, PainlessScript runtime errors,
+TransportBulkAction (require_alias, auto-create), IndexNotFoundException, ClusterBlockException (IndexMetadata
+write and flood-stage blocks), FieldMapper.parse and DocumentParser (mapper_parsing_exception), and the
+security plugin's SecurityFilter (`no permissions for [...] and User [...]`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from stream_sync.failures import classify, classify_response, describe
+
+MISSING_SCRIPT = {
+    "type": "illegal_argument_exception",
+    "reason": "failed to execute script",
+    "caused_by": {
+        "type": "resource_not_found_exception",
+        "reason": "unable to find script [refdata-sync-apply] in cluster state",
+    },
+}
+COMPILE_ERROR = {
+    "type": "illegal_argument_exception",
+    "reason": "failed to execute script",
+    "caused_by": {
+        "type": "script_exception",
+        "reason": "compile error",
+        "script_stack": ["... ctx._source.x = ; ...", "                  ^---- HERE"],
+        "script": "ctx._source.x = ;",
+        "lang": "painless",
+        "position": {"offset": 18, "start": 0, "end": 17},
+        "caused_by": {
+            "type": "illegal_argument_exception",
+            "reason": "invalid sequence of tokens near [';'].",
+        },
+    },
+}
+RUNTIME_ERROR = {
+    "type": "illegal_argument_exception",
+    "reason": "failed to execute script",
+    "caused_by": {
+        "type": "script_exception",
+        "reason": "runtime error",
+        "script_stack": ["stored.compareTo(incoming)", "      ^---- HERE"],
+        "script": "refdata-sync-apply",
+        "lang": "painless",
+        "caused_by": {
+            "type": "class_cast_exception",
+            "reason": "class java.lang.Long cannot be cast to java.lang.String",
+        },
+    },
+}
+ALIAS_MISSING = {
+    "type": "index_not_found_exception",
+    "reason": "no such index [geozone-write] and [require_alias] request flag is [true] and [geozone-write] is not an alias",
+    "index_uuid": "_na_",
+    "index": "geozone-write",
+}
+AUTO_CREATE_FORBIDDEN = {
+    "type": "index_not_found_exception",
+    "reason": "no such index [geozone-write] and [action.auto_create_index] contains [-*-write] which forbids "
+    "automatic creation of the index",
+    "index_uuid": "_na_",
+    "index": "geozone-write",
+}
+WRITE_BLOCK = {
+    "type": "cluster_block_exception",
+    "reason": "index [geozone-v1] blocked by: [FORBIDDEN/8/index write (api)];",
+}
+FLOOD_STAGE = {
+    "type": "cluster_block_exception",
+    "reason": "index [geozone-v1] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, "
+    "index has read-only-allow-delete block];",
+}
+MAPPING_CONFLICT = {
+    "type": "mapper_parsing_exception",
+    "reason": "failed to parse field [capacity] of type [double] in document with id 'geozone::c#1'. "
+    "Preview of field's value: 'many'",
+    "caused_by": {"type": "number_format_exception", "reason": 'For input string: "many"'},
+}
+FORBIDDEN = {
+    "type": "security_exception",
+    "reason": "no permissions for [indices:admin/mapping/put] and User [name=arn:aws:iam::1:role/sync, "
+    "backend_roles=[arn:aws:iam::1:role/sync], requestedTenant=null]",
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "kind", "transient"),
+    [
+        (400, MISSING_SCRIPT, "script-unavailable", True),
+        (400, COMPILE_ERROR, "script-unavailable", True),
+        (400, RUNTIME_ERROR, "script-failed", False),
+        (404, ALIAS_MISSING, "write-alias-missing", True),
+        (404, AUTO_CREATE_FORBIDDEN, "index-missing", True),
+        (403, WRITE_BLOCK, "index-blocked", True),
+        (429, FLOOD_STAGE, "index-blocked", True),
+        (400, MAPPING_CONFLICT, "mapping-rejected", False),
+        (403, FORBIDDEN, "forbidden", True),
+        (
+            409,
+            {"type": "version_conflict_engine_exception", "reason": "[x]: version conflict"},
+            "version-conflict",
+            True,
+        ),
+        (429, {"type": "rejected_execution_exception", "reason": "rejected execution"}, "throttled", True),
+        (
+            400,
+            {"type": "illegal_argument_exception", "reason": "Document contains at least one immense term"},
+            "document-rejected",
+            False,
+        ),
+        (
+            503,
+            {"type": "unavailable_shards_exception", "reason": "primary shard is not active"},
+            "http-503",
+            True,
+        ),
+        (400, {"type": "parsing_exception", "reason": "unknown"}, "http-400", False),
+    ],
+)
+def test_each_engine_error_shape_gets_its_kind(
+    status: int, error: dict[str, Any], kind: str, transient: bool
+) -> None:
+    failure = classify(status, error)
+
+    assert (failure.kind, failure.transient) == (kind, transient)
+    assert failure.reason.startswith(f"HTTP {status} {error['type']}: ")
+
+
+def test_the_reason_names_every_cause_in_the_chain() -> None:
+    assert describe(MISSING_SCRIPT) == (
+        "illegal_argument_exception: failed to execute script; caused by resource_not_found_exception: "
+        "unable to find script [refdata-sync-apply] in cluster state"
+    )
+
+
+def test_a_whole_request_refusal_is_classified_from_its_body() -> None:
+    body = b'{"error":{"root_cause":[],"type":"security_exception","reason":"no permissions for [indices:data/write/bulk] and User [name=x, backend_roles=[], requestedTenant=null]"},"status":403}'
+
+    assert classify_response(403, body).kind == "forbidden"
+    assert (
+        classify_response(403, b'{"Message":"User: x is not authorized to perform: es:ESHttpPost"}').kind
+        == "forbidden"
+    )
+    assert classify_response(502, b"<html>bad gateway</html>").kind == "http-502"
