@@ -1,23 +1,32 @@
 """Idempotent set-up of the OpenSearch side for a list of indexable schemas.
 
-Run on every deployment: puts the stored ordering script, the stream sync's fine-grained-access-control role
-and its mapping to the sync's IAM role, and one composable template per schema (all idempotent PUTs), then per schema either creates `<schema>-v1` behind the read and write aliases
-(no version yet), creates `<schema>-v<N+1>` without touching the aliases (the newest version's mapping
-fingerprint differs from the desired one: a reindex fills it and swaps the aliases later), or does nothing.
-It never deletes an index and never moves an alias.
+Run on every deployment, in order: the cluster setting that keeps write-alias names from being auto-created,
+the stored ordering script (compiled for the `update` context, so a compile error fails the deployment),
+a self-test of that script on the real engine (on a scratch index, through the sync's own bulk lines), the
+stream sync's fine-grained-access-control role and its mapping to the sync's IAM role, and one composable
+template per schema (all idempotent PUTs); then per schema either creates `<schema>-v1` behind the read and
+write aliases (no version yet), creates `<schema>-v<N+1>` without touching the aliases (the newest version's
+mapping fingerprint differs from the desired one: a reindex fills it and swaps the aliases later), or does
+nothing. It never deletes an index (other than its own scratch index) and never moves an alias.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
 
 from search.admin import JsonApi
+from search.documents import Change, encode_update, engine_document, padded_sequence
+from search.errors import describe
 from search.indices import (
+    APPLY_SCRIPT_CONTEXT,
     APPLY_SCRIPT_ID,
     cluster_settings,
     index_mappings,
@@ -76,7 +85,8 @@ class IndexBootstrap:
         self, schemas: Sequence[str], *, replicas: int, sync_role_arn: str | None = None
     ) -> list[SchemaOutcome]:
         self._api.send("PUT", "_cluster/settings", cluster_settings())
-        self._api.send("PUT", f"_scripts/{APPLY_SCRIPT_ID}", stored_script_body())
+        self._api.send("PUT", f"_scripts/{APPLY_SCRIPT_ID}/{APPLY_SCRIPT_CONTEXT}", stored_script_body())
+        self.self_test(schemas, secrets.token_hex(6))
         if sync_role_arn:
             self._api.send("PUT", f"_plugins/_security/api/roles/{SYNC_ROLE}", sync_role_body(schemas))
             self._api.send(
@@ -89,6 +99,73 @@ class IndexBootstrap:
                 index_template(schema, replicas=replicas),
             )
         return [self._ensure_index(schema) for schema in schemas]
+
+    def self_test(self, schemas: Sequence[str], token: str) -> None:
+        """Exercise the stored script on the engine before anything depends on it.
+
+        On a scratch index (`refdata-bootstrap-selftest-<token>`, matching no schema's `<schema>-v*` pattern,
+        0 replicas, the first schema's mappings), through `search.documents.encode_update`: a change is
+        created, an older change replayed must answer `noop`, the stored source must be the change as the
+        engine holds it, and a tombstone must replace it. The scratch index is deleted whatever happens. Any
+        deviation raises BootstrapError with what OpenSearch answered, which fails the deployment.
+        """
+        if not schemas:
+            return
+        scratch = f"{SELF_TEST_INDEX_PREFIX}{token}"
+        clashing = [schema for schema in schemas if fnmatch.fnmatchcase(scratch, index_pattern(schema))]
+        if clashing:
+            raise BootstrapError(f"self-test index {scratch} would match the index pattern of {clashing}")
+        settings = {"index": {"number_of_shards": 1, "number_of_replicas": 0}}
+        self._api.send(
+            "PUT", path_segment(scratch), {"settings": settings, "mappings": index_mappings(schemas[0])}
+        )
+        try:
+            self._probe(scratch)
+        except BootstrapError as failed:
+            deleted = self._api.request("DELETE", path_segment(scratch))
+            if not deleted.ok:
+                raise BootstrapError(
+                    f"{failed}; and DELETE {scratch} failed too: {deleted.error_reason()}"
+                ) from failed
+            raise
+        self._api.send("DELETE", path_segment(scratch))
+
+    def _probe(self, scratch: str) -> None:
+        newer = _probe_change(scratch, "2", {**_PROBE_DOC, "name": "newer"})
+        older = _probe_change(scratch, "1", {**_PROBE_DOC, "name": "older"})
+        tombstone = _probe_change(scratch, "3", {key: _PROBE_DOC[key] for key in ("pk", "sk", "schema")})
+        tombstone.tombstone = True
+        self._expect_item(scratch, newer, (201, "created"), "a new change")
+        self._expect_item(scratch, older, (200, "noop"), "a replayed older change")
+        assert newer.doc is not None
+        self._expect_source(
+            scratch, engine_document(newer.doc) | {"tombstone": False, "stream_seq": newer.seq}
+        )
+        self._expect_item(scratch, tombstone, (200, "updated"), "a tombstone")
+        self._expect_source(scratch, {**_PROBE_KEYS, "tombstone": True, "stream_seq": tombstone.seq})
+
+    def _expect_item(self, scratch: str, change: Change, expected: tuple[int, str], step: str) -> None:
+        answer = self._api.bulk(
+            encode_update(change, require_alias=False)
+        ).json()  # a concrete index on purpose
+        items = answer.get("items") if isinstance(answer, dict) else None
+        item = items[0].get("update", {}) if isinstance(items, list) and len(items) == 1 else {}
+        got = (item.get("status"), item.get("result"))
+        if got != expected:
+            detail = describe(item.get("error")) if "error" in item else f"result {got[1]}"
+            raise BootstrapError(
+                f"self-test on {scratch}: {step} answered HTTP {got[0]} {detail}, expected HTTP "
+                f"{expected[0]} result {expected[1]}"
+            )
+
+    def _expect_source(self, scratch: str, expected: Mapping[str, Any]) -> None:
+        stored = self._api.send("GET", f"{path_segment(scratch)}/_doc/{path_segment(_PROBE_ID)}").json()
+        source = stored.get("_source") if isinstance(stored, dict) else None
+        if source != expected:
+            raise BootstrapError(
+                f"self-test on {scratch}: the stored document is {json.dumps(source, sort_keys=True)}, expected "
+                f"{json.dumps(expected, sort_keys=True)}"
+            )
 
     def _ensure_index(self, schema: str) -> SchemaOutcome:
         desired = index_mappings(schema)
@@ -136,6 +213,36 @@ class IndexBootstrap:
             if stored_fingerprint(mappings) == mapping_fingerprint(desired):
                 return
         raise BootstrapError(f"PUT {name} failed: {response.error_reason()}")
+
+
+SELF_TEST_INDEX_PREFIX = "refdata-bootstrap-selftest-"
+_PROBE_KEYS = {"pk": "self-test", "sk": "probe", "schema": "self-test"}
+_PROBE_ID = "self-test#probe"
+# Strings, integers, a fraction, a decimal no double holds (its exact text goes to exactNumbers), nesting.
+_PROBE_DOC: dict[str, Any] = {
+    **_PROBE_KEYS,
+    "count": 12,
+    "ratio": 0.5,
+    "exact": Decimal("3.1415926535897932384626433832795028"),
+    "nested": {"list": ["a", 1]},
+}
+
+
+def _probe_change(scratch: str, sequence_number: str, doc: dict[str, Any]) -> Change:
+    return Change(
+        record={},
+        event_id="self-test",
+        seq=padded_sequence(sequence_number),
+        pk=_PROBE_KEYS["pk"],
+        sk=_PROBE_KEYS["sk"],
+        doc_id=_PROBE_ID,
+        tombstone=False,
+        expired=False,
+        created_at=None,
+        schema=_PROBE_KEYS["schema"],
+        index=scratch,
+        doc=doc,
+    )
 
 
 def _error_type(response: Response) -> str | None:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from search.transport import OpenSearchTransport, Response, TransportError
+from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response, TransportError
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -40,12 +40,26 @@ class JsonApi:
             raise self._error(f"{method} {path} failed: {response.error_reason()}")
         return response
 
+    def bulk(self, ndjson: str) -> Response:
+        """`POST _bulk` with NDJSON lines; the request must succeed (the items are for the caller to read)."""
+        response = self._request(
+            "POST", "_bulk", ndjson.encode("ascii"), {"Content-Type": NDJSON_CONTENT_TYPE}
+        )
+        if not response.ok:
+            raise self._error(f"POST _bulk failed: {response.error_reason()}")
+        return response
+
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
         """The final response, error statuses included; only exhausted transport failures raise ``error``."""
         payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        return self._request(method, path, payload, None)
+
+    def _request(
+        self, method: str, path: str, payload: bytes | None, headers: Mapping[str, str] | None
+    ) -> Response:
         for attempt in range(1, self._max_attempts + 1):
             try:
-                response = self._transport.request(method, path, payload)
+                response = self._transport.request(method, path, payload, headers)
             except TransportError as failure:
                 if attempt == self._max_attempts:
                     raise self._error(f"{method} {path} failed: {failure}") from failure

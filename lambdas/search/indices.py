@@ -20,6 +20,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 APPLY_SCRIPT_ID: Final = "refdata-sync-apply"
+# Stored with this context (`PUT _scripts/<id>/update`) the script is compiled when stored: a compile error
+# fails the deployment instead of every later update.
+APPLY_SCRIPT_CONTEXT: Final = "update"
 STREAM_SEQ_WIDTH: Final = 40
 TEMPLATE_PRIORITY: Final = 200
 FINGERPRINT_META_KEY: Final = "mapping_fingerprint"
@@ -85,7 +88,7 @@ def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any
 
 
 def stored_script_body() -> dict[str, Any]:
-    """Body of `PUT _scripts/refdata-sync-apply`."""
+    """Body of `PUT _scripts/refdata-sync-apply/update`."""
     return {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE}}
 
 

@@ -24,6 +24,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.session import Session as BotocoreSession
 
+from search.errors import describe
+
 SERVICE = "es"
 JSON_CONTENT_TYPE = "application/json"
 NDJSON_CONTENT_TYPE = "application/x-ndjson"
@@ -62,14 +64,14 @@ class Response:
         return json.loads(self.body)
 
     def error_reason(self) -> str:
-        """A one-line description of an OpenSearch error response (type and reason when present)."""
+        """A one-line description of an OpenSearch error response: type and reason, and every `caused_by`."""
         try:
             payload = self.json()
         except ValueError:
             return f"HTTP {self.status}: {self.body[:500].decode('utf-8', 'replace')}"
         error = payload.get("error") if isinstance(payload, dict) else None
         if isinstance(error, dict):
-            return f"HTTP {self.status} {error.get('type', 'error')}: {error.get('reason', '')}"
+            return f"HTTP {self.status} {describe(error)}"
         if isinstance(error, str):
             return f"HTTP {self.status}: {error}"
         return f"HTTP {self.status}: {self.body[:500].decode('utf-8', 'replace')}"

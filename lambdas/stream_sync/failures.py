@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from search.errors import cause_chain, describe
+
 SCRIPT_UNAVAILABLE: Final = "script-unavailable"
 SCRIPT_FAILED: Final = "script-failed"
 SCRIPT_KINDS: Final = frozenset({SCRIPT_UNAVAILABLE, SCRIPT_FAILED})
@@ -62,25 +64,9 @@ class Failure:
     reason: str
 
 
-def _chain(error: Any) -> list[tuple[str, str]]:
-    levels: list[tuple[str, str]] = []
-    while isinstance(error, Mapping) and len(levels) < 16:
-        levels.append((str(error.get("type", "error")), str(error.get("reason", ""))))
-        error = error.get("caused_by")
-    return levels
-
-
-def describe(error: Any) -> str:
-    """`type: reason; caused by type: reason; ...` for an error object (or its text when it is not one)."""
-    levels = _chain(error)
-    if not levels:
-        return str(error)
-    return "; caused by ".join(f"{kind}: {reason}" for kind, reason in levels)
-
-
 def classify(status: int, error: Any) -> Failure:
     """The failure of one `_bulk` item (or of a whole request) with HTTP `status` and OpenSearch `error`."""
-    levels = _chain(error)
+    levels = cause_chain(error)
     reason = f"HTTP {status} {describe(error)}"
     for rule in RULES:
         for kind, text in levels:

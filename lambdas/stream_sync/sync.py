@@ -28,7 +28,7 @@ from search.documents import (
 )
 
 from stream_sync.config import Settings
-from stream_sync.failures import classify, classify_response
+from stream_sync.failures import SCRIPT_KINDS, classify, classify_response
 
 
 class Fate(StrEnum):
@@ -46,6 +46,7 @@ FATE_VALUES = {fate: fate.value for fate in Fate}  # `.value` goes through a slo
 FINAL_FATES = frozenset(
     {Fate.INDEXED, Fate.DELETED, Fate.STALE_SKIPPED, Fate.COALESCED, Fate.IGNORED, Fate.DEAD_LETTERED}
 )
+APPLIED_FATES = frozenset({Fate.INDEXED, Fate.DELETED, Fate.STALE_SKIPPED})
 _T = TypeVar("_T")
 
 
@@ -96,10 +97,15 @@ class Outcome:
     superseded_by: int | None = None
     attempts: int = 0
     line: str | None = None  # the encoded bulk action, once built (the document itself is then dropped)
+    script_error: bool = False  # its last item failure was script-unavailable or script-failed
 
     @property
     def final(self) -> bool:
         return self.fate in FINAL_FATES
+
+    @property
+    def applied(self) -> bool:
+        return self.fate in APPLIED_FATES
 
     def fail(self, fate: Fate, kind: str, reason: str) -> None:
         self.fate, self.reason_kind, self.reason = fate, kind, reason
@@ -120,6 +126,11 @@ class BatchResult:
             if outcome.fate is not None:
                 counts[FATE_VALUES[outcome.fate]] += 1
         return counts
+
+    @property
+    def script_errors(self) -> int:
+        """Records left unapplied whose last failure was the stored script's (missing, uncompilable, failing)."""
+        return sum(1 for o in self.outcomes if o.script_error and not o.applied)
 
     def batch_item_failures(self) -> list[dict[str, str]]:
         """The smallest unfinished SequenceNumber: Lambda redelivers the shard from there, in order."""
@@ -311,6 +322,7 @@ def _apply_items(
             outcome.reason_kind = outcome.reason = None
             continue
         failure = classify(status, info.get("error"))
+        outcome.script_error = failure.kind in SCRIPT_KINDS
         if failure.transient:
             outcome.fail(Fate.RETRY, failure.kind, failure.reason)
             retry.append((outcome, line))
@@ -389,9 +401,7 @@ def mark_lag(result: BatchResult, now: float) -> None:
     lags = [
         now - o.change.created_at
         for o in result.outcomes
-        if o.fate in (Fate.INDEXED, Fate.DELETED, Fate.STALE_SKIPPED)
-        and o.change is not None
-        and o.change.created_at is not None
+        if o.fate in APPLIED_FATES and o.change is not None and o.change.created_at is not None
     ]
     result.lag_seconds = max(lags) if lags else None
 

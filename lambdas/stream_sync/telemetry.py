@@ -28,6 +28,8 @@ _METRICS: dict[str, tuple[str, Callable[[BatchResult, dict[str, int]], float | N
     "DocumentsDeadLettered": ("Count", lambda r, c: c[Fate.DEAD_LETTERED]),
     "DeadLetterSendFailures": ("Count", lambda r, c: r.dead_letter_failures),
     "BulkRequests": ("Count", lambda r, c: r.bulk_requests),
+    # Records left unapplied because of the stored script (script-unavailable or script-failed); alarm on >= 1.
+    "ScriptErrors": ("Count", lambda r, c: r.script_errors),
     "ReplicationLagSeconds": ("Seconds", lambda r, c: r.lag_seconds),
 }
 

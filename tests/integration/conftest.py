@@ -18,5 +18,6 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
     use_fake_aws(monkeypatch, REGION)
     with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=FGAC) as server:
         bootstrap(server)
+        server.forget_requests()  # tests count the sync's requests
         yield Pipeline(server, monkeypatch).create()
     handler.reset()

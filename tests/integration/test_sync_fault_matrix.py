@@ -349,6 +349,8 @@ def test_a_missing_stored_script_holds_every_record_until_a_deployment_puts_it_b
     assert reason_kinds(first) == {"script-unavailable", "transient-exhausted"}
     assert first.fates[old["eventID"]] == "dead-lettered"
     assert set(first.fates.values()) - {"dead-lettered"} <= {"retry", "coalesced"}
+    # Every record the script kept from being applied is counted: the alarm is ScriptErrors >= 1.
+    assert first.lines[-1]["ScriptErrors"] == sum(fate != "coalesced" for fate in first.fates.values())
     (aged,) = pipeline.dlq_messages()
     assert aged["reasonKind"] == "transient-exhausted" and "script-unavailable" in aged["reason"]
     assert "unable to find script [refdata-sync-apply] in cluster state" in aged["reason"]
@@ -378,10 +380,11 @@ def test_a_script_failing_on_one_document_dead_letters_that_record_only(pipeline
     failing = doc_id("0000000000")
     pipeline.server.fail_script(failing, times=None)
 
-    final, _ = pipeline.deliver(records)
+    final, invocations = pipeline.deliver(records)
 
     fates = account(final, records, pipeline.dlq_messages())
     assert fates["dead-lettered"] == 1 and "retry" not in fates
+    assert [i.lines[-1]["ScriptErrors"] for i in invocations] == [1]
     (message,) = pipeline.dlq_messages()
     assert (message["documentId"], message["reasonKind"]) == (failing, "script-failed")
     assert "script_exception: runtime error" in message["reason"]

@@ -1837,6 +1837,12 @@ class LoopbackOpenSearch:
                 return self.route_counts[route]
             return sum(1 for r in self.requests if r.route == route and r.method == method.upper())
 
+    def forget_requests(self) -> None:
+        """Drop what was recorded so far (e.g. a test's set-up), keeping the cluster's state."""
+        with self.cluster.lock:
+            self.requests.clear()
+            self.route_counts.clear()
+
     def requests_to(self, route: str, method: str | None = None) -> list[RecordedRequest]:
         with self.cluster.lock:
             return [

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.credentials import Credentials
 from datamodel.registry import indexable_schemas
-from index_bootstrap import handler
-from index_bootstrap.bootstrap import BootstrapError
+from index_bootstrap import bootstrap, handler
+from index_bootstrap.bootstrap import SELF_TEST_INDEX_PREFIX, BootstrapError
 from search.documents import build_document, encode_update, parse_change
-from search.indices import APPLY_SCRIPT_ID, APPLY_SCRIPT_SOURCE, index_mappings, mapping_fingerprint
+from search.indices import (
+    APPLY_SCRIPT_ID,
+    APPLY_SCRIPT_SOURCE,
+    apply_sync_script,
+    index_mappings,
+    mapping_fingerprint,
+)
 from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 
 from tests.support.aws import moto_role_of_access_key
+from tests.support.opensearch_scripts import TWINS, Twin, source_digest
 from tests.support.opensearch_server import (
     ROUTE_ALIASES,
+    ROUTE_BULK,
     ROUTE_CLUSTER_SETTINGS,
     ROUTE_INDEX,
     ROUTE_INDEX_TEMPLATE,
@@ -102,18 +111,25 @@ def test_created_index_carries_the_mapping_fingerprint(server: LoopbackOpenSearc
 def test_stored_script_is_put_with_its_painless_source(server: LoopbackOpenSearch) -> None:
     handler.on_event(event(server), None)
 
-    body = puts_of(server, ROUTE_SCRIPTS)[f"/_scripts/{APPLY_SCRIPT_ID}"]
+    # With the update context the engine compiles the script when it is stored: a compile error fails the
+    # deployment instead of every later update.
+    body = puts_of(server, ROUTE_SCRIPTS)[f"/_scripts/{APPLY_SCRIPT_ID}/update"]
     assert body == {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE}}
+
+
+def schema_index_puts(server: LoopbackOpenSearch) -> list[str]:
+    """Index creations other than the self-test's scratch index."""
+    return [r.path for r in server.requests_to(ROUTE_INDEX, "PUT") if SELF_TEST_INDEX_PREFIX not in r.path]
 
 
 def test_second_run_creates_no_index_and_moves_no_alias(server: LoopbackOpenSearch) -> None:
     handler.on_event(event(server), None)
     before = {name: server.aliases_of(name) for name in server.index_names()}
-    index_puts = server.count(ROUTE_INDEX, "PUT")
+    index_puts = schema_index_puts(server)
 
     response = handler.on_event(event(server, "Update", PhysicalResourceId="x"), None)
 
-    assert server.count(ROUTE_INDEX, "PUT") == index_puts
+    assert schema_index_puts(server) == index_puts
     assert server.count(ROUTE_ALIASES) == 0
     assert {name: server.aliases_of(name) for name in server.index_names()} == before
     assert response["Data"]["CreatedIndices"] == ""
@@ -178,11 +194,13 @@ def test_delete_keeps_every_index(server: LoopbackOpenSearch) -> None:
     handler.on_event(event(server), None)
     indices = server.index_names()
 
+    server.forget_requests()
+
     response = handler.on_event(event(server, "Delete", PhysicalResourceId="bootstrap-id"), None)
 
     assert response == {"PhysicalResourceId": "bootstrap-id"}
     assert server.index_names() == indices
-    assert server.count(ROUTE_INDEX, "DELETE") == 0
+    assert server.requests == []
 
 
 def test_physical_id_is_stable_for_one_endpoint(server: LoopbackOpenSearch) -> None:
@@ -321,3 +339,94 @@ def _properties(server: LoopbackOpenSearch, **extra: str) -> dict[str, str]:
         "Replicas": "0",
         **extra,
     }
+
+
+# --- the stored script is compiled when stored, then exercised on the engine before anything depends on it --
+
+
+def test_a_painless_source_that_does_not_compile_fails_the_deployment(
+    server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    edited = {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE + "\nctx._source.x = ;"}}
+    monkeypatch.setattr(bootstrap, "stored_script_body", lambda: edited)
+
+    with pytest.raises(
+        BootstrapError,
+        match=r"PUT _scripts/refdata-sync-apply/update failed: HTTP 400 script_exception: compile error",
+    ):
+        handler.on_event(event(server), None)
+    assert server.index_names() == [] and APPLY_SCRIPT_ID not in server.cluster.scripts
+
+
+def test_the_self_test_runs_the_sync_lines_on_a_scratch_index_and_removes_it(
+    server: LoopbackOpenSearch,
+) -> None:
+    handler.on_event(event(server), None)
+
+    (created,) = [r for r in server.requests_to(ROUTE_INDEX, "PUT") if SELF_TEST_INDEX_PREFIX in r.path]
+    scratch = created.path.lstrip("/")
+    assert created.json()["settings"] == {"index": {"number_of_shards": 1, "number_of_replicas": 0}}
+    assert not any(fnmatch.fnmatchcase(scratch, f"{schema.lower()}-v*") for schema in SCHEMAS)
+    lines = [line for request in server.requests_to(ROUTE_BULK) for line in request.ndjson()]
+    actions, updates = lines[::2], lines[1::2]
+    assert [action["update"]["_index"] for action in actions] == [scratch] * 3
+    assert [u["script"]["params"]["seq"].lstrip("0") for u in updates] == ["2", "1", "3"]
+    assert [u["script"]["params"]["tombstone"] for u in updates] == [False, False, True]
+    assert [r.path for r in server.requests_to(ROUTE_INDEX, "DELETE")] == [f"/{scratch}"]
+    assert not any(name.startswith(SELF_TEST_INDEX_PREFIX) for name in server.index_names())
+
+
+def test_a_script_that_does_not_keep_order_on_the_engine_fails_the_deployment(
+    server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def ignores_the_sequence_number(stored: Any, params: Any) -> dict[str, Any]:
+        return {**params["doc"], "tombstone": params["tombstone"], "stream_seq": params["seq"]}
+
+    monkeypatch.setitem(
+        TWINS, source_digest(APPLY_SCRIPT_SOURCE), Twin("update", ignores_the_sequence_number)
+    )
+
+    with pytest.raises(
+        BootstrapError,
+        match=r"a replayed older change answered HTTP 200 result updated, expected HTTP 200 result noop",
+    ):
+        handler.on_event(event(server), None)
+    assert server.index_names() == []  # the scratch index is gone and no schema index was created
+
+
+def test_a_runtime_error_of_the_script_fails_the_deployment_with_the_engines_reason(
+    server: LoopbackOpenSearch,
+) -> None:
+    server.fail_script("self-test#probe")
+
+    with pytest.raises(
+        BootstrapError, match=r"failed to execute script; caused by script_exception: runtime error"
+    ):
+        handler.on_event(event(server), None)
+    assert server.index_names() == []
+
+
+def test_a_stored_document_other_than_expected_fails_the_deployment(
+    server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def drops_exact_numbers(stored: Any, params: Any) -> dict[str, Any] | None:
+        replaced = apply_sync_script(stored, params)
+        return None if replaced is None else {k: v for k, v in replaced.items() if k != "exactNumbers"}
+
+    monkeypatch.setitem(TWINS, source_digest(APPLY_SCRIPT_SOURCE), Twin("update", drops_exact_numbers))
+
+    with pytest.raises(BootstrapError, match=r"the stored document is .*, expected .*exactNumbers"):
+        handler.on_event(event(server), None)
+
+
+def test_a_failed_self_test_whose_cleanup_fails_too_reports_both(
+    server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.fail_script("self-test#probe")
+    server.fail_next(ROUTE_INDEX, 500, method="DELETE", reason="node left")
+
+    with pytest.raises(
+        BootstrapError,
+        match=r"runtime error.*; and DELETE refdata-bootstrap-selftest-\w+ failed too: HTTP 500 exception: node left",
+    ):
+        handler.on_event(event(server), None)

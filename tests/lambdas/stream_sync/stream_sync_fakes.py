@@ -67,7 +67,8 @@ class FakeOpenSearch:
 
     docs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     replies: list[Reply] = field(default_factory=list)  # canned whole-request outcomes, used first
-    item_errors: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # doc id -> (status, type)
+    # doc id -> (status, error type or the whole error object)
+    item_errors: dict[str, list[tuple[int, str | dict[str, Any]]]] = field(default_factory=dict)
     bodies: list[bytes] = field(default_factory=list)
 
     def __call__(self, body: bytes) -> HttpReply:
@@ -85,9 +86,8 @@ class FakeOpenSearch:
             errors = self.item_errors.get(meta["_id"])
             if errors:
                 status, kind = errors.pop(0)
-                items.append(
-                    {"update": {"_id": meta["_id"], "status": status, "error": {"type": kind, "reason": "x"}}}
-                )
+                error = kind if isinstance(kind, dict) else {"type": kind, "reason": "x"}
+                items.append({"update": {"_id": meta["_id"], "status": status, "error": error}})
                 continue
             key = (meta["_index"], meta["_id"])
             new = apply_sync_script(self.docs.get(key), update["script"]["params"])

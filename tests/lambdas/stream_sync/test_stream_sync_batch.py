@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from stream_sync import telemetry
 from stream_sync.sync import BatchIncompleteError, BulkUnavailable, HttpReply, process_batch
 from stream_sync_fakes import Harness, always, record, settings
 
@@ -275,3 +276,55 @@ def test_unreadable_bulk_response_is_transient() -> None:
     ]
     result = run(harness, [record("INSERT", "a", 1)])
     assert fates(result) == ["indexed"] and result.bulk_requests == 3
+
+
+SCRIPT_MISSING = {
+    "type": "illegal_argument_exception",
+    "reason": "failed to execute script",
+    "caused_by": {
+        "type": "resource_not_found_exception",
+        "reason": "unable to find script [refdata-sync-apply] in cluster state",
+    },
+}
+SCRIPT_RUNTIME_ERROR = {
+    "type": "illegal_argument_exception",
+    "reason": "failed to execute script",
+    "caused_by": {
+        "type": "script_exception",
+        "reason": "runtime error",
+        "script_stack": [],
+        "script": "refdata-sync-apply",
+        "lang": "painless",
+        "caused_by": {"type": "null_pointer_exception", "reason": "x"},
+    },
+}
+
+
+def test_script_errors_are_held_or_dead_lettered_by_cause_and_counted() -> None:
+    harness = Harness()
+    harness.opensearch.item_errors["geozone::bcparks_1#missing"] = [(400, SCRIPT_MISSING)] * 5
+    harness.opensearch.item_errors["geozone::bcparks_1#failing"] = [(400, SCRIPT_RUNTIME_ERROR)]
+    records = [
+        record("INSERT", "missing", 1, name("x")),
+        record("INSERT", "failing", 2, name("y")),
+        record("INSERT", "fine", 3, name("z")),
+    ]
+
+    result = run(harness, records, max_attempts=2)
+
+    assert fates(result) == ["retry", "dead-lettered", "indexed"]
+    assert [o.reason_kind for o in result.outcomes[:2]] == ["script-unavailable", "script-failed"]
+    assert harness.dlq.bodies()[0]["reasonKind"] == "script-failed"
+    assert result.script_errors == 2
+    emf = json.loads(telemetry.emf_line(result, "RefData/StreamSync", now=0.0))
+    assert emf["ScriptErrors"] == 2
+    assert {"Name": "ScriptErrors", "Unit": "Count"} in emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+
+
+def test_a_record_whose_script_error_clears_on_retry_is_not_counted() -> None:
+    harness = Harness()
+    harness.opensearch.item_errors["geozone::bcparks_1#a"] = [(400, SCRIPT_MISSING)]
+
+    result = run(harness, [record("INSERT", "a", 1, name("x"))])
+
+    assert fates(result) == ["indexed"] and result.script_errors == 0

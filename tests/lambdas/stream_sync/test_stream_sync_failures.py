@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from stream_sync.failures import classify, classify_response, describe
+from search.errors import describe
+from stream_sync.failures import classify, classify_response
 
 MISSING_SCRIPT = {
     "type": "illegal_argument_exception",
