@@ -7,7 +7,8 @@ stream sync's fine-grained-access-control role and its mapping to the sync's IAM
 template per schema (all idempotent PUTs); then per schema either creates `<schema>-v1` behind the read and
 write aliases (no version yet), creates `<schema>-v<N+1>` without touching the aliases (the newest version's
 mapping fingerprint differs from the desired one: a reindex fills it and swaps the aliases later), or does
-nothing. It never deletes an index (other than its own scratch index) and never moves an alias.
+nothing; every existing version is brought to the configured replica count. It never deletes an index (other
+than its own scratch index) and never moves an alias.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class IndexBootstrap:
                 f"_index_template/{path_segment(template_name(schema))}",
                 index_template(schema, replicas=replicas),
             )
-        return [self._ensure_index(schema) for schema in schemas]
+        return [self._ensure_index(schema, replicas) for schema in schemas]
 
     def self_test(self, schemas: Sequence[str], token: str) -> None:
         """Exercise the stored script on the engine before anything depends on it.
@@ -167,7 +168,7 @@ class IndexBootstrap:
                 f"{json.dumps(expected, sort_keys=True)}"
             )
 
-    def _ensure_index(self, schema: str) -> SchemaOutcome:
+    def _ensure_index(self, schema: str, replicas: int) -> SchemaOutcome:
         desired = index_mappings(schema)
         existing = self._api.send("GET", index_pattern(schema)).json()
         versions = {
@@ -175,6 +176,7 @@ class IndexBootstrap:
             for name, body in existing.items()
             if (version := index_version(schema, name)) is not None
         }
+        self._set_replicas(schema, versions, replicas)
         if not versions:
             first = index_name(schema, 1)
             aliases = {
@@ -202,6 +204,19 @@ class IndexBootstrap:
             )
         )
         return SchemaOutcome(schema, "created_new_version", successor, successor)
+
+    def _set_replicas(self, schema: str, versions: Mapping[int, Mapping[str, Any]], replicas: int) -> None:
+        """Bring every existing version to the configured replica count (a dynamic setting; new versions get
+        it from the template)."""
+        for version, body in sorted(versions.items()):
+            current = body.get("settings", {}).get("index", {}).get("number_of_replicas")
+            if current == str(replicas):
+                continue
+            name = index_name(schema, version)
+            self._api.send(
+                "PUT", f"{path_segment(name)}/_settings", {"index": {"number_of_replicas": replicas}}
+            )
+            logger.info(json.dumps({"schema": schema, "index": name, "replicas": replicas, "were": current}))
 
     def _create_index(self, name: str, body: Mapping[str, Any], desired: Mapping[str, Any]) -> None:
         response = self._api.request("PUT", name, body)

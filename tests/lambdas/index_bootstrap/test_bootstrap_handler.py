@@ -31,6 +31,7 @@ from tests.support.opensearch_server import (
     ROUTE_INDEX_TEMPLATE,
     ROUTE_SCRIPTS,
     ROUTE_SECURITY,
+    ROUTE_SETTINGS,
     FineGrainedAccessControl,
     LoopbackOpenSearch,
 )
@@ -430,3 +431,41 @@ def test_a_failed_self_test_whose_cleanup_fails_too_reports_both(
         match=r"runtime error.*; and DELETE refdata-bootstrap-selftest-\w+ failed too: HTTP 500 exception: node left",
     ):
         handler.on_event(event(server), None)
+
+
+def test_existing_versions_are_brought_to_the_configured_replica_count(server: LoopbackOpenSearch) -> None:
+    server.cluster.create_index("booking-v1", {"mappings": {"_meta": {"mapping_fingerprint": "older"}}})
+    server.cluster.create_index("booking-v2", {"mappings": index_mappings("booking")})
+
+    handler.on_event(event(server, ResourceProperties=_properties(server, Replicas="2")), None)
+
+    replicas = {
+        name: server.cluster.indices[name].setting("index.number_of_replicas")
+        for name in server.index_names()
+    }
+    assert replicas == dict.fromkeys(["booking-v1", "booking-v2", "geozone-v1", "productdate-v1"], "2")
+    assert sorted(r.path for r in server.requests_to(ROUTE_SETTINGS, "PUT")) == [
+        "/booking-v1/_settings",
+        "/booking-v2/_settings",
+    ]
+
+
+def test_versions_already_at_the_replica_count_are_left_alone(server: LoopbackOpenSearch) -> None:
+    handler.on_event(event(server, ResourceProperties=_properties(server, Replicas="1")), None)
+    server.forget_requests()
+
+    handler.on_event(
+        event(server, "Update", PhysicalResourceId="x", ResourceProperties=_properties(server, Replicas="1")),
+        None,
+    )
+    unchanged = server.count(ROUTE_SETTINGS)
+    handler.on_event(
+        event(server, "Update", PhysicalResourceId="x", ResourceProperties=_properties(server, Replicas="0")),
+        None,
+    )
+
+    assert unchanged == 0
+    assert server.count(ROUTE_SETTINGS, "PUT") == 3  # one per schema's version
+    assert {server.cluster.indices[n].setting("index.number_of_replicas") for n in server.index_names()} == {
+        "0"
+    }
