@@ -45,6 +45,18 @@ class Monitoring(Construct):
             description="Invocations were throttled by the reserved concurrency.",
         )
 
+    def watch_script_errors(self, name: str, namespace: str) -> None:
+        """The stored ordering script is missing, does not compile, or fails on a document (docs/sync.md)."""
+        self._alarm(
+            f"{name}ScriptErrors",
+            cloudwatch.Metric(
+                namespace=namespace, metric_name="ScriptErrors", statistic="Sum", period=Duration.minutes(5)
+            ),
+            threshold=1,
+            description="The stored ordering script failed: records are held (script missing or not compiling) "
+            "or dead-lettered (failing on a document). See docs/sync.md.",
+        )
+
     def watch_dead_letter_queue(self, name: str, queue: sqs.IQueue) -> None:
         self._alarm(
             f"{name}Depth",

@@ -20,6 +20,9 @@ from infra.constructs.dead_letter_queue import dead_letter_queue
 from infra.constructs.vpc_function import Reach, VpcFunction
 from infra.nag import acknowledge, finding_resource
 
+# The namespace of the handler's own metrics (EMF, no dimensions; see docs/sync.md "Logs and metrics").
+METRICS_NAMESPACE = "RefData/StreamSync"
+
 
 def key_prefix_filter(schemas: list[str]) -> dict[str, object]:
     """An event filter that admits only records whose pk starts with ``<schema>::`` for an indexable schema.
@@ -93,7 +96,7 @@ class StreamSync(Construct):
                 "BULK_MAX_BYTES": str(bulk_max_bytes),
                 "REQUEST_TIMEOUT_SECONDS": str(settings.request_timeout_seconds),
                 "MAX_RECORD_AGE_SECONDS": str(settings.max_record_age_seconds),
-                "METRICS_NAMESPACE": "RefData/StreamSync",
+                "METRICS_NAMESPACE": METRICS_NAMESPACE,
             },
             statements=[
                 iam.PolicyStatement(

@@ -11,7 +11,7 @@ from infra.config import EnvironmentConfig
 from infra.constructs.index_bootstrap import IndexBootstrap
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.search_domain import domain_arn
-from infra.constructs.stream_sync import StreamSync
+from infra.constructs.stream_sync import METRICS_NAMESPACE, StreamSync
 from infra.constructs.vpc_function import Reach
 from infra.retention import retention
 from infra.stacks.stateful import StatefulStack
@@ -79,6 +79,7 @@ class StatelessStack(Stack):
         )
         self.monitoring = Monitoring(self, "Monitoring", topic=handed.alarm_topic)
         self.monitoring.watch_stream_function("StreamSync", self.sync.function)
+        self.monitoring.watch_script_errors("StreamSync", METRICS_NAMESPACE)
         self.monitoring.watch_dead_letter_queue("StreamSyncDeadLetters", self.sync.dead_letter_queue)
         self.monitoring.watch_dead_letter_queue("BootstrapDeadLetters", self.bootstrap.dead_letter_queue)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
