@@ -422,11 +422,12 @@ request per record, as a per-record sync would), in the same process against the
 | deployed asset (`lambdas/` zipped, no `__pycache__`) | {zipped / 1024:.1f} KiB | {raw / 1024:.1f} KiB unzipped | — |
 
 Where the wall time goes: the loopback server reports its own processing time per request in `took`
-(parsing, running the script's Python twin, storing; answering comes after it). It is a single-threaded
-Python emulator, so one 1,000-document request costs it a sizeable share of the batch's wall time, most of
-it parsing about 2 MB of JSON (a real domain spreads the work over shards and threads). The last row takes
-the server's `took` out of both sides, leaving the client side plus the network path: that is the part
-this code controls.
+(parsing, running the script's Python twin, checking every document against the index mappings as the
+engine's document parser does, storing; answering comes after it). It is a single-threaded Python emulator,
+so one 1,000-document request costs it a sizeable share of the batch's wall time, most of it parsing about
+2 MB of JSON and walking every field of every document (a real domain spreads the work over shards and
+threads). The last row takes the server's `took` out of both sides, leaving the client side plus the network
+path: that is the part this code controls.
 
 The handler module imports no AWS SDK: boto3/botocore/urllib3 load on the first invocation that needs
 them (the signed transport on the first batch, S3 and SQS only when a geometry or a dead letter needs them).

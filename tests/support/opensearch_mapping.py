@@ -340,93 +340,126 @@ def _mapper_error(reason: str, inner: OpenSearchError | None = None) -> OpenSear
     return OpenSearchError(400, "mapper_parsing_exception", reason, cause=inner)
 
 
+_EMPTY: Mapping[str, Any] = {}
+_TEXTUAL = frozenset({"keyword", "text", "match_only_text", "wildcard"})
+_DOUBLES = frozenset({"double", "scaled_float"})
+
+
 class _DocumentParser:
+    """One document's walk. Fields the document adds are kept apart (`added`, by the path of the object they
+    belong to) and merged into a copy of the mappings only at the end, so a refused document changes nothing."""
+
     def __init__(self, mappings: Mapping[str, Any], doc_id: str) -> None:
         self.mappings = mappings
         self.doc_id = doc_id
         self.date_detection = mappings.get("date_detection", True) not in (False, "false")
         self.numeric_detection = mappings.get("numeric_detection", False) in (True, "true")
         self.templates: list[Mapping[str, Any]] = list(mappings.get("dynamic_templates") or [])
-        self.added: dict[tuple[str, ...], dict[str, Any]] = {}
-
-    # --- lookups --------------------------------------------------------------------------------------
-
-    def lookup(self, path: tuple[str, ...]) -> Mapping[str, Any] | None:
-        spec = self.added.get(path)
-        if spec is not None:
-            return spec
-        properties: Any = self.mappings.get("properties") or {}
-        node: Any = None
-        for part in path:
-            node = properties.get(part) if isinstance(properties, Mapping) else None
-            if node is None:
-                return None
-            properties = node.get("properties") or {}
-        return node  # type: ignore[no-any-return]
+        self.added: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
 
     # --- walking --------------------------------------------------------------------------------------
 
-    def parse_object(self, path: tuple[str, ...], value: Mapping[str, Any], dynamic: str) -> None:
+    def parse_object(
+        self, properties: Mapping[str, Any], path: tuple[str, ...], value: Mapping[str, Any], dynamic: str
+    ) -> None:
+        """The members of an object whose mapped children are `properties` (plus any added meanwhile)."""
+        added = self.added.get(path) if self.added else None  # a name occurs once per object
         for name, member in value.items():
-            self.parse_field(path, _split_path(name), member, dynamic)
+            if "." in name or not name:
+                parts = _split_path(name)
+                if len(parts) > 1:
+                    self.parse_dotted(properties, path, parts, member, dynamic)
+                    continue
+                name = parts[0]
+            # Fast paths (mapped field, valid value of the usual kinds): the engine accepts these as they are.
+            spec = properties.get(name)
+            if spec is None and added is not None:
+                spec = added.get(name)
+            if spec is not None:
+                kind = spec.get("type")
+                member_type = type(member)
+                if kind in _TEXTUAL:
+                    if member_type is str:
+                        continue
+                elif kind in _DOUBLES:
+                    if member_type is float or (member_type is int and -(2**1000) < member < 2**1000):
+                        continue
+                elif kind == "boolean" and member_type is bool:
+                    continue
+            self.parse_value(properties, path, name, member, dynamic)
 
-    def parse_field(self, parent: tuple[str, ...], parts: list[str], value: Any, dynamic: str) -> None:
-        path = parent
+    def _child(
+        self, properties: Mapping[str, Any], path: tuple[str, ...], name: str
+    ) -> Mapping[str, Any] | None:
+        spec = properties.get(name)
+        if spec is None and self.added:
+            spec = self.added.get(path, _EMPTY).get(name)
+        return spec
+
+    def parse_dotted(
+        self, properties: Mapping[str, Any], path: tuple[str, ...], parts: list[str], value: Any, dynamic: str
+    ) -> None:
+        """`a.b.c`: objects `a` and `b` (mapped, or added as the dynamic setting allows), then field `c`."""
         for part in parts[:-1]:
-            owner = path
-            path = (*path, part)
-            spec = self.lookup(path)
+            spec = self._child(properties, path, part)
             if spec is None:
                 if dynamic == "strict":
-                    raise self._strict(owner, part)
+                    raise self._strict(path, part)
                 if dynamic == "false":
                     return
                 spec = self._new_object(path, part)
             elif not _is_object(spec):
                 raise _mapper_error(
-                    f"Could not dynamically add mapping for field [{'.'.join((*parent, *parts))}]. Existing mapping "
-                    f"for [{'.'.join(path)}] must be of type object but found [{spec.get('type')}]."
+                    f"Could not dynamically add mapping for field [{'.'.join((*path, *parts))}]. Existing mapping "
+                    f"for [{'.'.join((*path, part))}] must be of type object but found [{spec.get('type')}]."
                 )
             if _disabled(spec):
                 return
             dynamic = _dynamic(spec.get("dynamic", dynamic))
-        self.parse_value((*path, parts[-1]), value, dynamic)
+            properties = spec.get("properties") or _EMPTY
+            path = (*path, part)
+        self.parse_value(properties, path, parts[-1], value, dynamic)
 
-    def parse_value(self, path: tuple[str, ...], value: Any, dynamic: str) -> None:
-        spec = self.lookup(path)
+    def parse_value(
+        self, properties: Mapping[str, Any], path: tuple[str, ...], name: str, value: Any, dynamic: str
+    ) -> None:
+        spec = self._child(properties, path, name)
         if spec is not None:
-            if _is_object(spec):
-                self.parse_into_object(path, spec, value, dynamic)
-            else:
-                self.parse_leaf(path, spec, value)
+            kind = spec.get("type")
+            if kind is None or kind == "object" or kind == "nested":
+                self.parse_into_object(spec, (*path, name), value, dynamic)
+                return
+            self.parse_leaf((*path, name), spec, value)
             return
         if value is None or dynamic != "true":
             if dynamic == "strict":
-                raise self._strict(path[:-1], path[-1])
+                raise self._strict(path, name)
             return
         if isinstance(value, dict):
-            self.parse_into_object(path, self._new_object(path, path[-1]), value, dynamic)
+            self.parse_into_object(self._new_object(path, name), (*path, name), value, dynamic)
         elif isinstance(value, list):
-            template = self._template("object", path)
+            template = self._template("object", (*path, name))
             if template is not None and template.get("type") in _PARSES_ARRAYS:
-                self.added[path] = template
-                self.parse_leaf(path, template, value)
+                self.added.setdefault(path, {})[name] = template
+                self.parse_leaf((*path, name), template, value)
                 return
             for element in value:
-                self.parse_value(path, element, dynamic)
+                self.parse_value(properties, path, name, element, dynamic)
         else:
-            self.parse_leaf(path, self._new_leaf(path, value), value)
+            self.parse_leaf((*path, name), self._new_leaf(path, name, value), value)
 
     def parse_into_object(
-        self, path: tuple[str, ...], spec: Mapping[str, Any], value: Any, dynamic: str
+        self, spec: Mapping[str, Any], path: tuple[str, ...], value: Any, dynamic: str
     ) -> None:
         if _disabled(spec) or value is None:
             return
         if isinstance(value, dict):
-            self.parse_object(path, value, _dynamic(spec.get("dynamic", dynamic)))
+            self.parse_object(
+                spec.get("properties") or _EMPTY, path, value, _dynamic(spec.get("dynamic", dynamic))
+            )
         elif isinstance(value, list):
             for element in value:
-                self.parse_into_object(path, spec, element, dynamic)
+                self.parse_into_object(spec, path, element, dynamic)
         else:
             raise _mapper_error(
                 f"object mapping for [{'.'.join(path)}] tried to parse field [{path[-1]}] as object, but found a "
@@ -523,33 +556,33 @@ class _DocumentParser:
             return mapping
         return None
 
-    def _new_leaf(self, path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    def _new_leaf(self, path: tuple[str, ...], name: str, value: Any) -> dict[str, Any]:
         field_type = self._field_type(value)
-        spec = self._template(field_type, path)
+        spec = self._template(field_type, (*path, name))
         if spec is None:
             spec = (
                 copy.deepcopy(_DEFAULT_STRING)
                 if field_type == "string"
                 else {"type": _DEFAULT_TYPE[field_type]}
             )
-        self.added[path] = spec
+        self.added.setdefault(path, {})[name] = spec
         return spec
 
-    def _new_object(self, path: tuple[str, ...], _name: str) -> dict[str, Any]:
-        spec = self._template("object", path) or {"type": "object"}
-        self.added[path] = spec
+    def _new_object(self, path: tuple[str, ...], name: str) -> dict[str, Any]:
+        spec = self._template("object", (*path, name)) or {"type": "object"}
+        self.added.setdefault(path, {})[name] = spec
         return spec
 
     def merged(self) -> dict[str, Any]:
         mappings = copy.deepcopy(dict(self.mappings))
         for path in sorted(self.added, key=len):
             properties = mappings.setdefault("properties", {})
-            for part in path[:-1]:
+            for part in path:
                 node = properties[part]
                 if node.get("type") == "object":
                     del node["type"]
                 properties = node.setdefault("properties", {})
-            properties[path[-1]] = copy.deepcopy(self.added[path])
+            properties.update(copy.deepcopy(self.added[path]))
         return mappings
 
 
@@ -573,7 +606,9 @@ def parse_document(mappings: Mapping[str, Any], source: Any, doc_id: str) -> dic
         return None
     parser = _DocumentParser(mappings, doc_id)
     try:
-        parser.parse_object((), source, _dynamic(mappings.get("dynamic", True)))
+        parser.parse_object(
+            mappings.get("properties") or _EMPTY, (), source, _dynamic(mappings.get("dynamic", True))
+        )
     except _PathError as refused:
         raise _mapper_error("failed to parse", cause("illegal_argument_exception", str(refused))) from None
     if not parser.added:
