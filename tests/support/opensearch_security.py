@@ -81,27 +81,6 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
     "manage_data_streams": ("indices:admin/data_stream/*", "indices:monitor/data_stream/stats"),
 }
 
-# Actions the security plugin evaluates as cluster permissions (PrivilegesEvaluator.isClusterPerm).
-_CLUSTER_PREFIXES = ("cluster:", "indices:admin/template/", "indices:admin/index_template/")
-_CLUSTER_ACTIONS = frozenset(
-    {
-        "indices:data/write/bulk",
-        "indices:data/read/mget",
-        "indices:data/read/mtv",
-        "indices:data/write/reindex",
-    }
-)
-
-
-def is_cluster_action(action: str) -> bool:
-    return (
-        action.startswith(_CLUSTER_PREFIXES)
-        or action in _CLUSTER_ACTIONS
-        or action.startswith("indices:data/read/msearch")
-        or action.startswith("indices:data/read/scroll")
-        or not action.startswith("indices:")
-    )
-
 
 @lru_cache(maxsize=1024)
 def _wildcard(pattern: str) -> re.Pattern[str]:

@@ -353,30 +353,6 @@ def _validate_mappings(mappings: Mapping[str, Any]) -> None:
     walk(properties, "")
 
 
-def _normalize_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Settings as GET returns them: under "index", dotted keys expanded, scalar values as strings."""
-    flat: dict[str, str] = {}
-
-    def flatten(value: Any, prefix: str) -> None:
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                flatten(item, f"{prefix}{key}.")
-        else:
-            flat[prefix[:-1]] = str(value).lower() if isinstance(value, bool) else str(value)
-
-    flatten(settings or {}, "")
-    nested: dict[str, Any] = {}
-    for key, value in flat.items():
-        parts = key.split(".")
-        if parts[0] != "index":
-            parts.insert(0, "index")
-        node = nested
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return nested
-
-
 def _validate_index_name(name: str) -> None:
     if name != name.lower():
         raise OpenSearchError(
@@ -479,7 +455,7 @@ def _field_values(source: Mapping[str, Any], dotted: str) -> list[Any]:
     return list(node) if isinstance(node, list) else [node]
 
 
-def _flat_settings(settings: Mapping[str, Any] | None, *, prefix_index: bool = True) -> dict[str, Any]:
+def _flat_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """Settings as dotted keys (`index.` added where missing); scalars as strings, None kept (a reset)."""
     flat: dict[str, Any] = {}
 
@@ -489,7 +465,7 @@ def _flat_settings(settings: Mapping[str, Any] | None, *, prefix_index: bool = T
                 walk(member, f"{prefix}{key}.")
             return
         key = prefix[:-1]
-        if prefix_index and not key.startswith("index."):
+        if not key.startswith("index."):
             key = f"index.{key}"
         flat[key] = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
 
