@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 from typing import Any
 
 import pytest
+
+_ITEM_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
+_ITEM_WRITE_LOCK = threading.RLock()
 
 
 def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
@@ -18,6 +23,24 @@ def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    atomic_item_writes(monkeypatch)
+
+
+def atomic_item_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB applies each item write atomically (an UpdateItem ADD never loses an increment); moto's
+    backend reads, modifies and stores without a lock, so test threads could interleave two writes into one.
+    Serialise moto's item writes so concurrent tests see the service's guarantee."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in _ITEM_WRITES:
+        original = getattr(DynamoDBBackend, name)
+
+        @functools.wraps(original)
+        def locked(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            with _ITEM_WRITE_LOCK:
+                return __original(*args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, locked)
 
 
 def moto_role_of_access_key(access_key: str) -> str | None:
