@@ -30,7 +30,6 @@ from datamodel.keys import document_id, parse_document_id
 from search.documents import (
     GEOMETRY_ATTRIBUTE,
     GEOMETRY_URL_ATTRIBUTE,
-    SCHEMA_FIELD,
     RecordError,
     encode_json,
     engine_document,
@@ -75,10 +74,9 @@ def document_digest(doc: Mapping[str, Any]) -> str:
 def item_digest(item: Item, schema: str) -> str:
     """Digest of the document the stream sync builds from `item` (DynamoDB JSON), as the engine holds it."""
     try:
-        doc = engine_document(item_document(item))
+        doc = engine_document(item_document(item, schema))
     except RecordError as error:
         return f"unindexable: {error}"
-    doc[SCHEMA_FIELD] = schema
     if doc.get(GEOMETRY_URL_ATTRIBUTE) is not None:
         doc[GEOMETRY_ATTRIBUTE] = _DEREFERENCED
     return document_digest(doc)

@@ -330,14 +330,27 @@ def parse_change(record: Mapping[str, Any]) -> Change:
     )
 
 
-def item_document(image: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """An item image as the body of its document (before `schema` is added): decoded, reserved names refused."""
+# Fields the sync (and its stored script) write into every document; an item attribute of the same name would be
+# overwritten without a trace, so it is refused instead. `schema` may be carried if it names the item's schema.
+RESERVED_FIELDS: Final = {
+    EXACT_NUMBERS_FIELD: "the sync writes the exact text of decimals there",
+    "stream_seq": "the stored script keeps the applied stream sequence number there",
+    "tombstone": "the stored script marks deleted items there",
+}
+
+
+def item_document(image: Mapping[str, Mapping[str, Any]], schema: str) -> dict[str, Any]:
+    """An item image as the body of its document, `schema` included: decoded, reserved names refused."""
     doc = item_from_dynamodb(image)
-    if EXACT_NUMBERS_FIELD in doc:
+    for name, use in RESERVED_FIELDS.items():
+        if name in doc:
+            raise RecordError("reserved-attribute", f"attribute {name!r} is reserved: {use}")
+    if doc.get(SCHEMA_FIELD, schema) != schema:
         raise RecordError(
             "reserved-attribute",
-            f"attribute {EXACT_NUMBERS_FIELD!r} is reserved: the sync writes the exact text of decimals there",
+            f"attribute {SCHEMA_FIELD!r} is reserved: it is {doc[SCHEMA_FIELD]!r} but the key names {schema!r}",
         )
+    doc[SCHEMA_FIELD] = schema
     return doc
 
 
@@ -363,8 +376,7 @@ def build_document(change: Change, geometry_bucket: str | None) -> None:
     image = change.record["dynamodb"].get("NewImage")
     if image is None:
         raise RecordError("malformed-record", f"{change.record.get('eventName')} record without NewImage")
-    doc = item_document(image)
-    doc[SCHEMA_FIELD] = change.schema
+    doc = item_document(image, change.schema)
     if LOCATION_ATTRIBUTE in doc:
         validate_location(doc[LOCATION_ATTRIBUTE])
     url = doc.get(GEOMETRY_URL_ATTRIBUTE)

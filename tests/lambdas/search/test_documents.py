@@ -156,11 +156,28 @@ def test_exact_numbers_are_keyed_by_json_pointer() -> None:
     assert doc["sizes"] == [0.3, 7]  # the nearest double
 
 
-def test_an_item_with_the_reserved_exact_numbers_attribute_is_a_permanent_failure() -> None:
+@pytest.mark.parametrize(
+    "attribute",
+    [
+        {"exactNumbers": {"M": {}}},
+        {"stream_seq": {"S": "9" * 40}},
+        {"tombstone": {"BOOL": True}},
+        {"schema": {"S": "booking"}},
+    ],
+    ids=["exactNumbers", "stream_seq", "tombstone", "another schema"],
+)
+def test_an_item_with_a_field_the_sync_writes_is_a_permanent_failure(attribute: dict[str, Any]) -> None:
     with pytest.raises(documents.RecordError) as refused:
-        transform(stream_record("INSERT", {"exactNumbers": {"M": {}}}))
+        transform(stream_record("INSERT", attribute))
 
     assert refused.value.kind == "reserved-attribute"
+    assert repr(next(iter(attribute))) in refused.value.detail
+
+
+def test_an_item_may_carry_its_own_schema_name() -> None:
+    change = transform(stream_record("INSERT", {"schema": {"S": "geozone"}}))
+
+    assert bulk_lines(change)[1]["script"]["params"]["doc"]["schema"] == "geozone"
 
 
 def test_documents_without_inexact_decimals_are_sent_unchanged() -> None:
