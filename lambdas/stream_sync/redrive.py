@@ -56,8 +56,8 @@ class MessageReport:
     error: str | None = None
 
 
-def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Keys, str, Any]]:
-    """(keys, SequenceNumber, ApproximateCreationDateTime) of every record a DLQ message names."""
+def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Keys, str]]:
+    """(keys, SequenceNumber) of every record a DLQ message names."""
     record = body.get("record")
     if isinstance(record, Mapping):
         stream = record.get("dynamodb")
@@ -66,7 +66,7 @@ def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Key
         seq = stream.get("SequenceNumber")
         if not isinstance(seq, str) or not seq.isdigit():
             raise UnreadableMessageError("dead-lettered record has no SequenceNumber")
-        return [(dict(stream["Keys"]), seq, stream.get("ApproximateCreationDateTime"))]
+        return [(dict(stream["Keys"]), seq)]
     info = body.get("DDBStreamBatchInfo")
     if isinstance(info, Mapping):
         try:
@@ -79,25 +79,24 @@ def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Key
             raise UnreadableMessageError(
                 f"stream range {start}..{end} of {shard} is no longer readable (24 h retention): reconcile instead"
             )
-        return [
-            (
-                dict(r["dynamodb"]["Keys"]),
-                r["dynamodb"]["SequenceNumber"],
-                r["dynamodb"].get("ApproximateCreationDateTime"),
-            )
-            for r in records
-        ]
+        return [(dict(r["dynamodb"]["Keys"]), r["dynamodb"]["SequenceNumber"]) for r in records]
     raise UnreadableMessageError("neither a dead-lettered record nor DDBStreamBatchInfo")
 
 
 def current_state_record(
-    keys: Keys, sequence_number: str, created_at: Any, get_item: GetItem
+    keys: Keys, sequence_number: str, item: dict[str, Any] | None, read_at: float
 ) -> dict[str, Any]:
-    """A synthetic stream record carrying the item's current state and the dead-lettered sequence number."""
-    item = get_item(keys)
-    stream: dict[str, Any] = {"Keys": keys, "SequenceNumber": sequence_number}
-    if created_at is not None:
-        stream["ApproximateCreationDateTime"] = created_at
+    """A synthetic stream record carrying the item's current state (`item`, None when it is gone) under the
+    dead-lettered sequence number.
+
+    Its ApproximateCreationDateTime is `read_at`, when that state was read: a tombstone's `deletedAt` then
+    never predates the deletion it records (the dead-lettered record itself may be older than the delete).
+    """
+    stream: dict[str, Any] = {
+        "ApproximateCreationDateTime": read_at,
+        "Keys": keys,
+        "SequenceNumber": sequence_number,
+    }
     if item is not None:
         stream["NewImage"] = item
     return {
@@ -131,7 +130,7 @@ def redrive_messages(
             reports[position].error = str(error)
             continue
         try:
-            fresh = [current_state_record(keys, seq, created, get_item) for keys, seq, created in targets]
+            fresh = [current_state_record(keys, seq, get_item(keys), ports.now()) for keys, seq in targets]
         except Exception as error:  # throttled or failed reads: this message stays, the others go on
             reports[position].error = f"reading the current item failed: {error!r:.300}"
             continue

@@ -144,7 +144,7 @@ def test_scripted_update_replaces_the_whole_source(
 def test_tombstones_are_hidden_by_the_read_alias(client: OpenSearchTransport, places: str) -> None:
     doc = {"pk": "p", "sk": "1", "schema": "places", "name": "x"}
     bulk(client, sync_update("p#1", 1, doc) + sync_update("p#2", 1, doc | {"sk": "2"}), f"{places}/_bulk")
-    bulk(client, sync_update("p#1", 2, doc, tombstone=True), f"{places}/_bulk")
+    bulk(client, sync_update("p#1", 2, doc | {"deletedAt": 1_764_531_000}, tombstone=True), f"{places}/_bulk")
 
     read = send(client, "GET", "places/_search", {"query": {"match_all": {}}}).json()
     everything = send(client, "GET", "places-v1/_count").json()
@@ -156,6 +156,7 @@ def test_tombstones_are_hidden_by_the_read_alias(client: OpenSearchTransport, pl
         "pk": "p",
         "sk": "1",
         "schema": "places",
+        "deletedAt": 1_764_531_000,
         "tombstone": True,
         "stream_seq": "2".zfill(40),
     }

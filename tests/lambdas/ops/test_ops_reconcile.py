@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from ops.table import Item
 from ops_harness import ZONE, OpsEnv, seq
@@ -42,6 +44,7 @@ def test_reconcile_reports_each_kind_of_difference(drifted: OpsEnv) -> None:
 
 
 def test_fix_repairs_every_difference_and_a_second_run_is_clean(drifted: OpsEnv) -> None:
+    before = int(time.time())
     fixed = drifted.reconcile("geozone", fix=True)
     again = drifted.reconcile("geozone")
 
@@ -51,6 +54,8 @@ def test_fix_repairs_every_difference_and_a_second_run_is_clean(drifted: OpsEnv)
     stored = drifted.documents(INDEX)
     assert stored[doc_id("missing")]["stream_seq"] == seq(0)
     assert stored[doc_id("0000000001")]["stream_seq"] == seq(101) + "r"
+    deleted_at = stored[doc_id("0000000002")].pop("deletedAt")
+    assert before <= deleted_at <= time.time()  # when the repair found the item gone
     assert stored[doc_id("0000000002")] == {
         "pk": ZONE,
         "sk": "0000000002",
