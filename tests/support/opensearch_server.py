@@ -3,9 +3,11 @@
 No OpenSearch server can run here, so this in-memory HTTP server on 127.0.0.1 implements the documented
 request and response formats of the APIs the platform uses: composable index templates, indices and their
 settings (`PUT <index>/_settings`, replicas, write blocks), cluster settings (`action.auto_create_index`),
-aliases (`POST _aliases`, filters, write index), stored scripts (with and without a context), `_doc`, `_bulk`
-with per-item status and error, a minimal `_search` (`size`, field `sort`, `search_after`) and `_count`,
-`_cat/indices`, and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
+aliases (`POST _aliases`, filters, write index), stored scripts (with and without a context), `_doc`, `_mget`,
+`_bulk` with per-item status and error and optimistic concurrency (`if_seq_no`/`if_primary_term` against each
+document's own sequence number), a minimal `_search` (`size`, field `sort`, `search_after`,
+`seq_no_primary_term`, `slice`) and `_count`, point in time (create, search, delete, keep-alive), `_cat/indices`,
+and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
 
 It is strict where the engine is strict, and answers in the engine's words (type, reason, `caused_by`):
 - documents are parsed against the index mappings, which grow dynamically (tests/support/opensearch_mapping.py);
@@ -16,19 +18,23 @@ It is strict where the engine is strict, and answers in the engine's words (type
 - with `fgac`, every signed request is attributed to an IAM role and checked by fine-grained access control
   (opensearch_security.py), including the implicit `indices:admin/create` of an auto-created index and the
   implicit `indices:admin/mapping/put` of a document that adds a field.
-It is not OpenSearch: queries support only `match_all`, `term`, `terms` and `bool`; documents are visible
+It is not OpenSearch: queries support only `match_all`, `term`, `terms`, `range` and `bool`; documents are visible
 without refresh; `_source` keeps parsed values (a real `index` operation keeps the original bytes, and a
-script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index; painless is never executed.
+script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index (so one sequence-number series per
+index, primary term always 1); a slice is chosen by a CRC-32 of `_id` (the engine uses its own hash: only the
+partition property is the same); a point in time is a copy of the documents; painless is never executed.
 
 Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization` header for
 service `es`; given credentials it also verifies the signature.
 
 Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `enqueue_fault`, `fail_item`,
-`fail_script`, `latency_seconds`) and inspect it through `requests`, `count()` and `document()`.
+`fail_script`, `latency_seconds`, `lose_points_in_time`) and inspect it through `requests`, `count()` and
+`document()`.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import fnmatch
@@ -39,6 +45,7 @@ import re
 import socket
 import threading
 import time
+import zlib
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +86,8 @@ __all__ = [
     "ROUTE_INDEX",
     "ROUTE_INDEX_TEMPLATE",
     "ROUTE_MAPPING",
+    "ROUTE_MGET",
+    "ROUTE_POINT_IN_TIME",
     "ROUTE_REFRESH",
     "ROUTE_ROOT",
     "ROUTE_SCRIPTS",
@@ -109,6 +118,8 @@ ROUTE_DOC = "_doc"
 ROUTE_SEARCH = "_search"
 ROUTE_COUNT = "_count"
 ROUTE_REFRESH = "_refresh"
+ROUTE_MGET = "_mget"
+ROUTE_POINT_IN_TIME = "_search/point_in_time"
 ROUTE_SECURITY = "_plugins/_security"
 ROUTE_UNKNOWN = "unknown"
 
@@ -279,7 +290,16 @@ class _Index:
     created_at: int
     docs: dict[str, dict[str, Any]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
-    seq_no: int = 0
+    seq_no: int = -1  # the shard's last sequence number; each write takes the next one
+    doc_seq_nos: dict[str, int] = field(default_factory=dict)  # each live document's own sequence number
+
+    def next_seq_no(self, doc_id: str, *, live: bool) -> int:
+        self.seq_no += 1
+        if live:
+            self.doc_seq_nos[doc_id] = self.seq_no
+        else:
+            self.doc_seq_nos.pop(doc_id, None)
+        return self.seq_no
 
     def setting(self, dotted: str) -> str | None:
         node: Any = self.settings
@@ -304,7 +324,19 @@ class _BulkOperation:
     doc_id: Any
     source: Any
     require_alias: bool
+    if_seq_no: Any = None
+    if_primary_term: Any = None
     answer: dict[str, Any] | None = None
+
+
+@dataclass
+class _PointInTime:
+    """A frozen view of some indices' documents (what a search with this `pit` sees), alive until `expires_at`."""
+
+    indices: dict[str, dict[str, dict[str, Any]]]  # index -> doc id -> source
+    seq_nos: dict[str, dict[str, int]]
+    filters: dict[str, list[Mapping[str, Any]]]  # alias filters of the expression it was opened on
+    expires_at: float
 
 
 def _glob_match(name: str, pattern: str) -> bool:
@@ -383,6 +415,9 @@ def _matches_query(source: Mapping[str, Any], query: Mapping[str, Any] | None) -
         ((field_name, options),) = spec.items()
         values = _field_values(source, field_name)
         return any(option in values for option in options)
+    if kind == "range":
+        ((field_name, bounds),) = spec.items()
+        return any(_in_range(value, bounds) for value in _field_values(source, field_name))
     if kind == "bool":
 
         def clauses(key: str) -> list[Mapping[str, Any]]:
@@ -398,6 +433,79 @@ def _matches_query(source: Mapping[str, Any], query: Mapping[str, Any] | None) -
     raise OpenSearchError(
         400, "parsing_exception", f"unknown query [{kind}] (not emulated by the loopback server)"
     )
+
+
+_RANGE_TESTS = {
+    "gt": lambda value, bound: value > bound,
+    "gte": lambda value, bound: value >= bound,
+    "lt": lambda value, bound: value < bound,
+    "lte": lambda value, bound: value <= bound,
+}
+
+
+def _in_range(value: Any, bounds: Any) -> bool:
+    """RangeQueryBuilder on a numeric or keyword field: every bound given must hold (numbers compare with numbers,
+    strings with strings; a value of the other kind never matches)."""
+    if not isinstance(bounds, Mapping) or not bounds:
+        raise OpenSearchError(
+            400, "parsing_exception", "[range] query malformed, no start_object after query name"
+        )
+    unknown = sorted(set(bounds) - set(_RANGE_TESTS))
+    if unknown:
+        raise OpenSearchError(
+            400, "parsing_exception", f"[range] query does not support [{unknown[0]}] (not emulated)"
+        )
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    for name, bound in bounds.items():
+        if isinstance(bound, int | float) and not isinstance(bound, bool):
+            if not numeric or not _RANGE_TESTS[name](value, bound):
+                return False
+        elif isinstance(bound, str):
+            if not isinstance(value, str) or not _RANGE_TESTS[name](value, bound):
+                return False
+        else:
+            raise OpenSearchError(
+                400, "parsing_exception", f"[range] bound [{name}] must be a number or a string"
+            )
+    return True
+
+
+def _time_value_seconds(text: Any, setting: str) -> float:
+    """A TimeValue (`30s`, `10m`, `1h`, `1d`, `500ms`) in seconds, refused in the engine's words otherwise."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", str(text))
+    if not match:
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            f"failed to parse setting [{setting}] with value [{text}] as a time value: unit is missing or "
+            "unrecognized",
+        )
+    return int(match.group(1)) * units[match.group(2)]
+
+
+def _slice_of(doc_id: str, maximum: int) -> int:
+    return zlib.crc32(doc_id.encode()) % maximum
+
+
+def _slice_spec(spec: Any) -> tuple[int, int] | None:
+    """SliceBuilder's checks: `{"id": i, "max": n}` with 0 <= i < n and n > 1."""
+    if spec is None:
+        return None
+    if (
+        not isinstance(spec, Mapping)
+        or not isinstance(spec.get("id"), int)
+        or not isinstance(spec.get("max"), int)
+    ):
+        raise OpenSearchError(400, "parsing_exception", "[slice] needs integer [id] and [max]")
+    slice_id, maximum = spec["id"], spec["max"]
+    if maximum <= 1:
+        raise OpenSearchError(400, "illegal_argument_exception", "max must be greater than 1")
+    if slice_id < 0:
+        raise OpenSearchError(400, "illegal_argument_exception", "id must be greater than or equal to 0")
+    if slice_id >= maximum:
+        raise OpenSearchError(400, "illegal_argument_exception", "max must be greater than id")
+    return slice_id, maximum
 
 
 def _sort_fields(sort: Any) -> list[tuple[str, str]]:
@@ -518,7 +626,9 @@ class _Cluster:
         self.indices: dict[str, _Index] = {}
         self.item_faults: dict[str, deque[ItemFault]] = {}
         self.script_faults: dict[str, deque[_ScriptFault]] = {}
+        self.points_in_time: dict[str, _PointInTime] = {}
         self._uuids = itertools.count(1)
+        self._contexts = itertools.count(1)
 
     # --- access control --------------------------------------------------------------------------
 
@@ -1055,37 +1165,145 @@ class _Cluster:
             "_index": index.name,
             "_id": doc_id,
             "_version": index.versions[doc_id],
-            "_seq_no": index.seq_no,
+            "_seq_no": index.doc_seq_nos[doc_id],
             "_primary_term": 1,
             "found": True,
             "_source": copy.deepcopy(index.docs[doc_id]),
         }
 
-    def search(self, expression: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
-        query = (body or {}).get("query")
-        size = int((body or {}).get("size", 10))
-        sort = _sort_fields((body or {}).get("sort"))
-        after = (body or {}).get("search_after")
+    def multi_get(self, expression: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`POST <index>/_mget {"ids": [...]}`: one entry per id, in order, `found` or not."""
+        ids = body.get("ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(doc_id, str) for doc_id in ids):
+            raise OpenSearchError(
+                400, "action_request_validation_exception", "Validation Failed: 1: no documents to get;"
+            )
+        docs = []
+        for doc_id in ids:
+            status, answer = self.get_document(expression, doc_id)
+            docs.append(
+                answer if status == 200 else {"_index": answer["_index"], "_id": doc_id, "found": False}
+            )
+        return {"docs": docs}
+
+    # --- point in time ---------------------------------------------------------------------------
+
+    def open_point_in_time(self, expression: str, keep_alive: Any, now: float) -> dict[str, Any]:
+        seconds = _time_value_seconds(keep_alive, "keep_alive")
+        if seconds > 86400:
+            raise OpenSearchError(
+                400,
+                "illegal_argument_exception",
+                f"Keep alive for request ({keep_alive}) is too large. It must be less than (1d). This limit can be "
+                "set by changing the [point_in_time.max_keep_alive] cluster level setting.",
+            )
+        names = self.resolve(expression)
+        pit_id = base64.urlsafe_b64encode(f"pit-{next(self._contexts)}-{expression}".encode()).decode()
+        self.points_in_time[pit_id] = _PointInTime(
+            indices={name: copy.deepcopy(self.indices[name].docs) for name in names},
+            seq_nos={name: dict(self.indices[name].doc_seq_nos) for name in names},
+            filters={name: self._alias_filters(expression, self.indices[name]) for name in names},
+            expires_at=now + seconds,
+        )
+        shards = {"total": len(names), "successful": len(names), "skipped": 0, "failed": 0}
+        return {"pit_id": pit_id, "_shards": shards, "creation_time": int(now * 1000)}
+
+    def point_in_time(self, spec: Any, now: float) -> tuple[str, _PointInTime]:
+        """The live point in time a search's `pit` names, its keep-alive extended; a missing or expired one is
+        the engine's 404."""
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("id"), str):
+            raise OpenSearchError(400, "parsing_exception", "[pit] needs an [id]")
+        pit_id = spec["id"]
+        found = self.points_in_time.get(pit_id)
+        if found is None or found.expires_at <= now:
+            self.points_in_time.pop(pit_id, None)
+            raise OpenSearchError(
+                404,
+                "search_phase_execution_exception",
+                "all shards failed",
+                cause=cause("search_context_missing_exception", f"No search context found for id [{pit_id}]"),
+                phase="query",
+            )
+        if "keep_alive" in spec:
+            found.expires_at = now + _time_value_seconds(spec["keep_alive"], "keep_alive")
+        return pit_id, found
+
+    def close_points_in_time(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        ids = body.get("pit_id")
+        ids = [ids] if isinstance(ids, str) else ids
+        if not isinstance(ids, list) or not ids:
+            raise OpenSearchError(
+                400, "action_request_validation_exception", "Validation Failed: 1: no pit ids;"
+            )
+        return {
+            "pits": [{"successful": self.points_in_time.pop(i, None) is not None, "pit_id": i} for i in ids]
+        }
+
+    @staticmethod
+    def _alias_filters(expression: str, index: _Index) -> list[Mapping[str, Any]]:
+        return [
+            spec["filter"]
+            for part in expression.split(",")
+            for alias, spec in index.aliases.items()
+            if alias == part and spec.get("filter")
+        ]
+
+    def search(
+        self, expression: str | None, body: Mapping[str, Any] | None, now: float = 0.0
+    ) -> dict[str, Any]:
+        """`_search` over the live documents of `expression`, or over the frozen ones of the body's `pit` (then
+        `expression` must be None: a search with a point in time names no index)."""
+        body = body or {}
+        query = body.get("query")
+        size = int(body.get("size", 10))
+        sort = _sort_fields(body.get("sort"))
+        after = body.get("search_after")
+        sliced = _slice_spec(body.get("slice"))
         if after is not None and (not sort or not isinstance(after, list) or len(after) != len(sort)):
             raise OpenSearchError(
                 400,
                 "illegal_argument_exception",
                 "search_after needs a sort and exactly one value per sort field",
             )
-        hits: list[dict[str, Any]] = []
-        for name in self.resolve(expression):
-            index = self.indices[name]
-            alias_filters = [
-                spec["filter"]
-                for part in expression.split(",")
-                for alias, spec in index.aliases.items()
-                if alias == part and spec.get("filter")
+        pit_id: str | None = None
+        if "pit" in body:
+            if expression is not None:
+                raise OpenSearchError(
+                    400,
+                    "action_request_validation_exception",
+                    "Validation Failed: 1: [indices] cannot be used with point in time. Do not specify any index "
+                    "with point in time.;",
+                )
+            pit_id, pit = self.point_in_time(body["pit"], now)
+            views = [(name, docs, pit.seq_nos[name], pit.filters[name]) for name, docs in pit.indices.items()]
+        else:
+            if sliced is not None:
+                raise OpenSearchError(
+                    400,
+                    "illegal_argument_exception",
+                    "[slice] can only be used with [scroll] or [point-in-time] requests",
+                )
+            names = self.resolve(expression or "_all")
+            views = [
+                (
+                    name,
+                    self.indices[name].docs,
+                    self.indices[name].doc_seq_nos,
+                    self._alias_filters(expression or "_all", self.indices[name]),
+                )
+                for name in names
             ]
-            for doc_id, source in index.docs.items():
+        with_seq_no = _java_boolean(body.get("seq_no_primary_term", False))
+        hits: list[dict[str, Any]] = []
+        for name, docs, seq_nos, alias_filters in views:
+            for doc_id, source in docs.items():
+                if sliced is not None and _slice_of(doc_id, sliced[1]) != sliced[0]:
+                    continue
                 if all(_matches_query(source, f) for f in alias_filters) and _matches_query(source, query):
-                    hits.append(
-                        {"_index": name, "_id": doc_id, "_score": 1.0, "_source": copy.deepcopy(source)}
-                    )
+                    hit = {"_index": name, "_id": doc_id, "_score": 1.0, "_source": copy.deepcopy(source)}
+                    if with_seq_no:
+                        hit |= {"_seq_no": seq_nos[doc_id], "_primary_term": 1}
+                    hits.append(hit)
         total = len(hits)
         if sort:
             for hit in hits:
@@ -1093,7 +1311,8 @@ class _Cluster:
             hits.sort(key=lambda hit: _sort_key(hit["sort"], sort))
             if after is not None:
                 hits = [hit for hit in hits if _sort_key(hit["sort"], sort) > _sort_key(after, sort)]
-        return {
+        answer: dict[str, Any] = {} if pit_id is None else {"pit_id": pit_id}
+        return answer | {
             "took": 1,
             "timed_out": False,
             "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
@@ -1192,8 +1411,21 @@ class _Cluster:
                 except ValueError:
                     source = _UNPARSEABLE
                 position += 1
+            refused = _compare_and_write_refusal(meta)
+            if refused is not None:
+                raise OpenSearchError(
+                    400, "action_request_validation_exception", f"Validation Failed: 1: {refused};"
+                )
             operations.append(
-                _BulkOperation(op, meta.get("_index", default_index), meta.get("_id"), source, require_alias)
+                _BulkOperation(
+                    op,
+                    meta.get("_index", default_index),
+                    meta.get("_id"),
+                    source,
+                    require_alias,
+                    meta.get("if_seq_no"),
+                    meta.get("if_primary_term"),
+                )
             )
         return operations
 
@@ -1295,20 +1527,46 @@ class _Cluster:
                 self._raise_item_fault(doc_id, index.name)
             if operation.source is _UNPARSEABLE:
                 raise OpenSearchError(400, "mapper_parsing_exception", "failed to parse", index=index.name)
+            if operation.if_seq_no is not None:
+                self._compare(index, doc_id, operation.if_seq_no, operation.if_primary_term)
             status, result = self._apply(subject, operation.op, index, doc_id, operation.source)
         except OpenSearchError as error:
             return _item_failure(index.name, doc_id, error)
-        index.seq_no += 1
+        # A noop writes nothing and takes no sequence number; every other outcome (a delete of a missing
+        # document included) is an operation on the shard.
+        seq_no = (
+            index.doc_seq_nos[doc_id]
+            if result == "noop"
+            else index.next_seq_no(doc_id, live=doc_id in index.docs)
+        )
         return {
             "_index": index.name,
             "_id": doc_id,
             "_version": index.versions.get(doc_id, 1),
             "result": result,
             "_shards": {"total": 1, "successful": 1, "failed": 0},
-            "_seq_no": index.seq_no,
+            "_seq_no": seq_no,
             "_primary_term": 1,
             "status": status,
         }
+
+    @staticmethod
+    def _compare(index: _Index, doc_id: str, if_seq_no: Any, if_primary_term: Any) -> None:
+        """Optimistic concurrency (InternalEngine): the write applies only to the document as last read."""
+        current = index.doc_seq_nos.get(doc_id) if doc_id in index.docs else None
+        if current == if_seq_no and if_primary_term == 1:
+            return
+        found = (
+            "but no document was found"
+            if current is None
+            else f"current document has seqNo [{current}] and primary term [1]"
+        )
+        raise OpenSearchError(
+            409,
+            "version_conflict_engine_exception",
+            f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]. {found}",
+            index=index.name,
+        )
 
     def _raise_item_fault(self, doc_id: str, index_name: str) -> None:
         queue = self.item_faults.get(doc_id)
@@ -1425,6 +1683,18 @@ class _Cluster:
             index.mappings = update
         index.docs[doc_id] = source if fresh else copy.deepcopy(source)
         index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
+
+
+def _compare_and_write_refusal(meta: Mapping[str, Any]) -> str | None:
+    """validateSeqNoBasedCASParams: `if_seq_no` needs `if_primary_term` and excludes `version`."""
+    if "if_seq_no" in meta:
+        if "version" in meta or "version_type" in meta:
+            return "compare and write operations can not use versioning"
+        if "if_primary_term" not in meta:
+            return "ifSeqNo is set, but primary term is [0]"
+    elif "if_primary_term" in meta:
+        return f"ifSeqNo is unassigned, but primary term is [{meta['if_primary_term']}]"
+    return None
 
 
 def _item_failure(index: Any, doc_id: Any, error: OpenSearchError) -> dict[str, Any]:
@@ -1625,6 +1895,10 @@ def _classify(segments: list[str]) -> str:
         return ROUTE_ALIAS
     if last == "_bulk":
         return ROUTE_BULK
+    if segments[-2:] == ["_search", "point_in_time"] and len(segments) <= 3:
+        return ROUTE_POINT_IN_TIME
+    if last == "_mget" and len(segments) <= 2:
+        return ROUTE_MGET
     if len(segments) == 3 and segments[1] == "_doc":
         return ROUTE_DOC
     if last == "_settings" and len(segments) <= 2:
@@ -1797,6 +2071,11 @@ class LoopbackOpenSearch:
             self.cluster.script_faults.setdefault(doc_id, deque()).append(
                 _ScriptFault(java_exception, reason, times)
             )
+
+    def lose_points_in_time(self) -> None:
+        """What a node restart or a blue/green deployment does on the service: every point in time is gone."""
+        with self.cluster.lock:
+            self.cluster.points_in_time.clear()
 
     def clear_faults(self) -> None:
         with self.cluster.lock:
@@ -2057,13 +2336,42 @@ class LoopbackOpenSearch:
             if route == ROUTE_DOC and method == "GET":
                 allow_indices(["indices:data/read/get"], segments[0])
                 return cluster.get_document(segments[0], segments[2])
+            if route == ROUTE_SEARCH and len(segments) == 1 and "pit" in (request_body := body() or {}):
+                spec = request_body["pit"]
+                pit = cluster.points_in_time.get(spec.get("id")) if isinstance(spec, Mapping) else None
+                cluster.check_indices(
+                    subject, ["indices:data/read/search"], sorted(pit.indices) if pit else []
+                )
+                return 200, cluster.search(None, request_body, time.time())
             if route in (ROUTE_SEARCH, ROUTE_COUNT) and method in ("GET", "POST"):
                 expression = segments[0] if len(segments) == 2 else "_all"
                 allow_indices(["indices:data/read/search"], expression)
-                result = cluster.search(expression, body())
+                result = cluster.search(expression, body(), time.time())
                 if route == ROUTE_COUNT:
                     return 200, {"count": result["hits"]["total"]["value"], "_shards": result["_shards"]}
                 return 200, result
+            if route == ROUTE_MGET and method in ("GET", "POST") and len(segments) == 2:
+                allow_cluster("indices:data/read/mget")
+                allow_indices(["indices:data/read/mget[shard]"], segments[0])
+                return 200, cluster.multi_get(segments[0], body())
+            if route == ROUTE_POINT_IN_TIME and method == "POST" and len(segments) == 3:
+                allow_indices(["indices:data/read/point_in_time/create"], segments[0])
+                if "keep_alive" not in query:
+                    raise OpenSearchError(
+                        400,
+                        "action_request_validation_exception",
+                        "Validation Failed: 1: keep alive not specified;",
+                    )
+                return 200, cluster.open_point_in_time(segments[0], query["keep_alive"], time.time())
+            if route == ROUTE_POINT_IN_TIME and method == "DELETE" and len(segments) == 2:
+                request_body = body()
+                ids = request_body.get("pit_id")
+                named = [
+                    cluster.points_in_time.get(i) for i in ([ids] if isinstance(ids, str) else ids or [])
+                ]
+                indices = sorted({name for pit in named if pit is not None for name in pit.indices})
+                cluster.check_indices(subject, ["indices:data/read/point_in_time/delete"], indices)
+                return 200, cluster.close_points_in_time(request_body)
             if route == ROUTE_REFRESH and method in ("GET", "POST"):
                 allow_indices(["indices:admin/refresh"], segments[0] if len(segments) == 2 else "_all")
                 return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
