@@ -6,6 +6,7 @@ from infra.config import (
     CapacityMode,
     EnvironmentConfig,
     NetworkSettings,
+    OpsSettings,
     ProvisionedCapacity,
     RemovalPolicy,
     SearchSettings,
@@ -31,6 +32,7 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
             table=TableSettings(),
             network=NetworkSettings(cidr="10.40.0.0/16", max_azs=2, flow_log_retention_days=30),
             search=SearchSettings(domain_name="refdata-dev", bulk_max_bytes=9 * 1024 * 1024),
+            ops=OpsSettings(max_concurrency=2, scan_segments=4, scan_read_units_per_second=200),
             reserve_concurrency=False,
         ),
         EnvironmentConfig(
@@ -56,6 +58,8 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
                 volume_size_gib=50,
                 bulk_max_bytes=9 * 1024 * 1024,
             ),
+            # Provisioned at up to 200 read units: a repair scan may take half of them.
+            ops=OpsSettings(max_concurrency=4, scan_segments=8, scan_read_units_per_second=100),
         ),
         EnvironmentConfig(
             name="prod",
@@ -78,6 +82,7 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
                 bulk_max_bytes=9 * 1024 * 1024,
             ),
             sync=SyncSettings(reserved_concurrency=20, parallelization_factor=2),
+            ops=OpsSettings(max_concurrency=8, scan_segments=16, scan_read_units_per_second=2000),
         ),
     )
     return {env.name: env for env in envs}

@@ -8,6 +8,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 ITERATOR_AGE_ALARM = Duration.minutes(5)
@@ -65,6 +66,23 @@ class Monitoring(Construct):
             ),
             threshold=1,
             description="Records were dead-lettered: see docs/sync.md for the redrive procedure.",
+        )
+
+    def watch_state_machine(self, name: str, state_machine: sfn.IStateMachine) -> None:
+        """A run that failed or timed out (the scheduled tombstone purge has nobody watching it)."""
+        self._alarm(
+            f"{name}Failed",
+            cloudwatch.MathExpression(
+                expression="failed + timedOut",
+                using_metrics={
+                    "failed": state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
+                    "timedOut": state_machine.metric_timed_out(period=Duration.minutes(5), statistic="Sum"),
+                },
+                period=Duration.minutes(5),
+            ),
+            threshold=1,
+            description="An ops workflow run failed: its summary (runs/<operation>/<run id>/summary.json in the ops "
+            "bucket) says what; see docs/operations.md.",
         )
 
     def _alarm(

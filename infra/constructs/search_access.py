@@ -17,13 +17,16 @@ from infra.iam import attach_policy
 
 
 class SearchAccess(Construct):
-    """The fine-grained-access-control master role, the index-bootstrap role and the stream-sync role.
+    """The fine-grained-access-control master role, the index-bootstrap, ops-worker and stream-sync roles.
 
-    - ``admin_role``: the FGAC master user (from config, or created here). Only the bootstrap function and the
-      principals named in ``search.admin_principals`` (by default the account's IAM Identity Center
-      AdministratorAccess users) may assume it; nobody else in the account can, whatever their IAM policies say.
+    - ``admin_role``: the FGAC master user (from config, or created here). Only the bootstrap and ops-worker
+      functions and the principals named in ``search.admin_principals`` (by default the account's IAM Identity
+      Center AdministratorAccess users) may assume it; nobody else in the account can, whatever their IAM
+      policies say.
     - ``bootstrap_role``: the index-bootstrap function's execution role; it assumes ``admin_role`` to put
       templates, scripts, indices, aliases and the stream-sync role mapping.
+    - ``ops_worker_role``: the ops workflows' worker function's execution role; it assumes ``admin_role`` to
+      reindex, reconcile, redrive and purge tombstones.
     - ``sync_role``: the stream-sync function's execution role; OpenSearch maps it to a role that may only
       write to the platform's indices.
 
@@ -50,7 +53,15 @@ class SearchAccess(Construct):
             assumed_by=lambda_principal,
             description="DynamoDB stream to OpenSearch sync",
         )
+        self.ops_worker_role = iam.Role(
+            self,
+            "OpsWorkerRole",
+            role_name=f"{base}-ops-worker",
+            assumed_by=lambda_principal,
+            description="Ops workflows worker (reindex, reconcile, redrive, tombstone purge)",
+        )
         self.bootstrap_role_arn = config.role_arn(f"{base}-index-bootstrap")
+        self.ops_worker_role_arn = config.role_arn(f"{base}-ops-worker")
         self.sync_role_arn = config.role_arn(f"{base}-stream-sync")
         if config.search.master_role_arn:
             self.admin_role: iam.IRole = iam.Role.from_role_arn(
@@ -62,7 +73,10 @@ class SearchAccess(Construct):
                 self,
                 "AdminRole",
                 role_name=f"{base}-search-admin",
-                assumed_by=iam.ArnPrincipal(self.bootstrap_role.role_arn),
+                assumed_by=iam.CompositePrincipal(
+                    iam.ArnPrincipal(self.bootstrap_role.role_arn),
+                    iam.ArnPrincipal(self.ops_worker_role.role_arn),
+                ),
                 description="OpenSearch fine-grained access control master user",
             )
             patterns = config.admin_principal_arns()
@@ -80,9 +94,13 @@ class SearchAccess(Construct):
             admin.apply_removal_policy(removal_policy)
             self.admin_role = admin
             self.admin_role_arn = config.role_arn(f"{base}-search-admin")
-        attach_policy(
-            self,
-            "BootstrapAssumeAdmin",
-            self.bootstrap_role,
-            [iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[self.admin_role.role_arn])],
-        )
+        for construct_id, role in (
+            ("BootstrapAssumeAdmin", self.bootstrap_role),
+            ("OpsWorkerAssumeAdmin", self.ops_worker_role),
+        ):
+            attach_policy(
+                self,
+                construct_id,
+                role,
+                [iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[self.admin_role.role_arn])],
+            )

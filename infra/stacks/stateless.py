@@ -5,11 +5,13 @@ from __future__ import annotations
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from constructs import Construct
 from datamodel.registry import indexable_schemas
+from ops.purge import minimum_age_seconds
 from search.indices import bootstrap_fingerprint
 
 from infra.config import EnvironmentConfig
 from infra.constructs.index_bootstrap import IndexBootstrap
 from infra.constructs.monitoring import Monitoring
+from infra.constructs.ops_workflows import OpsWorkflows
 from infra.constructs.search_domain import domain_arn
 from infra.constructs.stream_sync import METRICS_NAMESPACE, StreamSync
 from infra.constructs.vpc_function import Reach
@@ -77,11 +79,37 @@ class StatelessStack(Stack):
             fingerprint=bootstrap_fingerprint(schemas, replicas=config.search.replicas),
             **shared,  # type: ignore[arg-type]
         )
+        self.ops = OpsWorkflows(
+            self,
+            "Ops",
+            settings=config.ops,
+            name_prefix=config.search.domain_name,
+            worker_role=handed.ops_worker_role,
+            admin_role=handed.admin_role,
+            table=handed.table,
+            geometry_bucket=handed.geometry_bucket,
+            ops_bucket=handed.ops_bucket,
+            dead_letter_queue=self.sync.dead_letter_queue,
+            domain_endpoint=handed.search_endpoint,
+            streams_endpoint=handed.streams_endpoint,
+            bulk_max_bytes=config.search.bulk_max_bytes,
+            request_timeout_seconds=config.sync.request_timeout_seconds,
+            tombstone_min_age_seconds=minimum_age_seconds(config.sync.max_record_age_seconds),
+            **shared,  # type: ignore[arg-type]
+        )
         self.monitoring = Monitoring(self, "Monitoring", topic=handed.alarm_topic)
         self.monitoring.watch_stream_function("StreamSync", self.sync.function)
         self.monitoring.watch_script_errors("StreamSync", METRICS_NAMESPACE)
         self.monitoring.watch_dead_letter_queue("StreamSyncDeadLetters", self.sync.dead_letter_queue)
         self.monitoring.watch_dead_letter_queue("BootstrapDeadLetters", self.bootstrap.dead_letter_queue)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
+        for operation, machine in self.ops.state_machines.items():
+            self.monitoring.watch_state_machine(f"Ops{operation.title()}", machine)
+            CfnOutput(
+                self,
+                f"{operation.title()}StateMachineArn",
+                value=machine.state_machine_arn,
+                description=f"python -m ops {operation} --env <env> starts this workflow",
+            )
         # Documents must not flow before the templates that map them exist.
         self.sync.function.node.add_dependency(self.bootstrap.resource)
