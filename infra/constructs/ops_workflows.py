@@ -194,13 +194,15 @@ class OpsWorkflows(Construct):
         )
         acknowledge(
             self.worker.policy,
-            "A run's records and exports are written under prefixes named by run ids that exist only at run time "
-            "(runs/<operation>/<run id>/, exports/<operation>/<run id>/), and geometry objects are "
-            "content-addressed under geometries/: each grant is to that prefix only.",
-            *(
-                f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]"
-                for arn in (runs, exports, geometries)
-            ),
+            "A run keeps its records under runs/<operation>/<run id>/ and reads its export under exports/<operation>/"
+            "<run id>/; run ids exist only at run time, so each grant is to that prefix of the ops bucket only.",
+            *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in (runs, exports)),
+        )
+        acknowledge(
+            self.worker.policy,
+            "Geometry objects are content-addressed under 'geometries/' and their names are unknown until items are "
+            "written, so a backfill reading them needs that prefix's wildcard (and nothing else in the bucket).",
+            f"AwsSolutions-IAM5[Resource::{finding_resource(self, geometries)}]",
         )
 
         self.role = iam.Role(
@@ -239,9 +241,7 @@ class OpsWorkflows(Construct):
             "StateMachinePolicy",
             self.role,
             [
-                iam.PolicyStatement(
-                    actions=["lambda:InvokeFunction"], resources=[self.worker.arn, f"{self.worker.arn}:*"]
-                ),
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.worker.arn]),
                 iam.PolicyStatement(
                     actions=["dynamodb:ExportTableToPointInTime"], resources=[table.table_arn]
                 ),
@@ -267,13 +267,20 @@ class OpsWorkflows(Construct):
             machine.node.add_dependency(self.policy)  # its first execution has its permissions
         acknowledge(
             self.policy,
-            "CloudWatch Logs vended log delivery and X-Ray accept only '*'. Exports are written under exports/"
-            "<operation>/<run id>/ (run ids exist only at run time), and child executions are named by Step "
-            "Functions: each grant is to that prefix of this bucket, or these state machines' executions, only.",
+            "CloudWatch Logs vended log delivery (the state machines' logs) and X-Ray accept only '*'.",
             "AwsSolutions-IAM5[Resource::*]",
+        )
+        acknowledge(
+            self.policy,
+            "DynamoDB writes a run's export under exports/<operation>/<run id>/ (run ids exist only at run time) and "
+            "names the export itself (table/<name>/export/<id>) when it starts it: the grants are to those paths.",
             f"AwsSolutions-IAM5[Resource::{finding_resource(self, exports)}]",
             f"AwsSolutions-IAM5[Resource::{finding_resource(self, f'{table.table_arn}/export/*')}]",
-            f"AwsSolutions-IAM5[Resource::{finding_resource(self, f'{self.worker.arn}:*')}]",
+        )
+        acknowledge(
+            self.policy,
+            "Step Functions names the child executions a distributed map starts (one per export file) at run time: "
+            "the grant is to these state machines' executions only.",
             *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in executions),
         )
         self._schedule_purge(settings.purge_schedule, prefix)
