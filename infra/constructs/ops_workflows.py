@@ -21,8 +21,9 @@ page: nothing is dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from aws_cdk import Aws, Duration, RemovalPolicy, Stack, Token
+from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -32,7 +33,6 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra.config import OpsSettings
@@ -52,7 +52,8 @@ DEADLINE_MARGIN_SECONDS = 240  # a part stops starting pages with this much of i
 RUN_TIMEOUT = Duration.days(
     7
 )  # well inside the tombstone purge's bound (an export run refuses older snapshots)
-EXPORT_POLL = Duration.minutes(1)
+EXPORT_POLL_SECONDS = 60
+TOKEN_MARK = "${Token["
 PARTS_RESULT = {"parts.$": "States.ArrayLength($)"}  # what a map keeps of its iterations: how many ran
 SERVICE_ERRORS = (
     "Lambda.ClientExecutionTimeoutException",
@@ -214,15 +215,23 @@ class OpsWorkflows(Construct):
         prefix = name_prefix
         self.state_machines: dict[str, sfn.StateMachine] = {}
         for operation in OPERATIONS:
-            body = _Definition(
-                self, operation.title(), operation, self.worker, ops_bucket, table, key, settings
+            body = ObjectDefinition(
+                definition(
+                    operation,
+                    worker_arn=self.worker.arn,
+                    ops_bucket=ops_bucket.bucket_name,
+                    table_arn=table.table_arn,
+                    key_arn=key.key_arn,
+                    partition=Aws.PARTITION,
+                    max_concurrency=settings.max_concurrency,
+                ),
+                f"ops {operation}: see docs/operations.md",
             )
-            definition = ObjectDefinition(body.start, f"ops {operation}: see docs/operations.md")
             machine = sfn.StateMachine(
                 self,
                 f"{operation.title()}StateMachine",
                 state_machine_name=state_machine_name(prefix, operation),
-                definition_body=definition,
+                definition_body=body,
                 role=self.role.without_policy_updates(),
                 logs=sfn.LogOptions(
                     destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
@@ -232,7 +241,7 @@ class OpsWorkflows(Construct):
             )
             resource = machine.node.default_child
             assert isinstance(resource, sfn.CfnStateMachine)
-            resource.definition_substitutions = definition.substitutions
+            resource.definition_substitutions = body.substitutions
             self.state_machines[operation] = machine
         machine_arns = [_state_machine_arn(prefix, operation) for operation in OPERATIONS]
         executions = [_execution_arn(prefix, operation) for operation in OPERATIONS]
@@ -327,16 +336,17 @@ class OpsWorkflows(Construct):
 
 
 class ObjectDefinition(sfn.DefinitionBody):
-    """A state machine definition rendered as the JSON object `Definition` instead of the string `DefinitionString`
-    CDK writes, so that cfn-lint validates it against the States Language schema (it cannot see into a joined
-    string). Values CloudFormation assigns (function and table ARNs, the bucket's name) become `${ValueN}`
-    placeholders of `DefinitionSubstitutions` (`substitutions`, set on the resource by the caller). Nothing is
-    granted through the graph: the role's permissions are the managed policy's (CDK's own chain body would add an
-    inline policy for a distributed map)."""
+    """A definition rendered as the JSON object `Definition` (CDK writes the string `DefinitionString`), so cfn-lint
+    validates it against the States Language schema, which it cannot do inside a joined string. Values
+    CloudFormation assigns (the worker's and the table's ARNs, the bucket's name, the partition) become `${ValueN}`
+    placeholders of `DefinitionSubstitutions` (`substitutions`, which the caller sets on the resource).
 
-    def __init__(self, start: sfn.IChainable, comment: str) -> None:
+    The definition is plain States Language data (`definition`), not CDK state constructs: the same JSON, without
+    the hundred jsii calls per workflow that would cost each environment's synth a tenth of a second."""
+
+    def __init__(self, states: dict[str, Any], comment: str) -> None:
         super().__init__()
-        self._start = start
+        self._states = states
         self._comment = comment
         self.substitutions: dict[str, str] = {}
 
@@ -347,21 +357,18 @@ class ObjectDefinition(sfn.DefinitionBody):
         sfn_props: sfn.StateMachineProps,
         graph: sfn.StateGraph | None = None,
     ) -> sfn.DefinitionConfig:
-        states = sfn.StateGraph(self._start.start_state, self._comment)
-        definition = {**states.to_graph_json(), "Comment": self._comment}
+        body = {**self._states, "Comment": self._comment}
         if sfn_props.timeout is not None:
-            definition["TimeoutSeconds"] = sfn_props.timeout.to_seconds()
-        return sfn.DefinitionConfig(definition=self._placeholders(definition, Stack.of(scope)))
+            body["TimeoutSeconds"] = sfn_props.timeout.to_seconds()
+        return sfn.DefinitionConfig(definition=self._placeholders(body))
 
-    def _placeholders(self, value: object, stack: Stack) -> object:
+    def _placeholders(self, value: object) -> object:
         if isinstance(value, dict):
-            return {key: self._placeholders(member, stack) for key, member in value.items()}
+            return {key: self._placeholders(member) for key, member in value.items()}
         if isinstance(value, list):
-            return [self._placeholders(member, stack) for member in value]
-        if isinstance(value, str) and Token.is_unresolved(value):
-            resolved = stack.resolve(value)
-            if not isinstance(resolved, dict):
-                return resolved  # a token CDK renders as a plain value
+            return [self._placeholders(member) for member in value]
+        # CDK encodes a token in a string as "${Token[...]}" (checked here rather than with a jsii call per string).
+        if isinstance(value, str) and TOKEN_MARK in value:
             names = {token: name for name, token in self.substitutions.items()}
             name = names.get(value) or f"Value{len(self.substitutions)}"
             self.substitutions[name] = value
@@ -379,34 +386,103 @@ def _execution_arn(prefix: str, operation: str) -> str:
     return f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:execution:{name}/*"
 
 
-class _Definition(Construct):
-    """One operation's states (the shape in the module doc); ``start`` is the first."""
+def _worker_task(
+    worker_arn: str, operation: str, parameters: dict[str, Any], result_path: str, **fields: Any
+) -> dict[str, Any]:
+    """A Task invoking the worker for one step; its retries: Lambda's own transient errors, and throttling (an
+    invocation over the worker's reserved concurrency, or a `TransientFailure` the worker reports)."""
+    return {
+        "Type": "Task",
+        "Resource": worker_arn,
+        "Parameters": {**parameters, "operation": operation},
+        "ResultPath": result_path,
+        "Retry": [
+            {"ErrorEquals": list(SERVICE_ERRORS), "IntervalSeconds": 2, "MaxAttempts": 6, "BackoffRate": 2},
+            {
+                "ErrorEquals": [THROTTLED_INVOCATION, TRANSIENT_FAILURE],
+                "IntervalSeconds": 30,
+                "MaxAttempts": 8,
+                "BackoffRate": 2,
+                "MaxDelaySeconds": 300,
+                "JitterStrategy": "FULL",
+            },
+        ],
+        **fields,
+    }
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        operation: str,
-        worker: VpcFunction,
-        ops_bucket: s3.IBucket,
-        table: dynamodb.ITable,
-        key: kms.IKey,
-        settings: OpsSettings,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        self._operation = operation
-        self._worker = worker
-        run_failed = sfn.Fail(self, "RunFailed", error="RunFailed", cause_path="$.finished.reason")
-        status = (
-            sfn.Choice(self, "RunStatus")
-            .when(sfn.Condition.string_equals("$.finished.status", "failed"), run_failed)
-            .otherwise(sfn.Succeed(self, "RunDone"))
-        )
-        finish = self._invoke("Finish", {"step": "finish", "runId.$": "$.plan.runId"}, "$.finished").next(
-            status
-        )
-        self._failed = self._invoke(
-            "FinishAfterFailure",
+
+CAUGHT = {"Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "FinishAfterFailure"}]}
+
+
+def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
+    """A map's item processor: invoke the worker on one part until it answers done; end with {} so a map's results
+    stay small however many parts it runs."""
+    return {
+        "StartAt": f"{label}Part",
+        "States": {
+            f"{label}Part": _worker_task(
+                worker_arn,
+                operation,
+                {"step": "part", "runId.$": "$.runId", "part.$": "$.part"},
+                "$.progress",
+                Next=f"{label}PartDone",
+            ),
+            f"{label}PartDone": {
+                "Type": "Choice",
+                "Choices": [
+                    {"Variable": "$.progress.done", "BooleanEquals": True, "Next": f"{label}PartFinished"}
+                ],
+                "Default": f"{label}Part",
+            },
+            f"{label}PartFinished": {"Type": "Pass", "Result": {}, "End": True},
+        },
+    }
+
+
+def definition(
+    operation: str,
+    *,
+    worker_arn: str,
+    ops_bucket: str,
+    table_arn: str,
+    key_arn: str,
+    partition: str,
+    max_concurrency: int,
+) -> dict[str, Any]:
+    """The States Language definition of one operation's workflow (the shape in the module doc)."""
+    states: dict[str, Any] = {
+        "Prepare": _worker_task(
+            worker_arn,
+            operation,
+            {"step": "prepare", "input.$": "$", "executionName.$": "$$.Execution.Name"},
+            "$.plan",
+            Next="Source" if operation in TABLE_OPERATIONS else "Parts",
+            **CAUGHT,
+        ),
+        "Parts": {
+            "Type": "Map",
+            "ItemsPath": "$.plan.parts",
+            "ItemSelector": {"runId.$": "$.plan.runId", "part.$": "$$.Map.Item.Value"},
+            "MaxConcurrency": max_concurrency,
+            "ItemProcessor": {
+                "ProcessorConfig": {"Mode": "INLINE"},
+                **_part_loop(worker_arn, operation, "Inline"),
+            },
+            "ResultSelector": PARTS_RESULT,
+            "ResultPath": "$.partsRun",
+            "Next": "Finish",
+            **CAUGHT,
+        },
+        "Finish": _worker_task(
+            worker_arn,
+            operation,
+            {"step": "finish", "runId.$": "$.plan.runId"},
+            "$.finished",
+            Next="RunStatus",
+        ),
+        "FinishAfterFailure": _worker_task(
+            worker_arn,
+            operation,
             {
                 "step": "finish",
                 "input.$": "$$.Execution.Input",
@@ -414,166 +490,136 @@ class _Definition(Construct):
                 "error.$": "$.error",
             },
             "$.finished",
-        ).next(status)
-        prepare = self._caught(
-            self._invoke(
-                "Prepare",
-                {"step": "prepare", "input.$": "$", "executionName.$": "$$.Execution.Name"},
-                "$.plan",
-            )
+            Next="RunStatus",
+        ),
+        "RunStatus": {
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.finished.status", "StringEquals": "failed", "Next": "RunFailed"}],
+            "Default": "RunDone",
+        },
+        "RunFailed": {"Type": "Fail", "Error": "RunFailed", "CausePath": "$.finished.reason"},
+        "RunDone": {"Type": "Succeed"},
+    }
+    if operation in TABLE_OPERATIONS:
+        states |= _export_states(
+            operation,
+            worker_arn=worker_arn,
+            ops_bucket=ops_bucket,
+            table_arn=table_arn,
+            key_arn=key_arn,
+            partition=partition,
+            max_concurrency=max_concurrency,
         )
-        parts = self._caught(
-            sfn.Map(
-                self,
-                "Parts",
-                items_path="$.plan.parts",
-                item_selector={"runId.$": "$.plan.runId", "part.$": "$$.Map.Item.Value"},
-                max_concurrency=settings.max_concurrency,
-                result_selector=PARTS_RESULT,
-                result_path="$.partsRun",
-            ).item_processor(self._part_loop("Inline"))
-        )
-        parts.next(finish)
-        self.start: sfn.IChainable = prepare
-        if operation not in TABLE_OPERATIONS:
-            prepare.next(parts)
-            return
-        files = self._caught(
-            sfn.DistributedMap(
-                self,
-                "Files",
-                item_reader=sfn.S3JsonLItemReader(
-                    bucket=ops_bucket, key=sfn.JsonPath.string_at("$.exportReady.manifestFilesKey")
-                ),
-                item_selector={
-                    "runId.$": "$.plan.runId",
-                    "part": {"kind": "file", "key.$": "$$.Map.Item.Value.dataFileS3Key"},
-                },
-                max_concurrency=settings.max_concurrency,
-                map_execution_type=sfn.StateMachineType.STANDARD,
-                result_selector=PARTS_RESULT,
-                result_path="$.filesRun",
-            ).item_processor(self._part_loop("Export"))
-        )
-        export_ready = self._caught(
-            self._invoke(
-                "ExportReady",
-                {"step": "export-ready", "runId.$": "$.plan.runId", "export.$": "$.export.description"},
-                "$.exportReady",
-            )
-        )
-        export_failed = sfn.Pass(
-            self,
-            "ExportFailed",
-            parameters={"Error": "ExportFailed", "Cause.$": "States.JsonToString($.export.description)"},
-            result_path="$.error",
-        ).next(self._failed)
-        wait = sfn.Wait(self, "WaitForExport", time=sfn.WaitTime.duration(EXPORT_POLL))
-        describe = self._caught(
-            tasks.CallAwsService(
-                self,
-                "DescribeExport",
-                service="dynamodb",
-                action="describeExport",
-                parameters={"ExportArn.$": "$.export.arn"},
-                iam_resources=[f"{table.table_arn}/export/*"],
-                result_selector={
-                    "arn.$": "$.ExportDescription.ExportArn",
-                    "status.$": "$.ExportDescription.ExportStatus",
-                    "description.$": "$.ExportDescription",
-                },
-                result_path="$.export",
-            )
-        )
-        wait.next(describe)
-        describe.next(
-            sfn.Choice(self, "ExportStatus")
-            .when(sfn.Condition.string_equals("$.export.status", "COMPLETED"), export_ready)
-            .when(sfn.Condition.string_equals("$.export.status", "FAILED"), export_failed)
-            .otherwise(wait)
-        )
-        export_ready.next(files)
-        files.next(parts)
-        start_export = self._caught(
-            tasks.CallAwsService(
-                self,
-                "ExportTable",
-                service="dynamodb",
-                action="exportTableToPointInTime",
-                parameters={
-                    "TableArn": table.table_arn,
-                    "S3Bucket": ops_bucket.bucket_name,
-                    "S3Prefix.$": f"States.Format('exports/{operation}/{{}}', $.plan.runId)",
-                    "S3SseAlgorithm": "KMS",
-                    "S3SseKmsKeyId": key.key_arn,
-                    "ExportFormat": "DYNAMODB_JSON",
-                    "ExportType": "FULL_EXPORT",
-                    # A retried or resumed run within eight hours gets the same export, not a second one.
-                    "ClientToken.$": "$.plan.runId",
-                },
-                iam_resources=[table.table_arn],
-                result_selector={"arn.$": "$.ExportDescription.ExportArn"},
-                result_path="$.export",
-            )
-        ).next(wait)
-        resume_export = sfn.Pass(
-            self, "ExportStarted", parameters={"arn.$": "$.plan.exportArn"}, result_path="$.export"
-        ).next(wait)
-        prepare.next(
-            sfn.Choice(self, "Source")
-            .when(
-                sfn.Condition.and_(
-                    sfn.Condition.string_equals("$.plan.source", "export"),
-                    sfn.Condition.is_not_null("$.plan.exportArn"),
-                ),
-                resume_export,
-            )
-            .when(sfn.Condition.string_equals("$.plan.source", "export"), start_export)
-            .otherwise(parts)
-        )
+    return {"StartAt": "Prepare", "States": states}
 
-    def _invoke(self, construct_id: str, payload: dict[str, object], result_path: str) -> tasks.LambdaInvoke:
-        task = tasks.LambdaInvoke(
-            self,
-            construct_id,
-            lambda_function=self._worker.function,
-            payload=sfn.TaskInput.from_object({**payload, "operation": self._operation}),
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
-            result_path=result_path,
-        )
-        task.add_retry(
-            errors=list(SERVICE_ERRORS),
-            interval=Duration.seconds(2),
-            max_attempts=6,
-            backoff_rate=2,
-        )
-        task.add_retry(
-            errors=[THROTTLED_INVOCATION, TRANSIENT_FAILURE],
-            interval=Duration.seconds(30),
-            max_attempts=8,
-            backoff_rate=2,
-            max_delay=Duration.minutes(5),
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-        return task
 
-    def _part_loop(self, label: str) -> sfn.IChainable:
-        """Invoke the worker on one part until it answers done."""
-        part = self._invoke(
-            f"{label}Part", {"step": "part", "runId.$": "$.runId", "part.$": "$.part"}, "$.progress"
-        )
-        part.next(
-            sfn.Choice(self, f"{label}PartDone")
-            .when(
-                sfn.Condition.boolean_equals("$.progress.done", True),
-                # An iteration ends with {}: a map's results stay small however many parts it runs.
-                sfn.Pass(self, f"{label}PartFinished", result=sfn.Result.from_object({})),
-            )
-            .otherwise(part)
-        )
-        return part
-
-    def _caught(self, state: sfn.TaskStateBase | sfn.MapBase) -> sfn.TaskStateBase | sfn.MapBase:
-        state.add_catch(self._failed, errors=["States.ALL"], result_path="$.error")
-        return state
+def _export_states(
+    operation: str,
+    *,
+    worker_arn: str,
+    ops_bucket: str,
+    table_arn: str,
+    key_arn: str,
+    partition: str,
+    max_concurrency: int,
+) -> dict[str, Any]:
+    """Reading the table from a DynamoDB export: start it (or go on with the run's), wait for it, record it, run
+    each data file as a part in a distributed map, then the plan's other parts."""
+    return {
+        "Source": {
+            "Type": "Choice",
+            "Choices": [
+                {
+                    "And": [
+                        {"Variable": "$.plan.source", "StringEquals": "export"},
+                        {"Variable": "$.plan.exportArn", "IsNull": False},
+                    ],
+                    "Next": "ExportStarted",
+                },
+                {"Variable": "$.plan.source", "StringEquals": "export", "Next": "ExportTable"},
+            ],
+            "Default": "Parts",
+        },
+        "ExportStarted": {
+            "Type": "Pass",
+            "Parameters": {"arn.$": "$.plan.exportArn"},
+            "ResultPath": "$.export",
+            "Next": "WaitForExport",
+        },
+        "ExportTable": {
+            "Type": "Task",
+            "Resource": f"arn:{partition}:states:::aws-sdk:dynamodb:exportTableToPointInTime",
+            "Parameters": {
+                "TableArn": table_arn,
+                "S3Bucket": ops_bucket,
+                "S3Prefix.$": f"States.Format('exports/{operation}/{{}}', $.plan.runId)",
+                "S3SseAlgorithm": "KMS",
+                "S3SseKmsKeyId": key_arn,
+                "ExportFormat": "DYNAMODB_JSON",
+                "ExportType": "FULL_EXPORT",
+                # A retried or resumed run within eight hours gets the same export, not a second one.
+                "ClientToken.$": "$.plan.runId",
+            },
+            "ResultSelector": {"arn.$": "$.ExportDescription.ExportArn"},
+            "ResultPath": "$.export",
+            "Next": "WaitForExport",
+            **CAUGHT,
+        },
+        "WaitForExport": {"Type": "Wait", "Seconds": EXPORT_POLL_SECONDS, "Next": "DescribeExport"},
+        "DescribeExport": {
+            "Type": "Task",
+            "Resource": f"arn:{partition}:states:::aws-sdk:dynamodb:describeExport",
+            "Parameters": {"ExportArn.$": "$.export.arn"},
+            "ResultSelector": {
+                "arn.$": "$.ExportDescription.ExportArn",
+                "status.$": "$.ExportDescription.ExportStatus",
+                "description.$": "$.ExportDescription",
+            },
+            "ResultPath": "$.export",
+            "Next": "ExportStatus",
+            **CAUGHT,
+        },
+        "ExportStatus": {
+            "Type": "Choice",
+            "Choices": [
+                {"Variable": "$.export.status", "StringEquals": "COMPLETED", "Next": "ExportReady"},
+                {"Variable": "$.export.status", "StringEquals": "FAILED", "Next": "ExportFailed"},
+            ],
+            "Default": "WaitForExport",
+        },
+        "ExportFailed": {
+            "Type": "Pass",
+            "Parameters": {"Error": "ExportFailed", "Cause.$": "States.JsonToString($.export.description)"},
+            "ResultPath": "$.error",
+            "Next": "FinishAfterFailure",
+        },
+        "ExportReady": _worker_task(
+            worker_arn,
+            operation,
+            {"step": "export-ready", "runId.$": "$.plan.runId", "export.$": "$.export.description"},
+            "$.exportReady",
+            Next="Files",
+            **CAUGHT,
+        ),
+        "Files": {
+            "Type": "Map",
+            "ItemReader": {
+                "Resource": f"arn:{partition}:states:::s3:getObject",
+                "ReaderConfig": {"InputType": "JSONL"},
+                "Parameters": {"Bucket": ops_bucket, "Key.$": "$.exportReady.manifestFilesKey"},
+            },
+            "ItemSelector": {
+                "runId.$": "$.plan.runId",
+                "part": {"kind": "file", "key.$": "$$.Map.Item.Value.dataFileS3Key"},
+            },
+            "MaxConcurrency": max_concurrency,
+            "ItemProcessor": {
+                "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                **_part_loop(worker_arn, operation, "Export"),
+            },
+            "ResultSelector": PARTS_RESULT,
+            "ResultPath": "$.filesRun",
+            "Next": "Parts",
+            **CAUGHT,
+        },
+    }

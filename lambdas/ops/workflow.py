@@ -17,7 +17,7 @@ The workflow worker (`ops.worker`) and `python -m ops --local` call the same ope
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -132,13 +132,19 @@ def run_local(
         return finish_run(operation, env, run, f"prepare: {error}")
     if record.get("source") == "export":
         raise OpsError("a local run reads the table with a parallel scan; exports are for deployed runs")
+    failures = run_parts(operation, env, run, record.get("parts", []), concurrency=concurrency)
+    return finish_run(operation, env, run, "; ".join(failures) or None)
+
+
+def run_parts(
+    operation: Operation, env: Env, run: Run, parts: Sequence[Mapping[str, Any]], *, concurrency: int
+) -> list[str]:
+    """Every part to its end on `concurrency` threads (each with its own ports). A transient failure stops its
+    part with the error saved on it (a rerun goes on from there); the others are returned, one per part."""
 
     def work(part: Mapping[str, Any]) -> str | None:
-        """Run one part to its end; a transient failure stops it with its error (the rerun goes on from there),
-        any other failure stops the run."""
-        ports = env.ports()
         try:
-            run_part(operation, env, run, part, ports=ports)
+            run_part(operation, env, run, part, ports=env.ports())
         except TransientFailure as failure:
             state = run.part(part)
             state.error = f"{type(failure).__name__}: {failure}"
@@ -147,10 +153,9 @@ def run_local(
             return f"{part_id(part)}: {failure}"
         return None
 
-    parts = record.get("parts", [])
     if concurrency <= 1 or len(parts) <= 1:
-        failures = [work(part) for part in parts]
+        outcomes = [work(part) for part in parts]
     else:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            failures = list(pool.map(work, parts))
-    return finish_run(operation, env, run, "; ".join(f for f in failures if f) or None)
+            outcomes = list(pool.map(work, parts))
+    return [outcome for outcome in outcomes if outcome]
