@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.buckets import private_bucket
 from infra.nag import acknowledge
 
 EXPORT_DAYS = 7  # longer than any run may write from an export (docs/operations.md, "Scan or export")
@@ -34,18 +35,12 @@ class OpsBucket(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.bucket = s3.Bucket(
+        self.bucket = private_bucket(
             self,
             "Resource",
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            enforce_ssl=True,
-            versioned=True,
-            server_access_logs_bucket=access_logs,
-            server_access_logs_prefix="ops/",
+            key=key,
+            access_logs=access_logs,
+            access_log_prefix="ops/",
             lifecycle_rules=[
                 s3.LifecycleRule(id="Exports", prefix="exports/", expiration=Duration.days(EXPORT_DAYS)),
                 s3.LifecycleRule(id="RunRecords", prefix="runs/", expiration=Duration.days(RUN_RECORD_DAYS)),
@@ -56,7 +51,6 @@ class OpsBucket(Construct):
                 ),
             ],
             removal_policy=removal_policy,
-            auto_delete_objects=removal_policy is RemovalPolicy.DESTROY,
         )
         acknowledge(
             self.bucket,

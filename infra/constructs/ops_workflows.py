@@ -21,6 +21,7 @@ page: nothing is dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Aws, Duration, RemovalPolicy
@@ -49,9 +50,8 @@ OPERATIONS = ("reindex", "reconcile", "redrive", "purge")
 TABLE_OPERATIONS = frozenset({"reindex", "reconcile"})  # read the table: scan or export
 WORKER_TIMEOUT = Duration.minutes(15)
 DEADLINE_MARGIN_SECONDS = 240  # a part stops starting pages with this much of its 15 minutes left
-RUN_TIMEOUT = Duration.days(
-    7
-)  # well inside the tombstone purge's bound (an export run refuses older snapshots)
+# well inside the tombstone purge's bound (an export run refuses older snapshots)
+RUN_TIMEOUT = Duration.days(7)
 EXPORT_POLL_SECONDS = 60
 TOKEN_MARK = "${Token["
 PARTS_RESULT = {"parts.$": "States.ArrayLength($)"}  # what a map keeps of its iterations: how many ran
@@ -214,17 +214,17 @@ class OpsWorkflows(Construct):
         )
         prefix = name_prefix
         self.state_machines: dict[str, sfn.StateMachine] = {}
+        targets = Targets(
+            worker_arn=self.worker.arn,
+            ops_bucket=ops_bucket.bucket_name,
+            table_arn=table.table_arn,
+            key_arn=key.key_arn,
+            partition=Aws.PARTITION,
+            max_concurrency=settings.max_concurrency,
+        )
         for operation in OPERATIONS:
             body = ObjectDefinition(
-                definition(
-                    operation,
-                    worker_arn=self.worker.arn,
-                    ops_bucket=ops_bucket.bucket_name,
-                    table_arn=table.table_arn,
-                    key_arn=key.key_arn,
-                    partition=Aws.PARTITION,
-                    max_concurrency=settings.max_concurrency,
-                ),
+                definition(operation, targets),
                 f"ops {operation}: see docs/operations.md",
             )
             machine = sfn.StateMachine(
@@ -439,17 +439,22 @@ def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
     }
 
 
-def definition(
-    operation: str,
-    *,
-    worker_arn: str,
-    ops_bucket: str,
-    table_arn: str,
-    key_arn: str,
-    partition: str,
-    max_concurrency: int,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Targets:
+    """What the workflows' states name: the worker, the ops bucket, the table and the data key (tokens in the
+    construct, rendered by `ObjectDefinition`), the partition, and how many parts a map runs at once."""
+
+    worker_arn: str
+    ops_bucket: str
+    table_arn: str
+    key_arn: str
+    partition: str
+    max_concurrency: int
+
+
+def definition(operation: str, targets: Targets) -> dict[str, Any]:
     """The States Language definition of one operation's workflow (the shape in the module doc)."""
+    worker_arn, max_concurrency = targets.worker_arn, targets.max_concurrency
     states: dict[str, Any] = {
         "Prepare": _worker_task(
             worker_arn,
@@ -501,30 +506,14 @@ def definition(
         "RunDone": {"Type": "Succeed"},
     }
     if operation in TABLE_OPERATIONS:
-        states |= _export_states(
-            operation,
-            worker_arn=worker_arn,
-            ops_bucket=ops_bucket,
-            table_arn=table_arn,
-            key_arn=key_arn,
-            partition=partition,
-            max_concurrency=max_concurrency,
-        )
+        states |= _export_states(operation, targets)
     return {"StartAt": "Prepare", "States": states}
 
 
-def _export_states(
-    operation: str,
-    *,
-    worker_arn: str,
-    ops_bucket: str,
-    table_arn: str,
-    key_arn: str,
-    partition: str,
-    max_concurrency: int,
-) -> dict[str, Any]:
+def _export_states(operation: str, targets: Targets) -> dict[str, Any]:
     """Reading the table from a DynamoDB export: start it (or go on with the run's), wait for it, record it, run
     each data file as a part in a distributed map, then the plan's other parts."""
+    worker_arn, ops_bucket, partition = targets.worker_arn, targets.ops_bucket, targets.partition
     return {
         "Source": {
             "Type": "Choice",
@@ -550,11 +539,11 @@ def _export_states(
             "Type": "Task",
             "Resource": f"arn:{partition}:states:::aws-sdk:dynamodb:exportTableToPointInTime",
             "Parameters": {
-                "TableArn": table_arn,
+                "TableArn": targets.table_arn,
                 "S3Bucket": ops_bucket,
                 "S3Prefix.$": f"States.Format('exports/{operation}/{{}}', $.plan.runId)",
                 "S3SseAlgorithm": "KMS",
-                "S3SseKmsKeyId": key_arn,
+                "S3SseKmsKeyId": targets.key_arn,
                 "ExportFormat": "DYNAMODB_JSON",
                 "ExportType": "FULL_EXPORT",
                 # A retried or resumed run within eight hours gets the same export, not a second one.
@@ -612,7 +601,7 @@ def _export_states(
                 "runId.$": "$.plan.runId",
                 "part": {"kind": "file", "key.$": "$$.Map.Item.Value.dataFileS3Key"},
             },
-            "MaxConcurrency": max_concurrency,
+            "MaxConcurrency": targets.max_concurrency,
             "ItemProcessor": {
                 "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
                 **_part_loop(worker_arn, operation, "Export"),

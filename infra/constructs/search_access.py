@@ -38,31 +38,29 @@ class SearchAccess(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         base = config.search.domain_name
-        lambda_principal = iam.ServicePrincipal("lambda.amazonaws.com")
-        self.bootstrap_role = iam.Role(
-            self,
-            "BootstrapRole",
-            role_name=f"{base}-index-bootstrap",
-            assumed_by=lambda_principal,
-            description="Index bootstrap custom resource",
+
+        def function_role(construct_id: str, purpose: str, description: str) -> tuple[iam.Role, str]:
+            role_name = f"{base}-{purpose}"
+            role = iam.Role(
+                self,
+                construct_id,
+                role_name=role_name,
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=description,
+            )
+            return role, config.role_arn(role_name)
+
+        self.bootstrap_role, self.bootstrap_role_arn = function_role(
+            "BootstrapRole", "index-bootstrap", "Index bootstrap custom resource"
         )
-        self.sync_role = iam.Role(
-            self,
-            "SyncRole",
-            role_name=f"{base}-stream-sync",
-            assumed_by=lambda_principal,
-            description="DynamoDB stream to OpenSearch sync",
+        self.sync_role, self.sync_role_arn = function_role(
+            "SyncRole", "stream-sync", "DynamoDB stream to OpenSearch sync"
         )
-        self.ops_worker_role = iam.Role(
-            self,
+        self.ops_worker_role, self.ops_worker_role_arn = function_role(
             "OpsWorkerRole",
-            role_name=f"{base}-ops-worker",
-            assumed_by=lambda_principal,
-            description="Ops workflows worker (reindex, reconcile, redrive, tombstone purge)",
+            "ops-worker",
+            "Ops workflows worker (reindex, reconcile, redrive, tombstone purge)",
         )
-        self.bootstrap_role_arn = config.role_arn(f"{base}-index-bootstrap")
-        self.ops_worker_role_arn = config.role_arn(f"{base}-ops-worker")
-        self.sync_role_arn = config.role_arn(f"{base}-stream-sync")
         if config.search.master_role_arn:
             self.admin_role: iam.IRole = iam.Role.from_role_arn(
                 self, "AdminRole", config.search.master_role_arn, mutable=False

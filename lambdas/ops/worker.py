@@ -24,7 +24,7 @@ from typing import Any
 
 from search.transport import OpenSearchTransport, assume_role
 from stream_sync.aws import build_ports
-from stream_sync.config import ConfigError, Settings
+from stream_sync.config import Settings, parsed_env, required_env
 
 from ops.index import IndexClient
 from ops.purge import Purge
@@ -59,37 +59,22 @@ class WorkerSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> WorkerSettings:
-        def required(name: str) -> str:
-            value = environ.get(name, "").strip()
-            if not value:
-                raise ConfigError(f"{name} is required")
-            return value
-
-        def number(name: str, parse: Callable[[str], Any], default: str | None = None) -> Any:
-            raw = environ.get(name, "").strip() or default
-            if raw is None:
-                raise ConfigError(f"{name} is required")
-            try:
-                return parse(raw)
-            except ValueError:
-                raise ConfigError(f"{name}={raw!r} is not a valid {parse.__name__}") from None
-
-        read_units = number("READ_UNITS_PER_SEGMENT", float, "0")
+        read_units = parsed_env(environ, "READ_UNITS_PER_SEGMENT", float, 0.0)
         return cls(
-            table=required("TABLE_NAME"),
-            endpoint=required("OPENSEARCH_ENDPOINT"),
-            region=required("AWS_REGION"),
-            admin_role_arn=required("ADMIN_ROLE_ARN"),
-            bucket=required("OPS_BUCKET"),
+            table=required_env(environ, "TABLE_NAME"),
+            endpoint=required_env(environ, "OPENSEARCH_ENDPOINT"),
+            region=required_env(environ, "AWS_REGION"),
+            admin_role_arn=required_env(environ, "ADMIN_ROLE_ARN"),
+            bucket=required_env(environ, "OPS_BUCKET"),
             geometry_bucket=environ.get("GEOMETRY_BUCKET", "").strip() or None,
             dlq_url=environ.get("DLQ_URL", "").strip() or None,
-            bulk_max_bytes=number("BULK_MAX_BYTES", int),
-            request_timeout_seconds=number("REQUEST_TIMEOUT_SECONDS", float, "30"),
-            segments=number("SCAN_SEGMENTS", int),
-            export_above_bytes=number("EXPORT_ABOVE_BYTES", int),
+            bulk_max_bytes=parsed_env(environ, "BULK_MAX_BYTES", int),
+            request_timeout_seconds=parsed_env(environ, "REQUEST_TIMEOUT_SECONDS", float, 30.0),
+            segments=parsed_env(environ, "SCAN_SEGMENTS", int),
+            export_above_bytes=parsed_env(environ, "EXPORT_ABOVE_BYTES", int),
             read_units_per_segment=read_units or None,
-            tombstone_min_age_seconds=number("TOMBSTONE_MIN_AGE_SECONDS", int),
-            deadline_margin_seconds=number("DEADLINE_MARGIN_SECONDS", float, "240"),
+            tombstone_min_age_seconds=parsed_env(environ, "TOMBSTONE_MIN_AGE_SECONDS", int),
+            deadline_margin_seconds=parsed_env(environ, "DEADLINE_MARGIN_SECONDS", float, 240.0),
         )
 
 

@@ -294,36 +294,27 @@ def redrive_queue(
             visibility_timeout=visibility_timeout,
             wait_seconds=wait_seconds,
         )
-        if dry_run and messages:  # a dry run sees the same messages again: stop when a batch has nothing new
-            described = handle_batch(
-                messages,
-                queue_url=queue_url,
-                sqs=sqs,
-                settings=settings,
-                ports=ports,
-                read_range=read_range,
-                get_item=get_item,
-                dry_run=True,
-            )
-            fresh = [r for m, r in zip(messages, described, strict=True) if m.message_id not in seen]
-            seen.update(m.message_id for m in messages)
-            if not fresh:
-                break
-            reports.extend(fresh)
-            continue
         if not messages:
             break
-        reports.extend(
-            handle_batch(
-                messages,
-                queue_url=queue_url,
-                sqs=sqs,
-                settings=settings,
-                ports=ports,
-                read_range=read_range,
-                get_item=get_item,
-            )
+        handled = handle_batch(
+            messages,
+            queue_url=queue_url,
+            sqs=sqs,
+            settings=settings,
+            ports=ports,
+            read_range=read_range,
+            get_item=get_item,
+            dry_run=dry_run,
         )
+        if not dry_run:
+            reports.extend(handled)
+            continue
+        # a dry run sees the same messages again: stop when a batch has nothing new
+        fresh = [r for m, r in zip(messages, handled, strict=True) if m.message_id not in seen]
+        seen.update(m.message_id for m in messages)
+        if not fresh:
+            break
+        reports.extend(fresh)
     return reports
 
 
