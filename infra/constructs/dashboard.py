@@ -49,7 +49,7 @@ class Section:
 
 
 class OperationsDashboard(Construct):
-    """Widgets are laid out in rows of at most the dashboard's width, in the order the sections give them."""
+    """The alarms' states first, then per section its graphs and a widget per alarm, in the sections' order."""
 
     def __init__(
         self,
@@ -67,9 +67,8 @@ class OperationsDashboard(Construct):
         every_alarm = [alarm for section in sections for alarm in section.alarms]
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(
-                title="Alarms (the first is the composite: any other in ALARM)",
+                title="Alarms: PlatformDegraded is in ALARM while any other is",
                 alarms=[overview, *every_alarm],
-                sort_by=cloudwatch.AlarmStatusWidgetSortBy.STATE_UPDATED_TIMESTAMP,
                 width=GRID_WIDTH,
                 height=6,
             )
@@ -77,7 +76,10 @@ class OperationsDashboard(Construct):
         for section in sections:
             self.dashboard.add_widgets(
                 cloudwatch.TextWidget(
-                    markdown=f"## {section.title}\nRunbook: docs/runbook.md", width=GRID_WIDTH, height=2
+                    markdown=f"## {section.title}\nEach alarm's section in docs/runbook.md (platform repository) says "
+                    "what it means, what to look at first and what to run.",
+                    width=GRID_WIDTH,
+                    height=2,
                 )
             )
             graphs = [graph.widget() for graph in section.graphs]
@@ -85,17 +87,6 @@ class OperationsDashboard(Construct):
                 cloudwatch.AlarmWidget(alarm=alarm, title=alarm.node.id, width=ALARM[0], height=ALARM[1])
                 for alarm in section.alarms
             ]
-            for row in [*_rows(graphs), *_rows(alarms)]:
-                self.dashboard.add_widgets(*row)
-
-
-def _rows(widgets: Sequence[cloudwatch.IWidget]) -> list[list[cloudwatch.IWidget]]:
-    rows: list[list[cloudwatch.IWidget]] = [[]]
-    used = 0
-    for widget in widgets:
-        if used + widget.width > GRID_WIDTH:
-            rows.append([])
-            used = 0
-        rows[-1].append(widget)
-        used += widget.width
-    return rows
+            # A row wraps at the dashboard's width.
+            self.dashboard.add_widgets(*graphs)
+            self.dashboard.add_widgets(*alarms)
