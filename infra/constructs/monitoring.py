@@ -193,7 +193,7 @@ class Monitoring(Construct):
                 metric("AutomatedSnapshotFailure", "Maximum"),
                 threshold=1,
                 missing=GAUGE,
-                summary="The daily automated snapshot failed (often because the cluster is red).",
+                summary="An hourly automated snapshot failed (often because the cluster is red).",
             ),
             self._alarm(
                 "CPUUtilization",

@@ -97,6 +97,10 @@ class StatelessStack(Stack):
             },
         )
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
+        # What docs/runbook.md asks for by name.
+        CfnOutput(self, "SyncFunctionName", value=self.sync.function.function_name)
+        CfnOutput(self, "IndexBootstrapFunctionName", value=self.bootstrap.handler.function.function_name)
+        CfnOutput(self, "BootstrapDeadLetterQueueUrl", value=self.bootstrap.dead_letter_queue.queue_url)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard.dashboard_name)
         # Documents must not flow before the templates that map them exist.
         self.sync.function.node.add_dependency(self.bootstrap.resource)
