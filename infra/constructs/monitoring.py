@@ -8,7 +8,7 @@ runbook has one section per kind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -34,6 +34,29 @@ GAUGE = cloudwatch.TreatMissingData.MISSING
 # A metric published only when something happens (throttles, errors, KMS trouble) or while there is traffic
 # (invocations, batches, requests): no data means nothing happened.
 EVENT = cloudwatch.TreatMissingData.NOT_BREACHING
+# The domain's yes/no metrics: an alarm at 1, kind -> (period, missing data, what it means).
+DOMAIN_FLAGS = {
+    "ClusterIndexWritesBlocked": (
+        FIVE_MINUTES,
+        GAUGE,
+        "The domain refuses writes: the sync holds every record until writes resume.",
+    ),
+    "AutomatedSnapshotFailure": (
+        MINUTE,
+        GAUGE,
+        "An hourly automated snapshot failed (often because the cluster is red).",
+    ),
+    "KMSKeyError": (
+        MINUTE,
+        EVENT,
+        "The data key that encrypts the domain at rest is disabled: the domain cannot read data.",
+    ),
+    "KMSKeyInaccessible": (
+        MINUTE,
+        EVENT,
+        "The data key is deleted or its grants are revoked: the domain cannot be recovered in place.",
+    ),
+}
 # DynamoDB operations whose SystemErrors are summed: the item and transaction calls writers, the redrive and the
 # ops tools make (CloudWatch allows ten metrics in one alarm). The stream's GetRecords is published with a
 # StreamLabel dimension and its failures surface as the sync's iterator age.
@@ -129,10 +152,7 @@ class Monitoring(Construct):
         yellow = metric("ClusterStatus.yellow", "Maximum")
         nodes = metric("Nodes", "Minimum", Duration.days(1))
         free_storage = metric("FreeStorageSpace", "Minimum")
-        cpu = metric("CPUUtilization", "Maximum", Duration.minutes(15))
-        jvm = metric("JVMMemoryPressure", "Maximum")
-        old_gen = metric("OldGenJVMMemoryPressure", "Maximum")
-        writes_blocked = metric("ClusterIndexWritesBlocked", "Maximum", FIVE_MINUTES)
+        flags = {kind: metric(kind, "Maximum", period) for kind, (period, _, _) in DOMAIN_FLAGS.items()}
         new_rejections = cloudwatch.MathExpression(
             expression="DIFF(rejected)",
             using_metrics={"rejected": metric("ThreadpoolWriteRejected", "Sum")},
@@ -182,62 +202,6 @@ class Monitoring(Construct):
                 f"{search.volume_size_gib} GiB volume free; writes are blocked at the flood stage.",
             ),
             self._alarm(
-                "ClusterIndexWritesBlocked",
-                writes_blocked,
-                threshold=1,
-                missing=GAUGE,
-                summary="The domain refuses writes: the sync holds every record until writes resume.",
-            ),
-            self._alarm(
-                "AutomatedSnapshotFailure",
-                metric("AutomatedSnapshotFailure", "Maximum"),
-                threshold=1,
-                missing=GAUGE,
-                summary="An hourly automated snapshot failed (often because the cluster is red).",
-            ),
-            self._alarm(
-                "CPUUtilization",
-                cpu,
-                threshold=settings.cpu_percent,
-                evaluation_periods=3,
-                missing=GAUGE,
-                summary=f"A data node's CPU has reached {settings.cpu_percent} % in each of the last three "
-                "15-minute periods.",
-            ),
-            self._alarm(
-                "JVMMemoryPressure",
-                jvm,
-                threshold=settings.jvm_memory_pressure_percent,
-                evaluation_periods=3,
-                missing=GAUGE,
-                summary=f"A data node's JVM heap is {settings.jvm_memory_pressure_percent} % full for 3 "
-                "minutes: out-of-memory errors and refused requests follow.",
-            ),
-            self._alarm(
-                "OldGenJVMMemoryPressure",
-                old_gen,
-                threshold=settings.old_gen_jvm_memory_pressure_percent,
-                evaluation_periods=3,
-                missing=GAUGE,
-                summary=f"A data node's old generation is {settings.old_gen_jvm_memory_pressure_percent} % "
-                "full for 3 minutes: garbage collection no longer frees memory.",
-            ),
-            self._alarm(
-                "KMSKeyError",
-                metric("KMSKeyError", "Maximum"),
-                threshold=1,
-                missing=EVENT,
-                summary="The data key that encrypts the domain at rest is disabled: the domain cannot read data.",
-            ),
-            self._alarm(
-                "KMSKeyInaccessible",
-                metric("KMSKeyInaccessible", "Maximum"),
-                threshold=1,
-                missing=EVENT,
-                summary="The data key is deleted or its grants are revoked: the domain cannot be recovered "
-                "in place.",
-            ),
-            self._alarm(
                 "ThreadpoolWriteRejected",
                 new_rejections,
                 threshold=settings.write_rejections,
@@ -256,46 +220,64 @@ class Monitoring(Construct):
         graphs = [
             Graph("Cluster health", [red, yellow, metric("ClusterStatus.green", "Maximum")], right=[nodes]),
             Graph("Free storage of the fullest node (MiB)", [free_storage], threshold=free_storage_mib),
-            Graph("CPU (%)", [cpu]),
-            Graph("JVM memory pressure (%)", [jvm, old_gen]),
-            Graph("Writes refused", [new_rejections, writes_blocked]),
+            Graph("Writes refused", [new_rejections, flags["ClusterIndexWritesBlocked"]]),
             Graph("Requests and 5xx", [metric("OpenSearchRequests", "Sum")], right=[server_errors]),
         ]
-        if search.master_node_count:
-            master_cpu = metric("MasterCPUUtilization", "Maximum", Duration.minutes(15))
-            master_jvm = metric("MasterJVMMemoryPressure", "Maximum")
-            master_old_gen = metric("MasterOldGenJVMMemoryPressure", "Maximum")
-            alarms += [
-                self._alarm(
-                    "MasterCPUUtilization",
-                    master_cpu,
-                    threshold=settings.master_cpu_percent,
-                    evaluation_periods=3,
-                    missing=GAUGE,
-                    summary=f"A dedicated master's CPU has reached {settings.master_cpu_percent} % in each of "
-                    "the last three 15-minute periods.",
-                ),
-                self._alarm(
-                    "MasterJVMMemoryPressure",
-                    master_jvm,
-                    threshold=settings.master_jvm_memory_pressure_percent,
-                    evaluation_periods=3,
-                    missing=GAUGE,
-                    summary=f"A dedicated master's JVM heap is {settings.master_jvm_memory_pressure_percent} % "
-                    "full for 3 minutes.",
-                ),
-                self._alarm(
-                    "MasterOldGenJVMMemoryPressure",
-                    master_old_gen,
-                    threshold=settings.master_old_gen_jvm_memory_pressure_percent,
-                    evaluation_periods=3,
-                    missing=GAUGE,
-                    summary="A dedicated master's old generation is "
-                    f"{settings.master_old_gen_jvm_memory_pressure_percent} % full for 3 minutes.",
-                ),
-            ]
-            graphs += [Graph("Dedicated masters (%)", [master_cpu, master_jvm, master_old_gen])]
+        alarms += [
+            self._alarm(kind, flags[kind], threshold=1, missing=missing, summary=summary)
+            for kind, (_, missing, summary) in DOMAIN_FLAGS.items()
+        ]
+        roles = [("", "A data node")] + (
+            [("Master", "A dedicated master")] if search.master_node_count else []
+        )
+        for role, who in roles:
+            pressure, graph = self._watch_pressure(metric, role, who)
+            alarms += pressure
+            graphs.append(graph)
         return Section(f"Search domain {search.domain_name}", graphs, alarms)
+
+    def _watch_pressure(
+        self, metric: Callable[..., cloudwatch.Metric], role: str, who: str
+    ) -> tuple[list[cloudwatch.Alarm], Graph]:
+        """CPU, JVM heap and old-generation pressure of the data nodes (``role`` "") or of the dedicated masters
+        ("Master"); thresholds ``[master_]cpu_percent``, ``[master_]jvm_memory_pressure_percent``, ..."""
+        limit = {
+            name: getattr(self._settings, f"{role.lower()}_{name}_percent".lstrip("_"))
+            for name in ("cpu", "jvm_memory_pressure", "old_gen_jvm_memory_pressure")
+        }
+        cpu = metric(f"{role}CPUUtilization", "Maximum", Duration.minutes(15))
+        jvm = metric(f"{role}JVMMemoryPressure", "Maximum")
+        old_gen = metric(f"{role}OldGenJVMMemoryPressure", "Maximum")
+        alarms = [
+            self._alarm(
+                f"{role}CPUUtilization",
+                cpu,
+                threshold=limit["cpu"],
+                evaluation_periods=3,
+                missing=GAUGE,
+                summary=f"{who}'s CPU has reached {limit['cpu']} % in each of the last three 15-minute periods.",
+            ),
+            self._alarm(
+                f"{role}JVMMemoryPressure",
+                jvm,
+                threshold=limit["jvm_memory_pressure"],
+                evaluation_periods=3,
+                missing=GAUGE,
+                summary=f"{who}'s JVM heap is {limit['jvm_memory_pressure']} % full for 3 minutes: "
+                "out-of-memory errors and refused requests follow.",
+            ),
+            self._alarm(
+                f"{role}OldGenJVMMemoryPressure",
+                old_gen,
+                threshold=limit["old_gen_jvm_memory_pressure"],
+                evaluation_periods=3,
+                missing=GAUGE,
+                summary=f"{who}'s old generation is {limit['old_gen_jvm_memory_pressure']} % full for 3 minutes: "
+                "garbage collection no longer frees memory.",
+            ),
+        ]
+        nodes = who.removeprefix("A ").capitalize()
+        return alarms, Graph(f"{nodes}s: CPU, heap, old generation (%)", [cpu, jvm, old_gen])
 
     def _watch_table(self, table: dynamodb.ITable, indexes: Sequence[str]) -> Section:
         """Throttled reads and writes of the table and of each index, and DynamoDB's own errors."""
