@@ -46,6 +46,11 @@ guard: synth
 baseline: synth
 	$(BIN)/python -m infra.guard cdk.out --write-baseline
 
+# Monthly cost per environment (docs/cost.md and the README table) from the templates, infra/prices.toml and the
+# assumed workload; `.venv/bin/python -m infra.cost --help` lists the what-if flags.
+cost: synth
+	$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
+
 bench: setup
 	$(BIN)/python -m bench
 
