@@ -19,11 +19,11 @@ import sys
 import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from infra.templates import Stack, load_assembly, referenced_names
+from infra.templates import Stack, command_assembly, referenced_names
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICES = Path(__file__).resolve().parent / "prices.toml"
@@ -177,6 +177,12 @@ class Context:
     def resources_of(self, *types: str) -> list[tuple[str, Mapping[str, Any]]]:
         return [(i, r) for i, r in self.stack.resources.items() if r.get("Type") in types]
 
+    def charge(
+        self, service: str, item: str, amount: float, unit: str, price: str, *, per: float = 1
+    ) -> LineItem:
+        """``amount`` of ``unit``, at the price ``price`` for every ``per`` of them."""
+        return LineItem(service, item, Quantity(amount, unit), amount / per * self.prices[price])
+
 
 Rule = Callable[[Context, str, Mapping[str, Any]], list[LineItem]]
 
@@ -194,69 +200,54 @@ def construct(logical_id: str) -> str:
     return re.sub(r"[0-9A-F]{8}$", "", logical_id) or logical_id
 
 
-def monthly(count: float, unit: str) -> Quantity:
-    return Quantity(count, unit)
-
-
 # --- rules ------------------------------------------------------------------------------------------------------
 
 
 def opensearch_domain(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
-    p, price = props(resource), ctx.prices
+    p = props(resource)
     cluster, ebs = p.get("ClusterConfig", {}), p.get("EBSOptions", {})
-    nodes, node_type = int(number(cluster.get("InstanceCount"), 1)), cluster.get("InstanceType")
+    nodes, node_type = number(cluster.get("InstanceCount"), 1), cluster.get("InstanceType")
     items = [
-        LineItem(
+        ctx.charge(
             "OpenSearch",
             f"{node_type} data nodes",
-            monthly(nodes * HOURS, "instance-hours"),
-            nodes * HOURS * price[f"opensearch.{node_type}"],
+            nodes * HOURS,
+            "instance-hours",
+            f"opensearch.{node_type}",
         )
     ]
     if str(cluster.get("DedicatedMasterEnabled")).lower() == "true":
-        masters, master_type = (
-            int(number(cluster.get("DedicatedMasterCount"))),
-            cluster.get("DedicatedMasterType"),
-        )
+        masters, master_type = number(cluster.get("DedicatedMasterCount")), cluster.get("DedicatedMasterType")
         items.append(
-            LineItem(
+            ctx.charge(
                 "OpenSearch",
                 f"{master_type} dedicated masters",
-                monthly(masters * HOURS, "instance-hours"),
-                masters * HOURS * price[f"opensearch.{master_type}"],
+                masters * HOURS,
+                "instance-hours",
+                f"opensearch.{master_type}",
             )
         )
     if str(ebs.get("EBSEnabled")).lower() == "true":
         volume, kind = number(ebs.get("VolumeSize")), ebs.get("VolumeType", "gp3")
+        item = f"{kind} storage, {volume:,.0f} GiB per data node"
         items.append(
-            LineItem(
-                "OpenSearch",
-                f"{kind} storage, {volume:,.0f} GiB per data node",
-                monthly(nodes * volume, "GiB-months"),
-                nodes * volume * price[f"opensearch.storage.{kind}"],
-            )
+            ctx.charge("OpenSearch", item, nodes * volume, "GiB-months", f"opensearch.storage.{kind}")
         )
-        extra_iops = max(0.0, number(ebs.get("Iops"), 3000) - 3000) * nodes
-        extra_throughput = max(0.0, number(ebs.get("Throughput"), 125) - 125) * nodes
-        if kind == "gp3" and extra_iops:
-            items.append(
-                LineItem(
-                    "OpenSearch",
-                    "gp3 IOPS above 3,000",
-                    monthly(extra_iops, "IOPS-months"),
-                    extra_iops * price["opensearch.gp3.iops"],
-                )
-            )
-        if kind == "gp3" and extra_throughput:
-            items.append(
-                LineItem(
+        if kind == "gp3":
+            # gp3 includes 3,000 IOPS and 125 MiB/s per volume; more is billed per volume.
+            iops = max(0.0, number(ebs.get("Iops"), 3000) - 3000) * nodes
+            throughput = max(0.0, number(ebs.get("Throughput"), 125) - 125) * nodes
+            items += [
+                ctx.charge("OpenSearch", "gp3 IOPS above 3,000", iops, "IOPS-months", "opensearch.gp3.iops"),
+                ctx.charge(
                     "OpenSearch",
                     "gp3 throughput above 125 MiB/s",
-                    monthly(extra_throughput, "MiB/s-months"),
-                    extra_throughput * price["opensearch.gp3.throughput"],
-                )
-            )
-    return items
+                    throughput,
+                    "MiB/s-months",
+                    "opensearch.gp3.throughput",
+                ),
+            ]
+    return [item for item in items if item.usd or item.quantity.amount]
 
 
 def _literal_text(value: Any) -> str:
@@ -299,96 +290,90 @@ def _scaled_capacity(
     return None
 
 
+def _provisioned(
+    ctx: Context, logical_id: str, table: Mapping[str, Any], index_units: Mapping[str, int]
+) -> list[LineItem]:
+    w = ctx.workload
+    throughput = {None: table.get("ProvisionedThroughput", {})}
+    throughput.update(
+        {
+            str(i.get("IndexName")): i.get("ProvisionedThroughput", {})
+            for i in table.get("GlobalSecondaryIndexes", [])
+        }
+    )
+    demands = [(None, "table", w.writes_per_month * w.write_units, w.reads_per_month * w.read_units)]
+    demands += [(name, f"GSI {name}", w.writes_per_month * units, 0.0) for name, units in index_units.items()]
+    items = []
+    for index, label, writes, reads in demands:
+        for kind, demand, key in (
+            ("write", writes, "WriteCapacityUnits"),
+            ("read", reads, "ReadCapacityUnits"),
+        ):
+            dimension = f"dynamodb:{'index' if index else 'table'}:{key}"
+            scaled = _scaled_capacity(ctx, logical_id, dimension, index, demand / SECONDS)
+            units, how = scaled or (number(throughput[index].get(key)), "fixed")
+            items.append(
+                ctx.charge(
+                    "DynamoDB",
+                    f"provisioned {kind} capacity, {label} ({how})",
+                    units * HOURS,
+                    "capacity unit-hours",
+                    f"dynamodb.{kind}_capacity",
+                )
+            )
+    return items
+
+
 def dynamodb_table(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
-    p, w, price = props(resource), ctx.workload, ctx.prices
+    p, w = props(resource), ctx.workload
     indexes = [i for i in p.get("GlobalSecondaryIndexes", []) if isinstance(i, dict)]
     # Every write also writes each index the item appears in (assumed: every item): a KEYS_ONLY or INCLUDE
     # projection stays under 1 KiB, an ALL projection costs what the item does.
-    index_units = {
-        str(i.get("IndexName")): w.write_units
-        if i.get("Projection", {}).get("ProjectionType") == "ALL"
-        else 1
-        for i in indexes
+    projects_all = {
+        str(i.get("IndexName")): i.get("Projection", {}).get("ProjectionType") == "ALL" for i in indexes
     }
-    items = []
+    index_units = {name: w.write_units if everything else 1 for name, everything in projects_all.items()}
     if p.get("BillingMode") == "PAY_PER_REQUEST":
-        write_units = w.writes_per_month * (w.write_units + sum(index_units.values()))
-        read_units = w.reads_per_month * w.read_units
-        items += [
-            LineItem(
+        items = [
+            ctx.charge(
                 "DynamoDB",
                 f"on-demand writes (table and {len(indexes)} GSI)",
-                monthly(write_units, "write request units"),
-                write_units / 1e6 * price["dynamodb.write_request"],
+                w.writes_per_month * (w.write_units + sum(index_units.values())),
+                "write request units",
+                "dynamodb.write_request",
+                per=1e6,
             ),
-            LineItem(
+            ctx.charge(
                 "DynamoDB",
                 "on-demand reads",
-                monthly(read_units, "read request units"),
-                read_units / 1e6 * price["dynamodb.read_request"],
+                w.reads_per_month * w.read_units,
+                "read request units",
+                "dynamodb.read_request",
+                per=1e6,
             ),
         ]
     else:
-        demands = [(None, "table", w.writes_per_month * w.write_units, w.reads_per_month * w.read_units)]
-        demands += [
-            (name, f"GSI {name}", w.writes_per_month * units, 0.0) for name, units in index_units.items()
-        ]
-        fixed = {
-            None: p.get("ProvisionedThroughput", {}),
-            **{str(i.get("IndexName")): i.get("ProvisionedThroughput", {}) for i in indexes},
-        }
-        for index, label, writes, reads in demands:
-            level = "index" if index else "table"
-            for kind, demand, key in (
-                ("write", writes, "WriteCapacityUnits"),
-                ("read", reads, "ReadCapacityUnits"),
-            ):
-                dimension = f"dynamodb:{level}:{key}"
-                scaled = _scaled_capacity(ctx, logical_id, dimension, index, demand / SECONDS)
-                units, how = scaled or (number(fixed[index].get(key)), "fixed")
-                items.append(
-                    LineItem(
-                        "DynamoDB",
-                        f"provisioned {kind} capacity, {label} ({how})",
-                        monthly(units * HOURS, "capacity unit-hours"),
-                        units * HOURS * price[f"dynamodb.{kind}_capacity"],
-                    )
-                )
-    index_gib = sum(
-        w.documents
-        * ((w.item_kib + ITEM_OVERHEAD_KIB) if units > 1 else INDEX_KEYS_KIB + ITEM_OVERHEAD_KIB)
-        / KiB_PER_GiB
-        for units in index_units.values()
-    )
-    items.append(
-        LineItem(
-            "DynamoDB",
-            f"storage ({w.documents:,} items of {w.item_kib:g} KiB, {len(indexes)} GSI)",
-            monthly(w.table_gib + index_gib, "GiB-months"),
-            (w.table_gib + index_gib) * price["dynamodb.storage"],
-        )
-    )
+        items = _provisioned(ctx, logical_id, p, index_units)
+    index_kib = sum(w.item_kib if everything else INDEX_KEYS_KIB for everything in projects_all.values())
+    index_gib = w.documents * (index_kib + ITEM_OVERHEAD_KIB * len(indexes)) / KiB_PER_GiB
+    storage = f"storage ({w.documents:,} items of {w.item_kib:g} KiB, {len(indexes)} GSI)"
+    items.append(ctx.charge("DynamoDB", storage, w.table_gib + index_gib, "GiB-months", "dynamodb.storage"))
     if str(p.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled")).lower() == "true":
         items.append(
-            LineItem(
-                "DynamoDB",
-                "point-in-time recovery",
-                monthly(w.table_gib, "GiB-months"),
-                w.table_gib * price["dynamodb.pitr"],
-            )
+            ctx.charge("DynamoDB", "point-in-time recovery", w.table_gib, "GiB-months", "dynamodb.pitr")
         )
-    insights = [p.get("ContributorInsightsSpecification", {})] + [
-        i.get("ContributorInsightsSpecification", {}) for i in indexes
-    ]
+    insights = [p.get("ContributorInsightsSpecification", {})]
+    insights += [i.get("ContributorInsightsSpecification", {}) for i in indexes]
     watched = sum(1 for spec in insights if str(spec.get("Enabled")).lower() == "true")
     if watched:
-        events = (w.writes_per_month + w.reads_per_month) * watched
         items.append(
-            LineItem(
+            ctx.charge(
                 "DynamoDB",
                 f"contributor insights ({watched} of table and GSI)",
-                monthly(events, "events"),
-                events / 1e5 * price["dynamodb.contributor_insights"],
+                (w.writes_per_month + w.reads_per_month) * watched,
+                "events",
+                "dynamodb.contributor_insights",
+                per=1e5,
             )
         )
     if "StreamSpecification" in p:
@@ -408,7 +393,7 @@ def _selected_tables(ctx: Context, plan_id: str) -> list[str]:
 
 
 def _per_day(expression: str) -> float:
-    """Backups a day of a schedule expression: ``rate(N unit)`` exactly, ``cron(...)`` taken as daily."""
+    """Runs a day of a schedule expression: ``rate(N unit)`` exactly, ``cron(...)`` taken as daily."""
     rate = re.fullmatch(r"rate\((\d+) (minute|hour|day)s?\)", expression)
     if rate:
         return {"minute": 1440, "hour": 24, "day": 1}[rate.group(2)] / int(rate.group(1))
@@ -422,13 +407,13 @@ def backup_plan(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> l
         keep_days = number(rule.get("Lifecycle", {}).get("DeleteAfterDays"), 365)
         kept = keep_days * _per_day(str(rule.get("ScheduleExpression", "cron(daily)")))
         # DynamoDB backups are full copies of the table.
-        gib = kept * ctx.workload.table_gib * len(tables)
         items.append(
-            LineItem(
+            ctx.charge(
                 "AWS Backup",
                 f"{rule.get('RuleName')}: {len(tables)} table(s), {kept:,.0f} full backups kept",
-                monthly(gib, "GiB-months"),
-                gib * ctx.prices["dynamodb.backup"],
+                kept * ctx.workload.table_gib * len(tables),
+                "GiB-months",
+                "dynamodb.backup",
             )
         )
     return items
@@ -442,7 +427,7 @@ def _driven_by_event_source(ctx: Context, logical_id: str) -> bool:
 
 
 def lambda_function(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
-    p, w, price = props(resource), ctx.workload, ctx.prices
+    p, w = props(resource), ctx.workload
     memory_gb = number(p.get("MemorySize"), 128) / 1024
     architecture = (p.get("Architectures") or ["x86_64"])[0]
     if _driven_by_event_source(ctx, logical_id):
@@ -453,26 +438,15 @@ def lambda_function(ctx: Context, logical_id: str, resource: Mapping[str, Any]) 
         )
     else:
         invocations, ms, why = w.other_invocations, w.other_ms, "not event-driven"
-    seconds = invocations * ms / 1000
     name = construct(logical_id)
-    items = [
-        LineItem(
-            "Lambda",
-            f"{name}: {invocations:,.0f} invocations ({why}) of {ms:,} ms at {memory_gb * 1024:,.0f} MB {architecture}",
-            monthly(seconds * memory_gb, "GB-seconds"),
-            invocations / 1e6 * price["lambda.requests"]
-            + seconds * memory_gb * price[f"lambda.{architecture}.gb_second"],
-        )
-    ]
+    run = f"{name}: {invocations:,.0f} invocations ({why}) of {ms:,} ms at {memory_gb * 1024:,.0f} MB {architecture}"
+    compute = ctx.charge(
+        "Lambda", run, invocations * ms / 1000 * memory_gb, "GB-seconds", f"lambda.{architecture}.gb_second"
+    )
+    requests = ctx.charge("Lambda", run, invocations, "requests", "lambda.requests", per=1e6)
+    items = [replace(compute, usd=compute.usd + requests.usd)]
     if p.get("TracingConfig", {}).get("Mode") == "Active":
-        items.append(
-            LineItem(
-                "X-Ray",
-                f"{name}: traces",
-                monthly(invocations, "traces"),
-                invocations / 1e6 * price["xray.traces"],
-            )
-        )
+        items.append(ctx.charge("X-Ray", f"{name}: traces", invocations, "traces", "xray.traces", per=1e6))
     return items
 
 
@@ -482,48 +456,49 @@ def vpc_endpoint(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> 
     if p.get("VpcEndpointType", "Gateway") != "Interface":
         return [LineItem("VPC endpoints", f"{service} (gateway)", "free", 0.0)]
     zones = len(p.get("SubnetIds", []))
-    gib = ctx.workload.endpoint_gib
     return [
-        LineItem(
+        ctx.charge(
             "VPC endpoints",
             f"{service} (interface) in {zones} AZ",
-            monthly(zones * HOURS, "endpoint-hours"),
-            zones * HOURS * ctx.prices["vpc.interface_endpoint"],
+            zones * HOURS,
+            "endpoint-hours",
+            "vpc.interface_endpoint",
         ),
-        LineItem(
+        ctx.charge(
             "VPC endpoints",
             "data processed by interface endpoints",
-            monthly(gib, "GB"),
-            gib * ctx.prices["vpc.endpoint_data"],
+            ctx.workload.endpoint_gib,
+            "GB",
+            "vpc.endpoint_data",
         ),
     ]
 
 
 def kms_key(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
-    requests = ctx.workload.kms_requests
     return [
-        LineItem(
+        ctx.charge(
             "KMS",
-            "customer managed keys and their requests (each of the first two yearly rotations adds $1/month)",
-            monthly(requests, "requests"),
-            ctx.prices["kms.key"] + requests / 1e4 * ctx.prices["kms.requests"],
-        )
+            "customer managed keys (each of the first two yearly rotations adds $1/month)",
+            1,
+            "keys",
+            "kms.key",
+        ),
+        ctx.charge("KMS", "key requests", ctx.workload.kms_requests, "requests", "kms.requests", per=1e4),
     ]
 
 
 def log_group(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     days = number(props(resource).get("RetentionInDays"), 365)
     ingested = ctx.workload.log_gib
-    stored = ingested * days / DAYS  # steady state: each month's logs kept for the retention period
     return [
-        LineItem(
-            "CloudWatch Logs", "ingestion", monthly(ingested, "GB"), ingested * ctx.prices["logs.ingestion"]
-        ),
-        LineItem(
+        ctx.charge("CloudWatch Logs", "ingestion", ingested, "GB", "logs.ingestion"),
+        # Steady state: each month's logs kept for the retention period.
+        ctx.charge(
             "CloudWatch Logs",
             f"storage, {days:,.0f}-day retention",
-            monthly(stored, "GB-months"),
-            stored * ctx.prices["logs.storage"],
+            ingested * days / DAYS,
+            "GB-months",
+            "logs.storage",
         ),
     ]
 
@@ -539,42 +514,29 @@ def _alarm_metrics(p: Mapping[str, Any]) -> float:
 
 def alarm(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     p = props(resource)
-    periods = [number(p.get("Period"), 60)] + [
-        number(q.get("MetricStat", {}).get("Period"), 60)
+    periods = [number(p.get("Period"), 60)]
+    periods += [
+        number(q["MetricStat"].get("Period"), 60)
         for q in p.get("Metrics", [])
         if isinstance(q, dict) and "MetricStat" in q
     ]
-    key = "cloudwatch.high_resolution_alarm_metric" if min(periods) < 60 else "cloudwatch.alarm_metric"
-    metrics = _alarm_metrics(p)
-    return [
-        LineItem(
-            "CloudWatch alarms and dashboards",
-            "alarms",
-            monthly(metrics, "alarm metrics"),
-            metrics * ctx.prices[key],
-        )
-    ]
+    high = min(periods) < 60
+    key = "cloudwatch.high_resolution_alarm_metric" if high else "cloudwatch.alarm_metric"
+    item = "high-resolution alarms" if high else "alarms"
+    return [ctx.charge("CloudWatch alarms and dashboards", item, _alarm_metrics(p), "alarm metrics", key)]
 
 
 def composite_alarm(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     return [
-        LineItem(
-            "CloudWatch alarms and dashboards",
-            "composite alarms",
-            "1 alarm",
-            ctx.prices["cloudwatch.composite_alarm"],
+        ctx.charge(
+            "CloudWatch alarms and dashboards", "composite alarms", 1, "alarms", "cloudwatch.composite_alarm"
         )
     ]
 
 
 def dashboard(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     return [
-        LineItem(
-            "CloudWatch alarms and dashboards",
-            "dashboards",
-            "1 dashboard",
-            ctx.prices["cloudwatch.dashboard"],
-        )
+        ctx.charge("CloudWatch alarms and dashboards", "dashboards", 1, "dashboards", "cloudwatch.dashboard")
     ]
 
 
@@ -586,13 +548,13 @@ def scaling_policy(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -
     metric = str(
         p.get("TargetTrackingScalingPolicyConfiguration", {}).get("PredefinedMetricSpecification", {})
     )
-    count = 4 if "DynamoDB" in metric else 2
     return [
-        LineItem(
+        ctx.charge(
             "CloudWatch alarms and dashboards",
             "alarms kept by target-tracking scaling",
-            monthly(count, "alarm metrics"),
-            count * ctx.prices["cloudwatch.alarm_metric"],
+            4 if "DynamoDB" in metric else 2,
+            "alarm metrics",
+            "cloudwatch.alarm_metric",
         )
     ]
 
@@ -600,87 +562,70 @@ def scaling_policy(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -
 def metric_filter(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     count = len(props(resource).get("MetricTransformations", []))
     return [
-        LineItem(
-            "CloudWatch metrics",
-            "metrics from log filters",
-            monthly(count, "custom metrics"),
-            count * ctx.prices["cloudwatch.custom_metric"],
+        ctx.charge(
+            "CloudWatch metrics", "metrics from log filters", count, "metrics", "cloudwatch.custom_metric"
         )
     ]
 
 
 def sqs_queue(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
-    requests = ctx.workload.queue_requests
     return [
-        LineItem(
-            "SQS",
-            "queue requests",
-            monthly(requests, "requests"),
-            requests / 1e6 * ctx.prices["sqs.requests"],
-        )
+        ctx.charge("SQS", "queue requests", ctx.workload.queue_requests, "requests", "sqs.requests", per=1e6)
     ]
 
 
 def s3_bucket(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
-    w, price = ctx.workload, ctx.prices
+    w = ctx.workload
     return [
-        LineItem("S3", "storage", monthly(w.bucket_gib, "GB-months"), w.bucket_gib * price["s3.storage"]),
-        LineItem(
-            "S3",
-            "PUT and LIST requests",
-            monthly(w.bucket_puts, "requests"),
-            w.bucket_puts / 1e3 * price["s3.put"],
-        ),
-        LineItem(
-            "S3", "GET requests", monthly(w.bucket_gets, "requests"), w.bucket_gets / 1e3 * price["s3.get"]
-        ),
+        ctx.charge("S3", "storage", w.bucket_gib, "GB-months", "s3.storage"),
+        ctx.charge("S3", "PUT and LIST requests", w.bucket_puts, "requests", "s3.put", per=1e3),
+        ctx.charge("S3", "GET requests", w.bucket_gets, "requests", "s3.get", per=1e3),
     ]
 
 
 def sns_topic(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     sent = ctx.workload.notifications
     return [
-        LineItem(
-            "SNS",
-            "alarm notifications by email",
-            monthly(sent, "publishes and emails"),
-            sent / 1e6 * ctx.prices["sns.publishes"] + sent / 1e5 * ctx.prices["sns.email"],
-        )
+        ctx.charge("SNS", "alarm publishes", sent, "publishes", "sns.publishes", per=1e6),
+        ctx.charge("SNS", "alarm notifications by email", sent, "emails", "sns.email", per=1e5),
     ]
 
 
 def ssm_parameter(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     if props(resource).get("Tier") not in ("Advanced", "Intelligent-Tiering"):
-        return []  # standard parameters are free
-    return [
-        LineItem(
-            "Systems Manager", "advanced parameters", "1 parameter", ctx.prices["ssm.advanced_parameter"]
-        )
-    ]
+        return [LineItem("Systems Manager", "standard parameters", "free", 0.0)]
+    return [ctx.charge("Systems Manager", "advanced parameters", 1, "parameters", "ssm.advanced_parameter")]
 
 
 def state_machine(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
-    count, price = ctx.workload.state_transitions, ctx.prices
+    count, name = ctx.workload.state_transitions, construct(logical_id)
     if props(resource).get("StateMachineType") == "EXPRESS":
-        # Express: per request, plus one second of the smallest (64 MB) billing size each.
-        usd = (
-            count / 1e6 * price["stepfunctions.express_requests"]
-            + count * 0.0625 * price["stepfunctions.express_gb_second"]
-        )
+        # Express: per request, plus one second at the smallest (64 MB) billing size each.
         return [
-            LineItem(
+            ctx.charge(
                 "Step Functions",
-                f"{construct(logical_id)} (express)",
-                monthly(count, "requests"),
-                usd,
-            )
+                f"{name} (express)",
+                count,
+                "requests",
+                "stepfunctions.express_requests",
+                per=1e6,
+            ),
+            ctx.charge(
+                "Step Functions",
+                f"{name} (express) duration",
+                count * 0.0625,
+                "GB-seconds",
+                "stepfunctions.express_gb_second",
+            ),
         ]
     return [
-        LineItem(
+        ctx.charge(
             "Step Functions",
-            f"{construct(logical_id)} (standard)",
-            monthly(count, "state transitions"),
-            count / 1e3 * price["stepfunctions.standard_transitions"],
+            f"{name} (standard)",
+            count,
+            "state transitions",
+            "stepfunctions.standard_transitions",
+            per=1e3,
         )
     ]
 
@@ -689,11 +634,13 @@ def schedule(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list
     expression = str(props(resource).get("ScheduleExpression", ""))
     runs = 1 if expression.startswith("at(") else _per_day(expression) * DAYS
     return [
-        LineItem(
+        ctx.charge(
             "EventBridge Scheduler",
             f"{construct(logical_id)}: {expression}",
-            monthly(runs, "invocations"),
-            runs / 1e6 * ctx.prices["scheduler.invocations"],
+            runs,
+            "invocations",
+            "scheduler.invocations",
+            per=1e6,
         )
     ]
 
@@ -725,6 +672,7 @@ FREE: dict[str, str] = {
     "AWS::IAM::Role": "IAM has no charge",
     "AWS::IAM::ManagedPolicy": "IAM has no charge",
     "AWS::IAM::Policy": "IAM has no charge",
+    "AWS::IAM::RolePolicy": "IAM has no charge",
     "AWS::EC2::VPC": "a VPC and its subnets, route tables and security groups have no charge (no NAT, no public IPv4)",
     "AWS::EC2::Subnet": "no charge (see AWS::EC2::VPC)",
     "AWS::EC2::RouteTable": "no charge (see AWS::EC2::VPC)",
@@ -736,8 +684,13 @@ FREE: dict[str, str] = {
     "AWS::Lambda::EventSourceMapping": "Lambda reads DynamoDB streams at no charge; the invocations are priced with the function",
     "AWS::Lambda::Permission": "no charge",
     "AWS::Lambda::EventInvokeConfig": "no charge",
+    "AWS::Lambda::Version": "no charge; invocations are priced with the function",
+    "AWS::Lambda::Alias": "no charge; invocations are priced with the function",
+    "AWS::Lambda::LayerVersion": "no charge beyond the function's own code storage allowance",
     "AWS::Logs::ResourcePolicy": "no charge",
     "AWS::Logs::SubscriptionFilter": "no charge; its destination is priced",
+    "AWS::Logs::QueryDefinition": "a saved query has no charge; running it is billed per GB scanned, like any query",
+    "AWS::SSM::Document": "owned documents have no charge",
     "AWS::KMS::Alias": "aliases have no charge",
     "AWS::S3::BucketPolicy": "no charge",
     "AWS::SQS::QueuePolicy": "no charge",
@@ -746,9 +699,11 @@ FREE: dict[str, str] = {
     "AWS::Backup::BackupVault": "a vault has no charge; the backups in it are priced with the plan",
     "AWS::Backup::BackupSelection": "no charge; the backups it selects are priced with the plan",
     "AWS::ApplicationAutoScaling::ScalableTarget": "Application Auto Scaling has no charge; the capacity it sets is priced with the table",
-    "AWS::Events::Rule": "rules matching AWS service events or schedules on the default bus have no charge",
+    "AWS::Events::Rule": "events AWS services deliver to the default bus have no charge (no custom events are published)",
     "AWS::Scheduler::ScheduleGroup": "no charge; its schedules are priced",
     "AWS::StepFunctions::Activity": "no charge; state transitions are priced with the state machine",
+    "AWS::StepFunctions::StateMachineVersion": "no charge; executions are priced with the state machine",
+    "AWS::StepFunctions::StateMachineAlias": "no charge; executions are priced with the state machine",
 }
 
 
@@ -796,7 +751,7 @@ def estimate(stacks: list[Stack], workload: Workload, prices: PriceTable) -> lis
             LineItem(
                 "CloudWatch metrics",
                 "custom metrics alarms read",
-                monthly(count, "metrics"),
+                Quantity(count, "metrics"),
                 count * prices["cloudwatch.custom_metric"],
             )
         )
@@ -905,10 +860,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--{f.name.replace('_', '-')}", type=kind, default=f.default, help=f.metadata["help"]
         )
     args = parser.parse_args(argv)
-    stacks = load_assembly(args.cloud_assembly)
-    if not stacks:
-        print(f"no stacks in {args.cloud_assembly}: run `make synth`", file=sys.stderr)
-        return 2
+    stacks = command_assembly(args.cloud_assembly)
     try:
         workload = Workload(**{f.name: getattr(args, f.name) for f in fields(Workload)})
         prices = load_prices()

@@ -42,8 +42,8 @@ from infra.templates import (
     SUB_VARIABLE,
     TABLE_TYPES,
     Stack,
+    command_assembly,
     domain_security_groups,
-    load_assembly,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -647,10 +647,7 @@ def main(argv: list[str] | None = None) -> int:
         "--summary", type=Path, help="also append the report to this Markdown file (a job summary)"
     )
     args = parser.parse_args(argv)
-    stacks = load_assembly(args.cloud_assembly)
-    if not stacks:
-        print(f"no stacks in {args.cloud_assembly}: run `make synth`", file=sys.stderr)
-        return 2
+    stacks = command_assembly(args.cloud_assembly)
     try:
         if args.write_baseline:
             write_baseline(stacks, args.baseline, args.overrides)

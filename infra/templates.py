@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,14 @@ def load_assembly(cloud_assembly: Path) -> dict[str, Stack]:
                 account=account,
                 region=region,
             )
+    return stacks
+
+
+def command_assembly(cloud_assembly: Path) -> dict[str, Stack]:
+    """``load_assembly`` for a command line: exits, saying what to run, when there is nothing synthesized."""
+    stacks = load_assembly(cloud_assembly)
+    if not stacks:
+        sys.exit(f"no stacks in {cloud_assembly}: run `make synth`")
     return stacks
 
 
