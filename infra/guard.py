@@ -384,7 +384,9 @@ def _fate(resource: Mapping[str, Any], policy: str, replaced: bool) -> str:
     return what + ("; a new, empty one takes its place" if replaced else "; the stack no longer manages it")
 
 
-def gsi_operations(before: Mapping[str, Any], after: Mapping[str, Any], evaluate: Evaluator) -> list[str]:
+def gsi_operations(
+    before: Mapping[str, Any], after: Mapping[str, Any], old: Evaluator, new: Evaluator
+) -> list[str]:
     """The index creations and deletions a table update performs (a rebuilt index counts twice)."""
 
     def indexes(resource: Mapping[str, Any], evaluator: Evaluator) -> dict[str, Any]:
@@ -395,7 +397,7 @@ def gsi_operations(before: Mapping[str, Any], after: Mapping[str, Any], evaluate
             else {}
         )
 
-    was, now = indexes(before, evaluate), indexes(after, evaluate)
+    was, now = indexes(before, old), indexes(after, new)
     operations = [f"creates index {name}" for name in now if name not in was]
     operations += [f"deletes index {name}" for name in was if name not in now]
     for name in sorted(was.keys() & now.keys()):
@@ -463,12 +465,12 @@ def compare_stack(before: Stack, after: Stack | None) -> list[Finding]:
                 )
             )
     if after is not None:
-        evaluate = Evaluator(after)
+        evaluators = Evaluator(before), Evaluator(after)
         for logical_id, resource in sorted(after.resources.items()):
             old = before.resources.get(logical_id)
             if resource.get("Type") not in TABLE_TYPES or old is None or logical_id in replaced:
                 continue
-            operations = gsi_operations(old, resource, evaluate)
+            operations = gsi_operations(old, resource, *evaluators)
             if len(operations) > 1:
                 findings.append(
                     Finding(
