@@ -376,12 +376,16 @@ def replacements(before: Stack, after: Stack) -> dict[str, tuple[Certainty, tupl
 
 
 def _fate(resource: Mapping[str, Any], policy: str, replaced: bool) -> str:
+    """What the resource's deletion or replacement policy does with the old one (and its data, if it holds any)."""
     value = resource.get(policy, "Delete")
-    if value in RETAINING:
-        what = f"{policy} {value}: the old one stays, orphaned, with its data"
-    else:
-        what = f"{policy} {value}: the old one is deleted with its data"
-    return what + ("; a new, empty one takes its place" if replaced else "; the stack no longer manages it")
+    holds_data = resource.get("Type") in STATEFUL_TYPES
+    old = "stays, orphaned" if value in RETAINING else "is deleted"
+    then = (
+        f"a new{', empty' if holds_data else ''} one takes its place"
+        if replaced
+        else "the stack no longer manages it"
+    )
+    return f"{policy} {value}: the old one {old}{' with its data' if holds_data else ''}; {then}"
 
 
 def gsi_operations(

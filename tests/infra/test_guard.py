@@ -72,7 +72,7 @@ def test_a_table_key_schema_change_replaces_the_table(assembly: dict[str, Stack]
         )
         for d in finding.details
     )
-    assert "UpdateReplacePolicy Retain: the old one stays, orphaned, with its data" in finding.details[-1]
+    assert "UpdateReplacePolicy Retain: the old one stays, orphaned with its data" in finding.details[-1]
 
 
 def test_a_bucket_renamed_by_its_construct_id_is_deleted(assembly: dict[str, Stack]) -> None:
@@ -118,6 +118,9 @@ def test_a_domain_renamed_in_config_is_replaced(assembly: dict[str, Stack], tmp_
         and finding.why == "security group of the search domain REPLACED"
     )
     assert finding.details[0].startswith("GroupDescription changes (create-only)")
+    assert (
+        finding.details[-1] == "UpdateReplacePolicy Delete: the old one is deleted; a new one takes its place"
+    )
 
 
 def test_two_gsi_changes_in_one_deployment_are_refused_and_one_is_not(assembly: dict[str, Stack]) -> None:
@@ -163,7 +166,7 @@ def test_deleting_a_stateful_resource_or_its_stack_is_refused(assembly: dict[str
 
     finding = only(guard.compare(assembly, edited(assembly, "prod/Stateful", drop_topic)))
     assert (finding.resource, finding.change) == (f"prod/Stateful/{TOPIC}", "delete")
-    assert finding.details[0].startswith("DeletionPolicy Retain: the old one stays, orphaned, with its data")
+    assert finding.details[0].startswith("DeletionPolicy Retain: the old one stays, orphaned with its data")
 
     without_stack = {k: v for k, v in assembly.items() if k != "dev/Stateful"}
     deleted = guard.compare(assembly, without_stack)
