@@ -56,6 +56,7 @@ bench: setup
 
 docs: setup
 	PYTHONPATH=lambdas $(BIN)/python -m datamodel.docs --write docs/data-model.md
+	$(BIN)/python -m infra.diagram --write README.md
 
 clean:
 	rm -rf cdk.out $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -412,6 +412,53 @@ class SyncSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MonitoringSettings:
+    """Alarm thresholds (infra/constructs/monitoring.py; what each alarm means: docs/runbook.md).
+
+    The domain's defaults are AWS's "Recommended CloudWatch alarms for Amazon OpenSearch Service"; the alarms
+    that watch a yes/no metric (cluster red, KMS key errors, a failed snapshot, ...) fire at 1 and have no
+    setting. Counts are per 5 minutes unless a field says otherwise.
+    """
+
+    # Minimum free storage of the fullest data node, as a share of its configured volume (AWS: 25 %).
+    free_storage_percent: int = 25
+    cpu_percent: int = 80
+    jvm_memory_pressure_percent: int = 95
+    old_gen_jvm_memory_pressure_percent: int = 80
+    master_cpu_percent: int = 50
+    master_jvm_memory_pressure_percent: int = 95
+    master_old_gen_jvm_memory_pressure_percent: int = 80
+    # 5xx answers as a share of the domain's requests, per minute (AWS: 10 %).
+    server_error_percent: int = 10
+    # New write-thread-pool rejections per minute (AWS: an increase of 1).
+    write_rejections: int = 1
+    # Read or write throttle events of the table or of one of its indexes.
+    throttle_events: int = 1
+    table_system_errors: int = 1
+    # Oldest stream record an invocation receives, and the sync's own end-to-end lag (per minute, maximum).
+    iterator_age_seconds: int = 300
+    replication_lag_seconds: int = 300
+    # The sync's longest invocation as a share of its timeout.
+    duration_timeout_percent: int = 90
+    dead_lettered_documents: int = 1
+    # Records whose transient retries ran out in the invocation and were handed back to Lambda, in each of
+    # three consecutive 5-minute periods: the shard has been held for 15 minutes.
+    records_held_for_retry: int = 1
+
+    def validate(self, path: str) -> None:
+        percents = [name for name in _MONITORING_FIELDS if name.endswith("_percent")]
+        for name in percents:
+            _require(1 <= getattr(self, name) <= 100, f"{path}.{name}", "must be 1-100")
+        for name in (name for name in _MONITORING_FIELDS if name not in percents):
+            _require(getattr(self, name) >= 1, f"{path}.{name}", "must be at least 1")
+        for name in ("iterator_age_seconds", "replication_lag_seconds"):
+            _require(getattr(self, name) >= 60, f"{path}.{name}", "must be at least 60 (one alarm period)")
+
+
+_MONITORING_FIELDS = tuple(f.name for f in fields(MonitoringSettings))
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnvironmentConfig:
     name: str
     account: str
@@ -422,6 +469,7 @@ class EnvironmentConfig:
     search: SearchSettings
     network: NetworkSettings = field(default_factory=NetworkSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
+    monitoring: MonitoringSettings = field(default_factory=MonitoringSettings)
     production: bool = False
     # Reserve concurrency for every function (the sync's from sync.reserved_concurrency, one each for the index
     # bootstrap and its provider). Lambda keeps 100 of an account's quota unreserved, so a new account (quota
@@ -491,6 +539,12 @@ class EnvironmentConfig:
             f"{path}.search.availability_zone_count",
             "cannot exceed network.max_azs",
         )
+        for lag in ("iterator_age_seconds", "replication_lag_seconds"):
+            _require(
+                getattr(self.monitoring, lag) < self.sync.max_record_age_seconds,
+                f"{path}.monitoring.{lag}",
+                "must be below sync.max_record_age_seconds, or records are given up before the alarm fires",
+            )
 
     @property
     def retains_data(self) -> bool:

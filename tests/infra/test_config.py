@@ -473,6 +473,57 @@ def test_invalid_sync_setting_names_its_field(
         with_sync(config, **changes)
 
 
+def with_monitoring(config: EnvironmentConfig, **changes: object) -> EnvironmentConfig:
+    return replace(config, monitoring=replace(config.monitoring, **changes))
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"free_storage_percent": 0}, "free_storage_percent"),
+        ({"cpu_percent": 101}, "cpu_percent"),
+        ({"master_jvm_memory_pressure_percent": 0}, "master_jvm_memory_pressure_percent"),
+        ({"server_error_percent": 150}, "server_error_percent"),
+        ({"write_rejections": 0}, "write_rejections"),
+        ({"throttle_events": 0}, "throttle_events"),
+        ({"records_held_for_retry": 0}, "records_held_for_retry"),
+        ({"iterator_age_seconds": 59}, "iterator_age_seconds"),
+        ({"replication_lag_seconds": 30}, "replication_lag_seconds"),
+    ],
+)
+def test_invalid_monitoring_threshold_names_its_field(
+    config: EnvironmentConfig, changes: dict[str, int], field: str
+) -> None:
+    with rejects(f"{config.name}.monitoring.{field}"):
+        with_monitoring(config, **changes)
+
+
+@pytest.mark.parametrize("lag", ["iterator_age_seconds", "replication_lag_seconds"])
+def test_lag_alarm_at_or_beyond_the_maximum_record_age_is_rejected(
+    config: EnvironmentConfig, lag: str
+) -> None:
+    """Records older than the mapping's maximum age are given up (dead-lettered): an alarm later never fires."""
+    with rejects(f"{config.name}.monitoring.{lag}"):
+        with_monitoring(config, **{lag: config.sync.max_record_age_seconds})
+
+
+def test_shipped_thresholds_follow_aws_recommendations_for_opensearch(config: EnvironmentConfig) -> None:
+    """AWS's "Recommended CloudWatch alarms for Amazon OpenSearch Service": 25 % free storage per node, CPU 80 %,
+    JVM 95 %, old generation 80 %, masters' CPU 50 %, 5xx 10 % of requests, any new write rejection."""
+    monitoring = config.monitoring
+    assert (
+        monitoring.free_storage_percent,
+        monitoring.cpu_percent,
+        monitoring.jvm_memory_pressure_percent,
+        monitoring.old_gen_jvm_memory_pressure_percent,
+        monitoring.master_cpu_percent,
+        monitoring.master_jvm_memory_pressure_percent,
+        monitoring.master_old_gen_jvm_memory_pressure_percent,
+        monitoring.server_error_percent,
+        monitoring.write_rejections,
+    ) == (25, 80, 95, 80, 50, 95, 80, 10, 1)
+
+
 # --- deploy role ---------------------------------------------------------------------------------------------
 
 
