@@ -19,8 +19,9 @@ It is strict where the engine is strict, and answers in the engine's words (type
   implicit `indices:admin/mapping/put` of a document that adds a field, and the document- and field-level
   security of the caller's roles on every read (`_search`, `_count`, `_doc`; opensearch_dlsfls.py).
 It is not OpenSearch: queries support what opensearch_query.py lists (anything else answers 400 saying it is
-not emulated); documents are visible without refresh; `_source` keeps parsed values (a real `index` operation keeps the original bytes, and a
-script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index; painless is never executed.
+not emulated); documents are visible without refresh; `_source` keeps parsed values (a real `index` operation
+keeps the original bytes, and a script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index;
+painless is never executed.
 
 Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization` header for
 service `es`; given credentials it also verifies the signature.
