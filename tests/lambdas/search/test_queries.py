@@ -82,6 +82,12 @@ ZONES: dict[str, dict[str, Any]] = {
         "description": "start of the lake trail",
         "geometry": {"type": "Point", "coordinates": [-123.05, 49.05]},
     },
+    "7": {  # a point outside every polygon below
+        "collection": "bcparks_1",
+        "name": "Lookout",
+        "description": "a view over the valley",
+        "geometry": {"type": "Point", "coordinates": [-121.5, 49.5]},
+    },
     "6": {  # deleted: only its tombstone is indexed
         "collection": "bcparks_1",
         "name": "Old Lake Camp",
@@ -212,7 +218,8 @@ def test_a_polygon_finds_the_shapes_it_intersects_and_never_hidden_or_deleted_on
 ) -> None:
     answer = run(reader, geo_shape_search("geozone", AROUND_ZONE_1))
 
-    # Zone 4 (hidden) and zone 6 (a tombstone) lie inside the polygon too.
+    # The trailhead point (5) is inside, the lookout point (7) outside; zone 4 (hidden) and zone 6 (a tombstone)
+    # lie inside the polygon too.
     assert ids(answer) == zones("1", "5")
     assert answer["hits"]["total"] == {"value": 2, "relation": "eq"}
 
@@ -251,7 +258,7 @@ def test_contains_finds_the_zone_around_a_point_and_disjoint_everything_else(
     disjoint = run(reader, geo_shape_search("geozone", point, Relation.DISJOINT))
 
     assert ids(containing) == zones("1")
-    assert ids(disjoint) == zones("2", "5", "3")  # key order: geozone::bcparks_1 before geozone::bcparks_10
+    assert ids(disjoint) == zones("2", "5", "7", "3")  # key order: geozone::bcparks_1 before ::bcparks_10
 
 
 def test_a_bounding_box_as_shape_finds_the_geometries_it_touches(reader: OpenSearchTransport) -> None:
@@ -350,9 +357,8 @@ def test_browse_pages_through_everything_visible_in_order_with_search_after(
         pages.append(ids(answer))
         request = next_page(request, answer)
 
-    # Alpine Meadow, Harbour, Lake Shore, Trailhead: by name (exact keyword), two per page; a full page may have
-    # a successor, so the last request finds nothing.
-    assert pages == [zones("1", "3"), zones("2", "5"), []]
+    # Alpine Meadow, Harbour, Lake Shore, Lookout, Trailhead: by name (exact keyword), two per page.
+    assert pages == [zones("1", "3"), zones("2", "7"), zones("5")]
 
 
 def test_browse_descending_with_a_last_page_that_is_not_full(reader: OpenSearchTransport) -> None:
@@ -362,10 +368,10 @@ def test_browse_descending_with_a_last_page_that_is_not_full(reader: OpenSearchT
     assert following is not None
     rest = run(reader, following)
 
-    assert ids(answer) == zones("5", "2", "3")
-    assert ids(rest) == zones("1")
+    assert ids(answer) == zones("5", "7", "2")
+    assert ids(rest) == zones("3", "1")
     assert next_page(following, rest) is None
-    assert rest["hits"]["total"]["value"] == 4
+    assert rest["hits"]["total"]["value"] == 5
 
 
 # --- the DSL ----------------------------------------------------------------------------------------------
