@@ -26,6 +26,7 @@ ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 PATHLESS_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/[\w+=,.@-]{1,64}$")
 ROLE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/(?P<name>[\w+=,.@/*-]{1,512})$")
 ROLE_NAME_PATTERN = re.compile(r"^[\w+=,.@/*-]{1,512}$")
+ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
 # Members of the IAM Identity Center (SSO) permission set "AdministratorAccess" in the environment's account.
 SSO_ADMINISTRATORS = "aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_AdministratorAccess_*"
 CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/(1[6-9]|2[0-8])$")
@@ -491,6 +492,9 @@ class EnvironmentConfig:
     # bootstrap and its provider). Lambda keeps 100 of an account's quota unreserved, so a new account (quota
     # often 10) cannot reserve anything: turn it off there.
     reserve_concurrency: bool = True
+    # The role the deploy workflow assumes through GitHub's OIDC provider (README, "Deploy from GitHub Actions"):
+    # a role path/name in this environment's account, or a full role ARN (a role in a tooling account).
+    deploy_role: str = "refdata-github-deploy"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -519,6 +523,11 @@ class EnvironmentConfig:
             self.log_retention_days in LOG_RETENTION_DAYS,
             f"{path}.log_retention_days",
             f"{self.log_retention_days} must be one of {LOG_RETENTION_DAYS}",
+        )
+        _require(
+            bool(ROLE_ARN.fullmatch(self.deploy_role) or ROLE_NAME.fullmatch(self.deploy_role)),
+            f"{path}.deploy_role",
+            f"{self.deploy_role!r} must be an IAM role ARN or a role path/name (no wildcards)",
         )
         _validate_nested(self, path)
         if self.production:
@@ -582,6 +591,11 @@ class EnvironmentConfig:
     def role_arn(self, name: str) -> str:
         """The ARN of the IAM role ``name`` (path included, no leading slash) in this environment's account."""
         return f"arn:{self.partition}:iam::{self.account}:role/{name}"
+
+    @property
+    def deploy_role_arn(self) -> str:
+        """The ARN of ``deploy_role`` (a path/name resolves in this environment's account)."""
+        return self.deploy_role if self.deploy_role.startswith("arn:") else self.role_arn(self.deploy_role)
 
     def admin_principal_arns(self) -> list[str]:
         """``search.admin_principals`` as role ARN patterns (paths and names resolve in this account)."""

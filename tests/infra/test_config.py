@@ -542,3 +542,27 @@ def test_invalid_sync_setting_names_its_field(
 ) -> None:
     with rejects(f"{config.name}.sync.{field}"):
         with_sync(config, **changes)
+
+
+# --- deploy role ---------------------------------------------------------------------------------------------
+
+
+def test_deploy_role_defaults_to_a_named_role_in_the_environments_account(config: EnvironmentConfig) -> None:
+    assert config.deploy_role_arn == f"arn:aws:iam::{config.account}:role/refdata-github-deploy"
+
+
+def test_deploy_role_may_be_a_path_or_a_role_in_another_account(config: EnvironmentConfig) -> None:
+    assert (
+        replace(config, deploy_role="ci/deployer").deploy_role_arn
+        == f"arn:aws:iam::{config.account}:role/ci/deployer"
+    )
+    tooling = "arn:aws:iam::444444444444:role/github-deploy"
+    assert replace(config, deploy_role=tooling).deploy_role_arn == tooling
+
+
+@pytest.mark.parametrize(
+    "role", ["", "deploy-*", "arn:aws:iam::123:role/deploy", "arn:aws:iam::123456789012:user/ci"]
+)
+def test_deploy_role_that_is_not_one_named_role_is_rejected(config: EnvironmentConfig, role: str) -> None:
+    with rejects(f"{config.name}.deploy_role"):
+        replace(config, deploy_role=role)
