@@ -12,12 +12,18 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
+from datamodel.registry import REGISTRY
+from search.readers import check_role_name
+
 ACCOUNT_ID = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,254}$")
 DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+# A role without a path: fine-grained access control knows a signed request's role from its STS session, which
+# carries the role's name but not its path, while the access policy's `aws:PrincipalArn` carries the path.
+PATHLESS_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/[\w+=,.@-]{1,64}$")
 ROLE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/(?P<name>[\w+=,.@/*-]{1,512})$")
 ROLE_NAME_PATTERN = re.compile(r"^[\w+=,.@/*-]{1,512}$")
 ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
@@ -284,6 +290,58 @@ class SamlLogin:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReadRole:
+    """A read-only fine-grained-access-control role for application teams and public sites (search.readers).
+
+    The index bootstrap creates it on every deploy (and deletes it once removed from config). It may search,
+    count and get documents of ``schemas`` through their read aliases only; document-level security hides
+    tombstones and hidden items, field-level security the schemas' internal attributes (datamodel.registry).
+    Requests signed by the IAM roles in ``iam_role_arns`` act as it, and the domain's access policy admits those
+    roles to the aliases' `_search`, `_count` and `_doc` paths; ``backend_roles`` maps further backend roles
+    as given (e.g. a SAML group signing in to Dashboards).
+    """
+
+    name: str
+    schemas: tuple[str, ...]
+    iam_role_arns: tuple[str, ...] = ()
+    backend_roles: tuple[str, ...] = ()
+
+    def validate(self, path: str) -> None:
+        try:
+            check_role_name(self.name, f"{path}.name")
+        except ValueError as invalid:
+            raise ConfigError(str(invalid)) from None
+        _require(bool(self.schemas), f"{path}.schemas", "must name at least one indexable schema")
+        _require(
+            len(set(self.schemas)) == len(self.schemas),
+            f"{path}.schemas",
+            f"repeats a schema: {self.schemas}",
+        )
+        indexable = sorted(name for name, schema in REGISTRY.items() if schema.indexable)
+        for index, schema in enumerate(self.schemas):
+            _require(schema in indexable, f"{path}.schemas[{index}]", f"{schema!r} is not one of {indexable}")
+        _require(
+            bool(self.iam_role_arns or self.backend_roles),
+            f"{path}.iam_role_arns",
+            "a read role needs at least one IAM role ARN or backend role to act as it",
+        )
+        for index, arn in enumerate(self.iam_role_arns):
+            _require(
+                bool(PATHLESS_ROLE_ARN.fullmatch(arn)),
+                f"{path}.iam_role_arns[{index}]",
+                f"{arn!r} must be an IAM role ARN without a path (arn:aws:iam::<account>:role/<name>): "
+                "fine-grained access control sees a signed request's role without its path",
+            )
+        for index, role in enumerate(self.backend_roles):
+            _require(bool(role.strip()), f"{path}.backend_roles[{index}]", "must not be empty")
+
+    @property
+    def mapped_backend_roles(self) -> tuple[str, ...]:
+        """Everything the role mapping lists: the IAM role ARNs, then the other backend roles."""
+        return self.iam_role_arns + self.backend_roles
+
+
 def http_payload_limit_bytes(instance_type: str) -> int:
     """Amazon OpenSearch Service's documented maximum HTTP request payload per instance size."""
     size = instance_type.split(".")[1] if instance_type.count(".") == 2 else ""
@@ -310,6 +368,7 @@ class SearchSettings:
     admin_principals: tuple[str, ...] = (SSO_ADMINISTRATORS,)
     dashboards_login: CognitoLogin | SamlLogin | None = None
     snapshot_hour_utc: int = 8
+    read_roles: tuple[ReadRole, ...] = ()
 
     def validate(self, path: str) -> None:
         _require(
@@ -368,6 +427,8 @@ class SearchSettings:
             )
         _require(0 <= self.snapshot_hour_utc <= 23, f"{path}.snapshot_hour_utc", "must be 0-23")
         _validate_nested(self, path)
+        names = [role.name for role in self.read_roles]
+        _require(len(names) == len(set(names)), f"{path}.read_roles", f"repeats a role name: {names}")
         for index, principal in enumerate(self.admin_principals):
             match = ROLE_ARN_PATTERN.fullmatch(principal) or ROLE_NAME_PATTERN.fullmatch(principal)
             name = (match.groupdict().get("name") or principal) if match else ""
@@ -409,6 +470,10 @@ class SyncSettings:
             f"{path}.request_timeout_seconds",
             "must be at least 1 and below timeout_seconds",
         )
+
+
+# The search roles infra/constructs/search_access.py names `<domain name>-<purpose>`.
+PLATFORM_ROLES = ("search-admin", "stream-sync", "index-bootstrap")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -545,6 +610,15 @@ class EnvironmentConfig:
                 f"{path}.monitoring.{lag}",
                 "must be below sync.max_record_age_seconds, or records are given up before the alarm fires",
             )
+        platform = {self.role_arn(f"{self.search.domain_name}-{purpose}") for purpose in PLATFORM_ROLES}
+        platform |= {self.search.master_role_arn} if self.search.master_role_arn else set()
+        for index, role in enumerate(self.search.read_roles):
+            for position, arn in enumerate(role.iam_role_arns):
+                _require(
+                    arn not in platform,
+                    f"{path}.search.read_roles[{index}].iam_role_arns[{position}]",
+                    f"{arn!r} is one of the platform's own search roles",
+                )
 
     @property
     def retains_data(self) -> bool:

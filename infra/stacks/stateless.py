@@ -6,6 +6,7 @@ from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from constructs import Construct
 from datamodel.registry import indexable_schemas
 from search.indices import bootstrap_fingerprint
+from search.readers import read_role_definitions
 
 from infra.config import EnvironmentConfig
 from infra.constructs.index_bootstrap import IndexBootstrap
@@ -76,6 +77,9 @@ class StatelessStack(Stack):
             schemas=schemas,
             replicas=config.search.replicas,
             fingerprint=bootstrap_fingerprint(schemas, replicas=config.search.replicas),
+            read_roles=read_role_definitions(
+                (role.name, role.schemas, role.mapped_backend_roles) for role in config.search.read_roles
+            ),
             **shared,  # type: ignore[arg-type]
         )
         self.monitoring = Monitoring(

@@ -19,6 +19,7 @@ from infra.config import (
     GsiSettings,
     Projection,
     ProvisionedCapacity,
+    ReadRole,
     RemovalPolicy,
     http_payload_limit_bytes,
 )
@@ -446,6 +447,76 @@ def test_admin_principal_paths_resolve_in_the_environment_account(config: Enviro
 def test_valid_master_role_arn_is_accepted(config: EnvironmentConfig) -> None:
     arn = f"arn:aws:iam::{config.account}:role/platform/search-admin"
     assert with_search(config, master_role_arn=arn).search.master_role_arn == arn
+
+
+# --- read roles ---------------------------------------------------------------------------------------------
+
+
+def reader(config: EnvironmentConfig, **changes: object) -> ReadRole:
+    role = ReadRole(
+        name="app_reader", schemas=("geozone",), iam_role_arns=(f"arn:aws:iam::{config.account}:role/app",)
+    )
+    return replace(role, **changes)
+
+
+def with_readers(config: EnvironmentConfig, *roles: ReadRole) -> EnvironmentConfig:
+    return with_search(config, read_roles=(*config.search.read_roles, *roles))
+
+
+def test_shipped_public_read_role_reads_zones_and_product_dates_but_never_bookings(
+    config: EnvironmentConfig,
+) -> None:
+    (role,) = config.search.read_roles
+    assert (role.name, role.schemas) == ("public_search", ("geozone", "productDate"))
+    assert role.iam_role_arns == (f"arn:aws:iam::{config.account}:role/refdata-{config.name}-public-search",)
+
+
+def test_a_read_role_maps_its_iam_roles_then_its_other_backend_roles(config: EnvironmentConfig) -> None:
+    role = reader(config, backend_roles=("search-readers",))
+    assert role.mapped_backend_roles == (f"arn:aws:iam::{config.account}:role/app", "search-readers")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"name": "Readers"}, "name"),
+        ({"name": "all_access"}, "name"),
+        ({"name": "refdata_stream_sync"}, "name"),
+        ({"schemas": ()}, "schemas"),
+        ({"schemas": ("geozone", "geozone")}, "schemas"),
+        ({"schemas": ("geozone", "thread")}, "schemas[1]"),
+        ({"schemas": ("parks",)}, "schemas[0]"),
+        ({"iam_role_arns": (), "backend_roles": ()}, "iam_role_arns"),
+        ({"iam_role_arns": ("arn:aws:iam::111111111111:user/someone",)}, "iam_role_arns[0]"),
+        ({"iam_role_arns": ("arn:aws:iam::111111111111:role/apps/reader",)}, "iam_role_arns[0]"),
+        ({"iam_role_arns": ("arn:aws:iam::111111111111:role/app-*",)}, "iam_role_arns[0]"),
+        ({"backend_roles": (" ",)}, "backend_roles[0]"),
+    ],
+)
+def test_invalid_read_role_names_its_field(
+    config: EnvironmentConfig, changes: dict[str, object], field: str
+) -> None:
+    position = len(config.search.read_roles)
+    with rejects(f"{config.name}.search.read_roles[{position}].{field}"):
+        with_readers(config, reader(config, **changes))
+
+
+def test_two_read_roles_of_one_name_are_rejected(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.search.read_roles"):
+        with_readers(config, reader(config), reader(config))
+
+
+@pytest.mark.parametrize("purpose", ["stream-sync", "index-bootstrap", "search-admin"])
+def test_a_platform_role_cannot_be_a_reader(config: EnvironmentConfig, purpose: str) -> None:
+    arn = config.role_arn(f"{config.search.domain_name}-{purpose}")
+    position = len(config.search.read_roles)
+    with rejects(f"{config.name}.search.read_roles[{position}].iam_role_arns[0]"):
+        with_readers(config, reader(config, iam_role_arns=(arn,)))
+
+
+def test_a_read_role_of_backend_roles_only_is_accepted(config: EnvironmentConfig) -> None:
+    changed = with_readers(config, reader(config, iam_role_arns=(), backend_roles=("saml-readers",)))
+    assert changed.search.read_roles[-1].mapped_backend_roles == ("saml-readers",)
 
 
 # --- sync ---------------------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ No OpenSearch server can run here, so this in-memory HTTP server on 127.0.0.1 im
 request and response formats of the APIs the platform uses: composable index templates, indices and their
 settings (`PUT <index>/_settings`, replicas, write blocks), cluster settings (`action.auto_create_index`),
 aliases (`POST _aliases`, filters, write index), stored scripts (with and without a context), `_doc`, `_bulk`
-with per-item status and error, a minimal `_search` (`size`, field `sort`, `search_after`) and `_count`,
-`_cat/indices`, and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
+with per-item status and error, `_search` and `_count` with the query DSL, sorting and `search_after` the
+platform's query helpers use (tests/support/opensearch_query.py), `_cat/indices`, and the `filter_path`
+response filter (field paths with `*`; no exclusions, no `**`).
 
 It is strict where the engine is strict, and answers in the engine's words (type, reason, `caused_by`):
 - documents are parsed against the index mappings, which grow dynamically (tests/support/opensearch_mapping.py);
@@ -15,10 +16,12 @@ It is strict where the engine is strict, and answers in the engine's words (type
   `action.auto_create_index` forbids it; index write blocks refuse writes;
 - with `fgac`, every signed request is attributed to an IAM role and checked by fine-grained access control
   (opensearch_security.py), including the implicit `indices:admin/create` of an auto-created index and the
-  implicit `indices:admin/mapping/put` of a document that adds a field.
-It is not OpenSearch: queries support only `match_all`, `term`, `terms` and `bool`; documents are visible
-without refresh; `_source` keeps parsed values (a real `index` operation keeps the original bytes, and a
-script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index; painless is never executed.
+  implicit `indices:admin/mapping/put` of a document that adds a field, and the document- and field-level
+  security of the caller's roles on every read (`_search`, `_count`, `_doc`; opensearch_dlsfls.py).
+It is not OpenSearch: queries support what opensearch_query.py lists (anything else answers 400 saying it is
+not emulated); documents are visible without refresh; `_source` keeps parsed values (a real `index` operation
+keeps the original bytes, and a script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index;
+painless is never executed.
 
 Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization` header for
 service `es`; given credentials it also verifies the signature.
@@ -50,8 +53,11 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from tests.support.opensearch_dlsfls import check_role, read_restriction
 from tests.support.opensearch_errors import OpenSearchError, cause, index_not_found
 from tests.support.opensearch_mapping import parse_document
+from tests.support.opensearch_query import IndexView, Visible, visible_document
+from tests.support.opensearch_query import search as run_search
 from tests.support.opensearch_scripts import (
     ScriptRuntimeError,
     Twin,
@@ -366,93 +372,6 @@ def _validate_index_name(name: str) -> None:
             'any of [\\, /, *, ?, ", <, >, |,  , ,, #, :]',
             index=name,
         )
-
-
-def _matches_query(source: Mapping[str, Any], query: Mapping[str, Any] | None) -> bool:
-    if not query:
-        return True
-    ((kind, spec),) = query.items()
-    if kind == "match_all":
-        return True
-    if kind == "term":
-        ((field_name, expected),) = spec.items()
-        if isinstance(expected, Mapping):
-            expected = expected.get("value")
-        return _field_values(source, field_name).count(expected) > 0
-    if kind == "terms":
-        ((field_name, options),) = spec.items()
-        values = _field_values(source, field_name)
-        return any(option in values for option in options)
-    if kind == "bool":
-
-        def clauses(key: str) -> list[Mapping[str, Any]]:
-            value = spec.get(key, [])
-            return [value] if isinstance(value, Mapping) else list(value)
-
-        if not all(_matches_query(source, clause) for clause in clauses("must") + clauses("filter")):
-            return False
-        if any(_matches_query(source, clause) for clause in clauses("must_not")):
-            return False
-        should = clauses("should")
-        return not should or any(_matches_query(source, clause) for clause in should)
-    raise OpenSearchError(
-        400, "parsing_exception", f"unknown query [{kind}] (not emulated by the loopback server)"
-    )
-
-
-def _sort_fields(sort: Any) -> list[tuple[str, str]]:
-    """`sort` as (field, order) pairs: `"f"`, `{"f": "desc"}` or `{"f": {"order": "desc"}}` entries."""
-    if sort is None:
-        return []
-    fields: list[tuple[str, str]] = []
-    for entry in sort if isinstance(sort, list) else [sort]:
-        if isinstance(entry, str):
-            fields.append((entry, "asc"))
-            continue
-        ((field_name, spec),) = entry.items()
-        order = spec.get("order", "asc") if isinstance(spec, Mapping) else spec
-        if order not in ("asc", "desc"):
-            raise OpenSearchError(400, "parsing_exception", f"unknown sort order [{order}]")
-        fields.append((field_name, order))
-    return fields
-
-
-def _sort_value(source: Mapping[str, Any], field_name: str) -> Any:
-    values = _field_values(source, field_name)
-    return min(values) if values else None
-
-
-class _Descending:
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Descending) -> bool:
-        return bool(other.value < self.value)
-
-    def __gt__(self, other: _Descending) -> bool:
-        return bool(other.value > self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Descending) and other.value == self.value
-
-
-def _sort_key(values: list[Any], sort: list[tuple[str, str]]) -> tuple[Any, ...]:
-    """Documents without the field sort last in either order, as OpenSearch's default `missing: _last`."""
-    key: list[Any] = []
-    for value, (_, order) in zip(values, sort, strict=True):
-        key.append(
-            (value is None, None if value is None else value if order == "asc" else _Descending(value))
-        )
-    return tuple(key)
-
-
-def _field_values(source: Mapping[str, Any], dotted: str) -> list[Any]:
-    node: Any = source
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return []
-        node = node[part]
-    return list(node) if isinstance(node, list) else [node]
 
 
 def _flat_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -978,6 +897,8 @@ class _Cluster:
         """PUT _plugins/_security/api/{roles,rolesmapping}/<name>: 201 CREATED or 200 OK, as documented."""
         if kind == "roles" and not isinstance(body.get("index_permissions", []), list):
             raise OpenSearchError(400, "bad_request", "index_permissions must be an array")
+        if kind == "roles":
+            check_role(body)
         if kind == "rolesmapping" and not isinstance(body.get("backend_roles", []), list):
             raise OpenSearchError(400, "bad_request", "backend_roles must be an array")
         existed = name in self.security[kind]
@@ -1039,7 +960,23 @@ class _Cluster:
 
     # --- documents -------------------------------------------------------------------------------
 
-    def get_document(self, target: str, doc_id: str) -> tuple[int, dict[str, Any]]:
+    def _visible(self, subject: Subject, name: str, named: Sequence[str]) -> Visible:
+        """Index `name` as `subject` sees it through the names of the request (`named`): the filters of the
+        aliases it used, and its document- and field-level security."""
+        index = self.indices[name]
+        restriction = read_restriction(subject, self.authorizer.roles(subject), name, tuple(index.aliases))
+        return Visible(
+            index=IndexView(name, index.mappings, index.docs),
+            alias_filters=[
+                spec["filter"]
+                for alias, spec in index.aliases.items()
+                if alias in named and spec.get("filter")
+            ],
+            document_filter=restriction.document_filter(),
+            fields=restriction.visible,
+        )
+
+    def get_document(self, subject: Subject, target: str, doc_id: str) -> tuple[int, dict[str, Any]]:
         names = self.resolve(target)
         if len(names) != 1:
             raise OpenSearchError(
@@ -1049,7 +986,10 @@ class _Cluster:
                 "single index op",
             )
         index = self.indices[names[0]]
-        if doc_id not in index.docs:
+        view = self._visible(subject, index.name, ())
+        source = index.docs.get(doc_id)
+        source = None if source is None else visible_document(view, source)
+        if source is None:
             return 404, {"_index": index.name, "_id": doc_id, "found": False}
         return 200, {
             "_index": index.name,
@@ -1058,51 +998,17 @@ class _Cluster:
             "_seq_no": index.seq_no,
             "_primary_term": 1,
             "found": True,
-            "_source": copy.deepcopy(index.docs[doc_id]),
+            "_source": copy.deepcopy(dict(source)),
         }
 
-    def search(self, expression: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
-        query = (body or {}).get("query")
-        size = int((body or {}).get("size", 10))
-        sort = _sort_fields((body or {}).get("sort"))
-        after = (body or {}).get("search_after")
-        if after is not None and (not sort or not isinstance(after, list) or len(after) != len(sort)):
-            raise OpenSearchError(
-                400,
-                "illegal_argument_exception",
-                "search_after needs a sort and exactly one value per sort field",
-            )
-        hits: list[dict[str, Any]] = []
-        for name in self.resolve(expression):
-            index = self.indices[name]
-            alias_filters = [
-                spec["filter"]
-                for part in expression.split(",")
-                for alias, spec in index.aliases.items()
-                if alias == part and spec.get("filter")
-            ]
-            for doc_id, source in index.docs.items():
-                if all(_matches_query(source, f) for f in alias_filters) and _matches_query(source, query):
-                    hits.append(
-                        {"_index": name, "_id": doc_id, "_score": 1.0, "_source": copy.deepcopy(source)}
-                    )
-        total = len(hits)
-        if sort:
-            for hit in hits:
-                hit["sort"] = [_sort_value(hit["_source"], field_name) for field_name, _ in sort]
-            hits.sort(key=lambda hit: _sort_key(hit["sort"], sort))
-            if after is not None:
-                hits = [hit for hit in hits if _sort_key(hit["sort"], sort) > _sort_key(after, sort)]
-        return {
-            "took": 1,
-            "timed_out": False,
-            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-            "hits": {
-                "total": {"value": total, "relation": "eq"},
-                "max_score": 1.0 if hits else None,
-                "hits": hits[:size],
-            },
-        }
+    def search(
+        self, subject: Subject, expression: str, body: Mapping[str, Any] | None, *, count_only: bool = False
+    ) -> dict[str, Any]:
+        """`_search` / `_count` over the concrete indices of `expression`, each through the filters of the aliases
+        the expression names and the caller's document- and field-level security."""
+        named = expression.split(",")
+        views = [self._visible(subject, name, named) for name in self.resolve(expression)]
+        return copy.deepcopy(run_search(views, body, count_only=count_only))
 
     # --- _bulk -----------------------------------------------------------------------------------
 
@@ -2054,16 +1960,17 @@ class LoopbackOpenSearch:
                     if found is None:
                         return 404, {"status": "NOT_FOUND", "message": f"{segments[4]} not found."}
                     return 200, {segments[4]: found}
+                if method == "DELETE":
+                    if cluster.security[segments[3]].pop(segments[4], None) is None:
+                        return 404, {"status": "NOT_FOUND", "message": f"{segments[4]} not found."}
+                    return 200, {"status": "OK", "message": f"'{segments[4]}' deleted."}
             if route == ROUTE_DOC and method == "GET":
                 allow_indices(["indices:data/read/get"], segments[0])
-                return cluster.get_document(segments[0], segments[2])
+                return cluster.get_document(subject, segments[0], segments[2])
             if route in (ROUTE_SEARCH, ROUTE_COUNT) and method in ("GET", "POST"):
                 expression = segments[0] if len(segments) == 2 else "_all"
                 allow_indices(["indices:data/read/search"], expression)
-                result = cluster.search(expression, body())
-                if route == ROUTE_COUNT:
-                    return 200, {"count": result["hits"]["total"]["value"], "_shards": result["_shards"]}
-                return 200, result
+                return 200, cluster.search(subject, expression, body(), count_only=route == ROUTE_COUNT)
             if route == ROUTE_REFRESH and method in ("GET", "POST"):
                 allow_indices(["indices:admin/refresh"], segments[0] if len(segments) == 2 else "_all")
                 return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
