@@ -12,14 +12,21 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
+from datamodel.registry import REGISTRY
+from search.readers import check_role_name
+
 ACCOUNT_ID = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,254}$")
 DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+# A role without a path: fine-grained access control knows a signed request's role from its STS session, which
+# carries the role's name but not its path, while the access policy's `aws:PrincipalArn` carries the path.
+PATHLESS_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/[\w+=,.@-]{1,64}$")
 ROLE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/(?P<name>[\w+=,.@/*-]{1,512})$")
 ROLE_NAME_PATTERN = re.compile(r"^[\w+=,.@/*-]{1,512}$")
+ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
 # Members of the IAM Identity Center (SSO) permission set "AdministratorAccess" in the environment's account.
 SSO_ADMINISTRATORS = "aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_AdministratorAccess_*"
 STREAMS_ENDPOINT = re.compile(r"^vpce-[0-9a-z-]+\.streams\.dynamodb\.[a-z0-9-]+\.vpce\.amazonaws\.com$")
@@ -299,6 +306,58 @@ class SamlLogin:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReadRole:
+    """A read-only fine-grained-access-control role for application teams and public sites (search.readers).
+
+    The index bootstrap creates it on every deploy (and deletes it once removed from config). It may search,
+    count and get documents of ``schemas`` through their read aliases only; document-level security hides
+    tombstones and hidden items, field-level security the schemas' internal attributes (datamodel.registry).
+    Requests signed by the IAM roles in ``iam_role_arns`` act as it, and the domain's access policy admits those
+    roles to the aliases' `_search`, `_count` and `_doc` paths; ``backend_roles`` maps further backend roles
+    as given (e.g. a SAML group signing in to Dashboards).
+    """
+
+    name: str
+    schemas: tuple[str, ...]
+    iam_role_arns: tuple[str, ...] = ()
+    backend_roles: tuple[str, ...] = ()
+
+    def validate(self, path: str) -> None:
+        try:
+            check_role_name(self.name, f"{path}.name")
+        except ValueError as invalid:
+            raise ConfigError(str(invalid)) from None
+        _require(bool(self.schemas), f"{path}.schemas", "must name at least one indexable schema")
+        _require(
+            len(set(self.schemas)) == len(self.schemas),
+            f"{path}.schemas",
+            f"repeats a schema: {self.schemas}",
+        )
+        indexable = sorted(name for name, schema in REGISTRY.items() if schema.indexable)
+        for index, schema in enumerate(self.schemas):
+            _require(schema in indexable, f"{path}.schemas[{index}]", f"{schema!r} is not one of {indexable}")
+        _require(
+            bool(self.iam_role_arns or self.backend_roles),
+            f"{path}.iam_role_arns",
+            "a read role needs at least one IAM role ARN or backend role to act as it",
+        )
+        for index, arn in enumerate(self.iam_role_arns):
+            _require(
+                bool(PATHLESS_ROLE_ARN.fullmatch(arn)),
+                f"{path}.iam_role_arns[{index}]",
+                f"{arn!r} must be an IAM role ARN without a path (arn:aws:iam::<account>:role/<name>): "
+                "fine-grained access control sees a signed request's role without its path",
+            )
+        for index, role in enumerate(self.backend_roles):
+            _require(bool(role.strip()), f"{path}.backend_roles[{index}]", "must not be empty")
+
+    @property
+    def mapped_backend_roles(self) -> tuple[str, ...]:
+        """Everything the role mapping lists: the IAM role ARNs, then the other backend roles."""
+        return self.iam_role_arns + self.backend_roles
+
+
 def http_payload_limit_bytes(instance_type: str) -> int:
     """Amazon OpenSearch Service's documented maximum HTTP request payload per instance size."""
     size = instance_type.split(".")[1] if instance_type.count(".") == 2 else ""
@@ -325,6 +384,7 @@ class SearchSettings:
     admin_principals: tuple[str, ...] = (SSO_ADMINISTRATORS,)
     dashboards_login: CognitoLogin | SamlLogin | None = None
     snapshot_hour_utc: int = 8
+    read_roles: tuple[ReadRole, ...] = ()
 
     def validate(self, path: str) -> None:
         _require(
@@ -383,6 +443,8 @@ class SearchSettings:
             )
         _require(0 <= self.snapshot_hour_utc <= 23, f"{path}.snapshot_hour_utc", "must be 0-23")
         _validate_nested(self, path)
+        names = [role.name for role in self.read_roles]
+        _require(len(names) == len(set(names)), f"{path}.read_roles", f"repeats a role name: {names}")
         for index, principal in enumerate(self.admin_principals):
             match = ROLE_ARN_PATTERN.fullmatch(principal) or ROLE_NAME_PATTERN.fullmatch(principal)
             name = (match.groupdict().get("name") or principal) if match else ""
@@ -483,6 +545,57 @@ class OpsSettings:
         )
 
 
+# The search roles infra/constructs/search_access.py names `<domain name>-<purpose>`.
+PLATFORM_ROLES = ("search-admin", "stream-sync", "index-bootstrap", "ops-worker")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitoringSettings:
+    """Alarm thresholds (infra/constructs/monitoring.py; what each alarm means: docs/runbook.md).
+
+    The domain's defaults are AWS's "Recommended CloudWatch alarms for Amazon OpenSearch Service"; the alarms
+    that watch a yes/no metric (cluster red, KMS key errors, a failed snapshot, ...) fire at 1 and have no
+    setting. Counts are per 5 minutes unless a field says otherwise.
+    """
+
+    # Minimum free storage of the fullest data node, as a share of its configured volume (AWS: 25 %).
+    free_storage_percent: int = 25
+    cpu_percent: int = 80
+    jvm_memory_pressure_percent: int = 95
+    old_gen_jvm_memory_pressure_percent: int = 80
+    master_cpu_percent: int = 50
+    master_jvm_memory_pressure_percent: int = 95
+    master_old_gen_jvm_memory_pressure_percent: int = 80
+    # 5xx answers as a share of the domain's requests, per minute (AWS: 10 %).
+    server_error_percent: int = 10
+    # New write-thread-pool rejections per minute (AWS: an increase of 1).
+    write_rejections: int = 1
+    # Read or write throttle events of the table or of one of its indexes.
+    throttle_events: int = 1
+    table_system_errors: int = 1
+    # Oldest stream record an invocation receives, and the sync's own end-to-end lag (per minute, maximum).
+    iterator_age_seconds: int = 300
+    replication_lag_seconds: int = 300
+    # The sync's longest invocation as a share of its timeout.
+    duration_timeout_percent: int = 90
+    dead_lettered_documents: int = 1
+    # Records whose transient retries ran out in the invocation and were handed back to Lambda, in each of
+    # three consecutive 5-minute periods: the shard has been held for 15 minutes.
+    records_held_for_retry: int = 1
+
+    def validate(self, path: str) -> None:
+        percents = [name for name in _MONITORING_FIELDS if name.endswith("_percent")]
+        for name in percents:
+            _require(1 <= getattr(self, name) <= 100, f"{path}.{name}", "must be 1-100")
+        for name in (name for name in _MONITORING_FIELDS if name not in percents):
+            _require(getattr(self, name) >= 1, f"{path}.{name}", "must be at least 1")
+        for name in ("iterator_age_seconds", "replication_lag_seconds"):
+            _require(getattr(self, name) >= 60, f"{path}.{name}", "must be at least 60 (one alarm period)")
+
+
+_MONITORING_FIELDS = tuple(f.name for f in fields(MonitoringSettings))
+
+
 @dataclass(frozen=True, kw_only=True)
 class EnvironmentConfig:
     name: str
@@ -495,11 +608,15 @@ class EnvironmentConfig:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
     ops: OpsSettings = field(default_factory=OpsSettings)
+    monitoring: MonitoringSettings = field(default_factory=MonitoringSettings)
     production: bool = False
     # Reserve concurrency for every function (the sync's from sync.reserved_concurrency, one each for the index
-    # bootstrap and its provider, the ops worker's from ops.max_concurrency). Lambda keeps 100 of an account's quota unreserved, so a new account (quota
-    # often 10) cannot reserve anything: turn it off there.
+    # bootstrap and its provider, the ops worker's from ops.max_concurrency). Lambda keeps 100 of an account's
+    # quota unreserved, so a new account (quota often 10) cannot reserve anything: turn it off there.
     reserve_concurrency: bool = True
+    # The role the deploy workflow assumes through GitHub's OIDC provider (README, "Deploy from GitHub Actions"):
+    # a role path/name in this environment's account, or a full role ARN (a role in a tooling account).
+    deploy_role: str = "refdata-github-deploy"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -528,6 +645,11 @@ class EnvironmentConfig:
             self.log_retention_days in LOG_RETENTION_DAYS,
             f"{path}.log_retention_days",
             f"{self.log_retention_days} must be one of {LOG_RETENTION_DAYS}",
+        )
+        _require(
+            bool(ROLE_ARN.fullmatch(self.deploy_role) or ROLE_NAME.fullmatch(self.deploy_role)),
+            f"{path}.deploy_role",
+            f"{self.deploy_role!r} must be an IAM role ARN or a role path/name (no wildcards)",
         )
         _validate_nested(self, path)
         if self.production:
@@ -564,6 +686,21 @@ class EnvironmentConfig:
                 f"must be at most half of table.provisioned.max_read ({provisioned.max_read // 2}): a repair scan "
                 "must leave the table's own readers their capacity",
             )
+        for lag in ("iterator_age_seconds", "replication_lag_seconds"):
+            _require(
+                getattr(self.monitoring, lag) < self.sync.max_record_age_seconds,
+                f"{path}.monitoring.{lag}",
+                "must be below sync.max_record_age_seconds, or records are given up before the alarm fires",
+            )
+        platform = {self.role_arn(f"{self.search.domain_name}-{purpose}") for purpose in PLATFORM_ROLES}
+        platform |= {self.search.master_role_arn} if self.search.master_role_arn else set()
+        for index, role in enumerate(self.search.read_roles):
+            for position, arn in enumerate(role.iam_role_arns):
+                _require(
+                    arn not in platform,
+                    f"{path}.search.read_roles[{index}].iam_role_arns[{position}]",
+                    f"{arn!r} is one of the platform's own search roles",
+                )
 
     @property
     def retains_data(self) -> bool:
@@ -595,6 +732,11 @@ class EnvironmentConfig:
     def role_arn(self, name: str) -> str:
         """The ARN of the IAM role ``name`` (path included, no leading slash) in this environment's account."""
         return f"arn:{self.partition}:iam::{self.account}:role/{name}"
+
+    @property
+    def deploy_role_arn(self) -> str:
+        """The ARN of ``deploy_role`` (a path/name resolves in this environment's account)."""
+        return self.deploy_role if self.deploy_role.startswith("arn:") else self.role_arn(self.deploy_role)
 
     def admin_principal_arns(self) -> list[str]:
         """``search.admin_principals`` as role ARN patterns (paths and names resolve in this account)."""

@@ -1,5 +1,6 @@
-"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``) and the cdk-nag acknowledgments
-with their reasons (``python -m infra.report --acknowledgments``)."""
+"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``), the cdk-nag acknowledgments
+with their reasons (``python -m infra.report --acknowledgments``), and what the deploy workflow needs to know of
+one environment (``python -m infra.report --deploy-target <env>``, as ``key=value`` lines for ``$GITHUB_OUTPUT``)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,27 @@ def _print_acknowledgments() -> None:
             print(f"- {rule} on {path}: {reason}")
 
 
+def deploy_target(name: str) -> list[str]:
+    """``role_arn``, ``region`` and ``account`` of environment ``name`` from config, as ``key=value`` lines."""
+    from infra.config import ConfigError
+    from infra.environments import environments
+
+    known = environments()
+    if name not in known:
+        raise ConfigError(f"{name}: unknown environment; known: {sorted(known)}")
+    config = known[name]
+    return [f"role_arn={config.deploy_role_arn}", f"region={config.region}", f"account={config.account}"]
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--deploy-target":
+        from infra.config import ConfigError
+
+        try:
+            print("\n".join(deploy_target(sys.argv[2])))
+        except ConfigError as error:
+            sys.exit(str(error))
+        sys.exit(0)
     if sys.argv[1:] == ["--acknowledgments"]:
         _print_acknowledgments()
         sys.exit(0)

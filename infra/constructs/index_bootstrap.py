@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -30,9 +32,11 @@ class IndexBootstrap(Construct):
     """Runs ``index_bootstrap.handler.on_event`` through the CDK provider framework on every deploy that
     changes the schemas or their mappings; no console step is needed to make the domain usable.
 
-    The handler assumes the FGAC master role to put templates, the sync script, indices, aliases and the
-    stream-sync role mapping. ``fingerprint`` (a hash of the desired templates) is a resource property so a
-    mapping change triggers an update, which creates the next index version.
+    The handler assumes the FGAC master role to put templates, the sync script, indices, aliases, the
+    stream-sync role mapping and the read roles. ``fingerprint`` (a hash of the desired templates) is a resource
+    property so a mapping change triggers an update, which creates the next index version; ``read_roles``
+    (``search.readers.read_role_definitions``: the roles and mappings to put, JSON) likewise, so `cdk diff`
+    shows every change of a reader's document- or field-level security.
 
     The provider framework's function stays in the VPC (it reaches Lambda through the interface endpoint and the
     response URL through the S3 gateway endpoint), so no function of the platform has a route to the internet.
@@ -53,6 +57,7 @@ class IndexBootstrap(Construct):
         schemas: list[str],
         replicas: int,
         fingerprint: str,
+        read_roles: Mapping[str, Any],
         reserve_concurrency: bool,
         reaches: Sequence[Reach],
         vpc: ec2.IVpc,
@@ -153,6 +158,7 @@ class IndexBootstrap(Construct):
                 "Schemas": schemas,
                 "Replicas": str(replicas),
                 "Fingerprint": fingerprint,
+                "ReadRoles": json.dumps(read_roles, sort_keys=True, separators=(",", ":")),
             },
         )
 

@@ -1,101 +1,529 @@
-"""Alarms that page: stream lag, dead-lettered records, function errors and throttles."""
+"""The alarms that page, the "platform degraded" composite over them, and the dashboard that explains them.
+
+Every alarm has the dimensions its metric is published with (so it evaluates), a deliberate missing-data treatment,
+a threshold from ``MonitoringSettings``, an alarm and an OK action on the stateful stack's alarm topic, and a
+description that links its section of docs/runbook.md. Alarm names are ``refdata-<env>-<Kind>[-<subject>]``; the
+runbook has one section per kind.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
+from stream_sync.sync import Fate
+from stream_sync.telemetry import FATE_METRICS
 
-ITERATOR_AGE_ALARM = Duration.minutes(5)
+from infra.config import MonitoringSettings, SearchSettings
+from infra.constructs.dashboard import Graph, OperationsDashboard, Section
+
+RUNBOOK = "docs/runbook.md"
+DOMAIN_NAMESPACE = "AWS/ES"
+MINUTE = Duration.minutes(1)
+FIVE_MINUTES = Duration.minutes(5)
+GTE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+# A metric published every period while its resource runs: a gap means "unknown", never "healthy".
+GAUGE = cloudwatch.TreatMissingData.MISSING
+# A metric published only when something happens (throttles, errors, KMS trouble) or while there is traffic
+# (invocations, batches, requests): no data means nothing happened.
+EVENT = cloudwatch.TreatMissingData.NOT_BREACHING
+# The domain's yes/no metrics: an alarm at 1, kind -> (period, missing data, what it means).
+DOMAIN_FLAGS = {
+    "ClusterIndexWritesBlocked": (
+        FIVE_MINUTES,
+        GAUGE,
+        "The domain refuses writes: the sync holds every record until writes resume.",
+    ),
+    "AutomatedSnapshotFailure": (
+        MINUTE,
+        GAUGE,
+        "An hourly automated snapshot failed (often because the cluster is red).",
+    ),
+    "KMSKeyError": (
+        MINUTE,
+        EVENT,
+        "The data key that encrypts the domain at rest is disabled: the domain cannot read data.",
+    ),
+    "KMSKeyInaccessible": (
+        MINUTE,
+        EVENT,
+        "The data key is deleted or its grants are revoked: the domain cannot be recovered in place.",
+    ),
+}
+# DynamoDB operations whose SystemErrors are summed: the item and transaction calls writers, the redrive and the
+# ops tools make (CloudWatch allows ten metrics in one alarm). The stream's GetRecords is published with a
+# StreamLabel dimension and its failures surface as the sync's iterator age.
+TABLE_OPERATIONS = (
+    dynamodb.Operation.GET_ITEM,
+    dynamodb.Operation.BATCH_GET_ITEM,
+    dynamodb.Operation.QUERY,
+    dynamodb.Operation.SCAN,
+    dynamodb.Operation.PUT_ITEM,
+    dynamodb.Operation.UPDATE_ITEM,
+    dynamodb.Operation.DELETE_ITEM,
+    dynamodb.Operation.BATCH_WRITE_ITEM,
+    dynamodb.Operation.TRANSACT_WRITE_ITEMS,
+    dynamodb.Operation.TRANSACT_GET_ITEMS,
+)
+
+
+def alarm_name(environment: str, kind: str, subject: str | None = None) -> str:
+    return "-".join(part for part in ("refdata", environment, kind, subject) if part)
 
 
 class Monitoring(Construct):
-    """Every alarm has its metric's dimensions (so it evaluates) and an action on the stateful stack's encrypted
-    alarm topic (so it reaches someone); subscribe the on-call endpoint to its ``AlarmTopicArn`` output."""
+    """Alarms on the search domain, the table, the stream sync, the dead-letter queues and the ops workflows of one
+    environment.
 
-    def __init__(self, scope: Construct, construct_id: str, *, topic: sns.ITopic) -> None:
+    Subscribe on-call to the stateful stack's alarm topic (output ``AlarmTopicArn``); to receive only the
+    composite "platform degraded" signal, give the subscription a message-body filter on its ``AlarmName``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment: str,
+        account: str,
+        settings: MonitoringSettings,
+        topic: sns.ITopic,
+        search: SearchSettings,
+        table: dynamodb.ITable,
+        table_indexes: Sequence[str],
+        sync_function: lambda_.IFunction,
+        sync_timeout: Duration,
+        sync_metrics_namespace: str,
+        dead_letter_queues: Mapping[str, sqs.IQueue],
+        ops_workflows: Mapping[str, sfn.IStateMachine],
+    ) -> None:
         super().__init__(scope, construct_id)
+        self._environment = environment
+        self._settings = settings
         self._action = actions.SnsAction(topic)
-
-    def watch_stream_function(self, name: str, function: lambda_.IFunction) -> None:
-        """Replication lag (iterator age), errors and throttles of a stream-triggered function."""
-        self._alarm(
-            f"{name}IteratorAge",
-            function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1)),
-            threshold=ITERATOR_AGE_ALARM.to_milliseconds(),
-            description="Stream records wait longer than 5 minutes: OpenSearch lags DynamoDB.",
-        )
-        self.watch_function(name, function)
-
-    def watch_function(self, name: str, function: lambda_.IFunction) -> None:
-        self._alarm(
-            f"{name}Errors",
-            function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
-            threshold=1,
-            description="The function failed (crash or timeout): its batch is being retried.",
-        )
-        self._alarm(
-            f"{name}Throttles",
-            function.metric_throttles(period=Duration.minutes(5), statistic="Sum"),
-            threshold=1,
-            description="Invocations were throttled by the reserved concurrency.",
-        )
-
-    def watch_script_errors(self, name: str, namespace: str) -> None:
-        """The stored ordering script is missing, does not compile, or fails on a document (docs/sync.md)."""
-        self._alarm(
-            f"{name}ScriptErrors",
-            cloudwatch.Metric(
-                namespace=namespace, metric_name="ScriptErrors", statistic="Sum", period=Duration.minutes(5)
+        self.alarms: list[cloudwatch.Alarm] = []
+        sections = [
+            self._watch_domain(search, account),
+            self._watch_table(table, table_indexes),
+            self._watch_sync(sync_function, sync_timeout, sync_metrics_namespace),
+            self._watch_queues(dead_letter_queues),
+            self._watch_ops(ops_workflows),
+        ]
+        self.composite = cloudwatch.CompositeAlarm(
+            self,
+            "PlatformDegraded",
+            composite_alarm_name=alarm_name(environment, "PlatformDegraded"),
+            alarm_rule=cloudwatch.AlarmRule.any_of(*self.alarms),
+            alarm_description=_described(
+                "PlatformDegraded",
+                f"At least one of the {len(self.alarms)} alarms of {environment} is in ALARM.",
             ),
-            threshold=1,
-            description="The stored ordering script failed: records are held (script missing or not compiling) "
-            "or dead-lettered (failing on a document). See docs/sync.md.",
+        )
+        self.composite.add_alarm_action(self._action)
+        self.composite.add_ok_action(self._action)
+        self.dashboard = OperationsDashboard(
+            self,
+            "Dashboard",
+            name=alarm_name(environment, "operations"),
+            overview=self.composite,
+            sections=sections,
         )
 
-    def watch_dead_letter_queue(self, name: str, queue: sqs.IQueue) -> None:
-        self._alarm(
-            f"{name}Depth",
-            queue.metric_approximate_number_of_messages_visible(
-                period=Duration.minutes(1), statistic="Maximum"
+    # --- the parts --------------------------------------------------------------------------------------------
+
+    def _watch_domain(self, search: SearchSettings, account: str) -> Section:
+        """AWS's recommended alarms for OpenSearch Service, with both dimensions the service publishes."""
+        settings = self._settings
+
+        def metric(name: str, statistic: str, period: Duration = MINUTE) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace=DOMAIN_NAMESPACE,
+                metric_name=name,
+                dimensions_map={"DomainName": search.domain_name, "ClientId": account},
+                statistic=statistic,
+                period=period,
+            )
+
+        red = metric("ClusterStatus.red", "Maximum")
+        yellow = metric("ClusterStatus.yellow", "Maximum")
+        nodes = metric("Nodes", "Minimum", Duration.days(1))
+        free_storage = metric("FreeStorageSpace", "Minimum")
+        flags = {kind: metric(kind, "Maximum", period) for kind, (period, _, _) in DOMAIN_FLAGS.items()}
+        new_rejections = cloudwatch.MathExpression(
+            expression="DIFF(rejected)",
+            using_metrics={"rejected": metric("ThreadpoolWriteRejected", "Sum")},
+            label="New write rejections",
+            period=MINUTE,
+        )
+        server_errors = cloudwatch.MathExpression(
+            expression="100 * errors / requests",
+            using_metrics={"errors": metric("5xx", "Sum"), "requests": metric("OpenSearchRequests", "Sum")},
+            label="5xx, % of requests",
+            period=MINUTE,
+        )
+        free_storage_mib = search.volume_size_gib * 1024 * settings.free_storage_percent / 100
+        node_count = search.data_node_count + search.master_node_count
+        alarms = [
+            self._alarm(
+                "ClusterStatusRed",
+                red,
+                threshold=1,
+                # Only a running domain reports its health: silence is an outage, not a green cluster.
+                missing=cloudwatch.TreatMissingData.BREACHING,
+                summary="A primary shard is unassigned: its documents can be neither searched nor written.",
             ),
-            threshold=1,
-            description="Records were dead-lettered: see docs/sync.md for the redrive procedure.",
+            self._alarm(
+                "ClusterStatusYellow",
+                yellow,
+                threshold=1,
+                evaluation_periods=5,
+                missing=GAUGE,
+                summary="A replica shard has been unassigned for 5 minutes: one more node loss can lose data.",
+            ),
+            self._alarm(
+                "Nodes",
+                nodes,
+                threshold=node_count,
+                comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=GAUGE,
+                summary=f"Fewer than the {node_count} configured nodes answered at some point in the last day.",
+            ),
+            self._alarm(
+                "FreeStorageSpace",
+                free_storage,
+                threshold=free_storage_mib,
+                comparison=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+                missing=GAUGE,
+                summary=f"A data node has {settings.free_storage_percent} % or less of its "
+                f"{search.volume_size_gib} GiB volume free; writes are blocked at the flood stage.",
+            ),
+            self._alarm(
+                "ThreadpoolWriteRejected",
+                new_rejections,
+                threshold=settings.write_rejections,
+                missing=GAUGE,
+                summary="The domain's write thread pools rejected requests (HTTP 429): the sync retries them.",
+            ),
+            self._alarm(
+                "Domain5xx",
+                server_errors,
+                threshold=settings.server_error_percent,
+                missing=EVENT,
+                summary=f"{settings.server_error_percent} % or more of the domain's requests failed with a 5xx "
+                "in a minute.",
+            ),
+        ]
+        graphs = [
+            Graph("Cluster health", [red, yellow, metric("ClusterStatus.green", "Maximum")], right=[nodes]),
+            Graph("Free storage of the fullest node (MiB)", [free_storage], threshold=free_storage_mib),
+            Graph("Writes refused", [new_rejections, flags["ClusterIndexWritesBlocked"]]),
+            Graph("Requests and 5xx", [metric("OpenSearchRequests", "Sum")], right=[server_errors]),
+        ]
+        alarms += [
+            self._alarm(kind, flags[kind], threshold=1, missing=missing, summary=summary)
+            for kind, (_, missing, summary) in DOMAIN_FLAGS.items()
+        ]
+        roles = [("", "A data node")] + (
+            [("Master", "A dedicated master")] if search.master_node_count else []
         )
+        for role, who in roles:
+            pressure, graph = self._watch_pressure(metric, role, who)
+            alarms += pressure
+            graphs.append(graph)
+        return Section(f"Search domain {search.domain_name}", graphs, alarms)
 
-    def watch_state_machine(self, name: str, state_machine: sfn.IStateMachine) -> None:
-        """A run that failed or timed out (the scheduled tombstone purge has nobody watching it)."""
-        self._alarm(
-            f"{name}Failed",
-            cloudwatch.MathExpression(
-                expression="failed + timedOut",
+    def _watch_pressure(
+        self, metric: Callable[..., cloudwatch.Metric], role: str, who: str
+    ) -> tuple[list[cloudwatch.Alarm], Graph]:
+        """CPU, JVM heap and old-generation pressure of the data nodes (``role`` "") or of the dedicated masters
+        ("Master"); thresholds ``[master_]cpu_percent``, ``[master_]jvm_memory_pressure_percent``, ..."""
+        limit = {
+            name: getattr(self._settings, f"{role.lower()}_{name}_percent".lstrip("_"))
+            for name in ("cpu", "jvm_memory_pressure", "old_gen_jvm_memory_pressure")
+        }
+        cpu = metric(f"{role}CPUUtilization", "Maximum", Duration.minutes(15))
+        jvm = metric(f"{role}JVMMemoryPressure", "Maximum")
+        old_gen = metric(f"{role}OldGenJVMMemoryPressure", "Maximum")
+        alarms = [
+            self._alarm(
+                f"{role}CPUUtilization",
+                cpu,
+                threshold=limit["cpu"],
+                evaluation_periods=3,
+                missing=GAUGE,
+                summary=f"{who}'s CPU has reached {limit['cpu']} % in each of the last three 15-minute periods.",
+            ),
+            self._alarm(
+                f"{role}JVMMemoryPressure",
+                jvm,
+                threshold=limit["jvm_memory_pressure"],
+                evaluation_periods=3,
+                missing=GAUGE,
+                summary=f"{who}'s JVM heap is {limit['jvm_memory_pressure']} % full for 3 minutes: "
+                "out-of-memory errors and refused requests follow.",
+            ),
+            self._alarm(
+                f"{role}OldGenJVMMemoryPressure",
+                old_gen,
+                threshold=limit["old_gen_jvm_memory_pressure"],
+                evaluation_periods=3,
+                missing=GAUGE,
+                summary=f"{who}'s old generation is {limit['old_gen_jvm_memory_pressure']} % full for 3 minutes: "
+                "garbage collection no longer frees memory.",
+            ),
+        ]
+        nodes = who.removeprefix("A ").capitalize()
+        return alarms, Graph(f"{nodes}s: CPU, heap, old generation (%)", [cpu, jvm, old_gen])
+
+    def _watch_table(self, table: dynamodb.ITable, indexes: Sequence[str]) -> Section:
+        """Throttled reads and writes of the table and of each index, and DynamoDB's own errors."""
+        threshold = self._settings.throttle_events
+        throttles: list[cloudwatch.IMetric] = []
+        alarms = []
+        for index in (None, *indexes):
+            dimensions = {"TableName": table.table_name}
+            if index is not None:
+                dimensions["GlobalSecondaryIndexName"] = index
+            for access in ("Read", "Write"):
+                throttled = table.metric(
+                    f"{access}ThrottleEvents", dimensions_map=dimensions, statistic="Sum", period=FIVE_MINUTES
+                )
+                throttles.append(throttled.with_(label=f"{access} {index or 'table'}"))
+                whose = f"the index {index}" if index else "the table"
+                consequence = (
+                    "; a throttled index also throttles the table's writes"
+                    if index and access == "Write"
+                    else ""
+                )
+                alarms.append(
+                    self._alarm(
+                        f"{'Index' if index else 'Table'}{access}Throttles",
+                        throttled,
+                        subject=index,
+                        threshold=threshold,
+                        missing=EVENT,
+                        summary=f"{access}s of {whose} were throttled {threshold} or more times in 5 minutes"
+                        f"{consequence}.",
+                    )
+                )
+        system_errors = table.metric_system_errors_for_operations(
+            operations=list(TABLE_OPERATIONS), period=FIVE_MINUTES
+        )
+        alarms.append(
+            self._alarm(
+                "TableSystemErrors",
+                system_errors,
+                threshold=self._settings.table_system_errors,
+                missing=EVENT,
+                summary="DynamoDB answered requests with HTTP 500 (its own fault); the SDKs retry them.",
+            )
+        )
+        consumed = [
+            table.metric_consumed_read_capacity_units(period=FIVE_MINUTES, label="Read units"),
+            table.metric_consumed_write_capacity_units(period=FIVE_MINUTES, label="Write units"),
+        ]
+        graphs = [
+            Graph("Consumed capacity", consumed),
+            Graph("Throttle events", throttles),
+            Graph("System errors", [system_errors]),
+        ]
+        return Section("DynamoDB table", graphs, alarms)
+
+    def _watch_sync(self, function: lambda_.IFunction, timeout: Duration, namespace: str) -> Section:
+        """The stream's lag, the function's health and the handler's own metrics (docs/sync.md)."""
+        settings = self._settings
+
+        def emitted(name: str, statistic: str = "Sum", period: Duration = FIVE_MINUTES) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace=namespace, metric_name=name, statistic=statistic, period=period
+            )
+
+        iterator_age = function.metric("IteratorAge", statistic="Maximum", period=MINUTE)
+        lag = emitted("ReplicationLagSeconds", "Maximum", MINUTE)
+        duration = function.metric_duration(statistic="Maximum", period=FIVE_MINUTES)
+        errors = function.metric_errors(statistic="Sum", period=FIVE_MINUTES)
+        throttles = function.metric_throttles(statistic="Sum", period=FIVE_MINUTES)
+        script_errors = emitted("ScriptErrors")
+        fates = {fate: emitted(name) for fate, name in FATE_METRICS.items()}
+        duration_limit = timeout.to_milliseconds() * settings.duration_timeout_percent / 100
+        alarms = [
+            self._alarm(
+                "SyncIteratorAge",
+                iterator_age,
+                threshold=settings.iterator_age_seconds * 1000,
+                missing=EVENT,
+                summary=f"Stream records waited {settings.iterator_age_seconds} s or more before the sync "
+                "received them: OpenSearch lags DynamoDB.",
+            ),
+            self._alarm(
+                "SyncReplicationLag",
+                lag,
+                threshold=settings.replication_lag_seconds,
+                missing=EVENT,
+                summary=f"Changes reached OpenSearch {settings.replication_lag_seconds} s or more after they "
+                "were made in DynamoDB.",
+            ),
+            self._alarm(
+                "SyncErrors",
+                errors,
+                threshold=1,
+                missing=EVENT,
+                summary="An invocation failed (crash or timeout): Lambda retries or bisects its batch.",
+            ),
+            self._alarm(
+                "SyncThrottles",
+                throttles,
+                threshold=1,
+                missing=EVENT,
+                summary="Invocations were throttled by the function's reserved concurrency or the account's.",
+            ),
+            self._alarm(
+                "SyncDuration",
+                duration,
+                threshold=duration_limit,
+                missing=EVENT,
+                summary=f"An invocation ran {settings.duration_timeout_percent} % of the "
+                f"{timeout.to_seconds():.0f} s timeout: the next one may be killed mid-batch.",
+            ),
+            self._alarm(
+                "SyncDeadLettered",
+                fates[Fate.DEAD_LETTERED],
+                threshold=settings.dead_lettered_documents,
+                missing=EVENT,
+                summary="The sync dead-lettered records: they are in the DLQ with their reason, waiting for a "
+                "fix and a redrive.",
+            ),
+            self._alarm(
+                "SyncRecordsHeldForRetry",
+                fates[Fate.RETRY],
+                threshold=settings.records_held_for_retry,
+                evaluation_periods=3,
+                missing=EVENT,
+                summary="For 15 minutes the sync's transient retries ran out and records went back to Lambda: "
+                "a systemic fault holds the shard.",
+            ),
+            self._alarm(
+                "SyncScriptErrors",
+                script_errors,
+                threshold=1,
+                missing=EVENT,
+                summary="The stored ordering script is missing, does not compile, or failed on a document.",
+            ),
+        ]
+        seconds = cloudwatch.MathExpression(
+            expression="age / 1000",
+            using_metrics={"age": iterator_age},
+            label="Iterator age (s)",
+            period=MINUTE,
+        )
+        graphs = [
+            Graph("Stream lag (s)", [seconds, lag], threshold=settings.iterator_age_seconds),
+            Graph(
+                "Throughput",
+                [function.metric_invocations(statistic="Sum", period=FIVE_MINUTES)],
+                right=[emitted("BatchSize"), emitted("BulkRequests")],
+            ),
+            Graph("Records by fate", list(fates.values()), stacked=True),
+            Graph("Failures", [errors, throttles, script_errors]),
+            Graph("Duration (ms)", [duration], threshold=duration_limit),
+        ]
+        return Section("Stream sync", graphs, alarms)
+
+    def _watch_queues(self, queues: Mapping[str, sqs.IQueue]) -> Section:
+        alarms = []
+        depths = []
+        ages = []
+        for owner, queue in queues.items():
+            depth = queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=MINUTE)
+            depths.append(depth.with_(label=owner))
+            ages.append(
+                queue.metric_approximate_age_of_oldest_message(
+                    statistic="Maximum", period=FIVE_MINUTES, label=owner
+                )
+            )
+            alarms.append(
+                self._alarm(
+                    f"{owner}DeadLetters",
+                    depth,
+                    threshold=1,
+                    missing=EVENT,
+                    summary=f"Messages wait in the {owner} dead-letter queue (kept 14 days).",
+                )
+            )
+        graphs = [Graph("Messages waiting", depths), Graph("Oldest message (s)", ages)]
+        return Section("Dead-letter queues", graphs, alarms)
+
+    def _watch_ops(self, workflows: Mapping[str, sfn.IStateMachine]) -> Section:
+        """Runs of the ops workflows (docs/operations.md) that failed or timed out: nobody watches the scheduled
+        tombstone purge, and an operator's run may outlive their shell."""
+        alarms = []
+        started = []
+        failures = []
+        for operation, machine in workflows.items():
+            # Ids unique on the dashboard's graph of every workflow's failures.
+            failed = cloudwatch.MathExpression(
+                expression=f"{operation}Failed + {operation}TimedOut",
                 using_metrics={
-                    "failed": state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
-                    "timedOut": state_machine.metric_timed_out(period=Duration.minutes(5), statistic="Sum"),
+                    f"{operation}Failed": machine.metric_failed(statistic="Sum", period=FIVE_MINUTES),
+                    f"{operation}TimedOut": machine.metric_timed_out(statistic="Sum", period=FIVE_MINUTES),
                 },
-                period=Duration.minutes(5),
-            ),
-            threshold=1,
-            description="An ops workflow run failed: its summary (runs/<operation>/<run id>/summary.json in the ops "
-            "bucket) says what; see docs/operations.md.",
-        )
+                label=operation,
+                period=FIVE_MINUTES,
+            )
+            started.append(machine.metric_started(statistic="Sum", period=FIVE_MINUTES, label=operation))
+            failures.append(failed)
+            alarms.append(
+                self._alarm(
+                    "OpsRunFailed",
+                    failed,
+                    subject=operation,
+                    threshold=1,
+                    missing=EVENT,
+                    summary=f"A run of the ops {operation} workflow failed or timed out: its summary "
+                    f"(runs/{operation}/<run id>/summary.json in the ops bucket) says what.",
+                )
+            )
+        graphs = [Graph("Runs started", started), Graph("Runs failed or timed out", failures)]
+        return Section("Ops workflows", graphs, alarms)
+
+    # --- one alarm ----------------------------------------------------------------------------------------------
 
     def _alarm(
-        self, construct_id: str, metric: cloudwatch.IMetric, *, threshold: float, description: str
-    ) -> None:
+        self,
+        kind: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float,
+        missing: cloudwatch.TreatMissingData,
+        summary: str,
+        subject: str | None = None,
+        evaluation_periods: int = 1,
+        comparison: cloudwatch.ComparisonOperator = GTE,
+    ) -> cloudwatch.Alarm:
         alarm = cloudwatch.Alarm(
             self,
-            construct_id,
+            f"{kind}-{subject}" if subject else kind,
+            alarm_name=alarm_name(self._environment, kind, subject),
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=description,
+            comparison_operator=comparison,
+            evaluation_periods=evaluation_periods,
+            treat_missing_data=missing,
+            alarm_description=_described(kind, summary),
         )
         alarm.add_alarm_action(self._action)
+        alarm.add_ok_action(self._action)
+        self.alarms.append(alarm)
+        return alarm
+
+
+def _described(kind: str, summary: str) -> str:
+    return f"{summary} Runbook: {RUNBOOK}#{kind.lower()}"

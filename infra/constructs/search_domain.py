@@ -9,8 +9,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from constructs import Construct
+from search.indices import read_alias
 
-from infra.config import CognitoLogin, SamlLogin, SearchSettings
+from infra.config import CognitoLogin, ReadRole, SamlLogin, SearchSettings
 from infra.nag import acknowledge
 
 LOG_TYPES = ("SearchSlow", "IndexSlow", "Application", "Audit")
@@ -160,6 +161,8 @@ class SearchDomain(Construct):
                 "Resource": f"{self.domain_arn}/*",
             }
         ]
+        for reader in settings.read_roles:
+            statements.extend(self._reader_statements(reader))
         if isinstance(login, SamlLogin):
             # A browser's requests are not SigV4-signed: Dashboards (and only Dashboards) must admit them, so
             # SAML sign-in and fine-grained access control decide. The REST API stays role-scoped.
@@ -199,6 +202,37 @@ class SearchDomain(Construct):
                 "requires three-zone awareness (validated).",
                 "AwsSolutions-OS7",
             )
+
+    def _reader_statements(self, reader: ReadRole) -> list[dict[str, object]]:
+        """A read role's IAM roles may search and count (GET, POST) and get documents (GET) through its schemas'
+        read aliases, and reach nothing else (fine-grained access control then hides what the role may not see).
+
+        The roles are named by an exact `aws:PrincipalArn` condition under their accounts rather than as
+        principals: they belong to application teams, may be created after this stack (a policy's named principal
+        must exist when the policy is set), and are then matched by name, as fine-grained access control matches
+        them."""
+        if not reader.iam_role_arns:
+            return []
+        accounts = sorted({arn.split(":")[4] for arn in reader.iam_role_arns})
+        who = {
+            "Principal": {"AWS": [f"arn:{Aws.PARTITION}:iam::{account}:root" for account in accounts]},
+            "Condition": {"ArnEquals": {"aws:PrincipalArn": sorted(reader.iam_role_arns)}},
+        }
+        aliases = [f"{self.domain_arn}/{read_alias(schema)}" for schema in reader.schemas]
+        return [
+            {
+                "Effect": "Allow",
+                **who,
+                "Action": ["es:ESHttpGet", "es:ESHttpPost"],
+                "Resource": [f"{alias}/{api}" for alias in aliases for api in ("_search", "_count")],
+            },
+            {
+                "Effect": "Allow",
+                **who,
+                "Action": ["es:ESHttpGet"],
+                "Resource": [f"{alias}/_doc/*" for alias in aliases],
+            },
+        ]
 
     def _cognito_options(self, login: CognitoLogin | SamlLogin | None) -> opensearch.CognitoOptions | None:
         """Cognito sign-in: OpenSearch configures the pools through a role AWS keeps current."""

@@ -31,6 +31,11 @@ _PROJECTIONS = {
 }
 
 
+def index_names(settings: TableSettings) -> list[str]:
+    """Every global secondary index of the table: the built-in ``globalId`` and the extra ones from config."""
+    return [GLOBAL_ID_INDEX, *(gsi.name for gsi in settings.extra_gsis)]
+
+
 class SingleTable(Construct):
     """Every schema's items in one table keyed ``pk``/``sk`` (see docs/data-model.md).
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from constructs import Construct
 from datamodel.registry import indexable_schemas
 from ops.purge import minimum_age_seconds
 from search.indices import bootstrap_fingerprint
+from search.readers import read_role_definitions
 
 from infra.config import EnvironmentConfig
 from infra.constructs.index_bootstrap import IndexBootstrap
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.ops_workflows import OpsWorkflows
 from infra.constructs.search_domain import domain_arn
+from infra.constructs.single_table import index_names
 from infra.constructs.stream_sync import METRICS_NAMESPACE, StreamSync
 from infra.constructs.vpc_function import Reach
 from infra.retention import retention
@@ -77,6 +79,9 @@ class StatelessStack(Stack):
             schemas=schemas,
             replicas=config.search.replicas,
             fingerprint=bootstrap_fingerprint(schemas, replicas=config.search.replicas),
+            read_roles=read_role_definitions(
+                (role.name, role.schemas, role.mapped_backend_roles) for role in config.search.read_roles
+            ),
             **shared,  # type: ignore[arg-type]
         )
         self.ops = OpsWorkflows(
@@ -97,14 +102,32 @@ class StatelessStack(Stack):
             tombstone_min_age_seconds=minimum_age_seconds(config.sync.max_record_age_seconds),
             **shared,  # type: ignore[arg-type]
         )
-        self.monitoring = Monitoring(self, "Monitoring", topic=handed.alarm_topic)
-        self.monitoring.watch_stream_function("StreamSync", self.sync.function)
-        self.monitoring.watch_script_errors("StreamSync", METRICS_NAMESPACE)
-        self.monitoring.watch_dead_letter_queue("StreamSyncDeadLetters", self.sync.dead_letter_queue)
-        self.monitoring.watch_dead_letter_queue("BootstrapDeadLetters", self.bootstrap.dead_letter_queue)
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            environment=config.name,
+            account=config.account,
+            settings=config.monitoring,
+            topic=handed.alarm_topic,
+            search=config.search,
+            table=handed.table,
+            table_indexes=index_names(config.table),
+            sync_function=self.sync.function,
+            sync_timeout=Duration.seconds(config.sync.timeout_seconds),
+            sync_metrics_namespace=METRICS_NAMESPACE,
+            dead_letter_queues={
+                "StreamSync": self.sync.dead_letter_queue,
+                "Bootstrap": self.bootstrap.dead_letter_queue,
+            },
+            ops_workflows=self.ops.state_machines,
+        )
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
+        # What docs/runbook.md asks for by name.
+        CfnOutput(self, "SyncFunctionName", value=self.sync.function.function_name)
+        CfnOutput(self, "IndexBootstrapFunctionName", value=self.bootstrap.handler.function.function_name)
+        CfnOutput(self, "BootstrapDeadLetterQueueUrl", value=self.bootstrap.dead_letter_queue.queue_url)
+        CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard.dashboard_name)
         for operation, machine in self.ops.state_machines.items():
-            self.monitoring.watch_state_machine(f"Ops{operation.title()}", machine)
             CfnOutput(
                 self,
                 f"{operation.title()}StateMachineArn",

@@ -22,6 +22,7 @@ from datamodel.registry import (
     FieldsSk,
     PartsSk,
     Schema,
+    indexable_schemas,
 )
 from datamodel.sharding import sharded_pk
 
@@ -40,6 +41,24 @@ inverted GSI `inverted` (pk `sk`, sk `pk`). Keys are built and parsed only by th
 
 | schema | pk pattern | sk pattern | example pk / sk → OpenSearch id | GSI use | synced to OpenSearch |
 |---|---|---|---|---|---|
+"""
+
+VISIBILITY = """
+## Search documents: attributes and who sees them
+
+Each indexable item becomes one OpenSearch document (the whole item, see docs/sync.md). A schema declares the
+attributes search must know about: their kind gives them an explicit mapping in the schema's index template
+(`text` is full text with an exact `.keyword` subfield; `date` takes ISO-8601 dates or date-times), and their
+visibility says who sees them. Attributes a schema does not declare are mapped dynamically and are public.
+
+Read roles (`search.read_roles` in the environment's config, created by the index bootstrap) read only through
+the read aliases, and fine-grained access control restricts them whichever index name they use:
+**document-level security** hides tombstones and every item whose hidden flag is true, **field-level
+security** hides the internal attributes (also their exact decimal text in `exactNumbers`). The admin role
+and the ops tools see everything.
+
+| schema | attribute | kind | visibility | note |
+|---|---|---|---|---|
 """
 
 RULES = """
@@ -121,8 +140,8 @@ Adding a schema is one `Schema(...)` entry in `SHIPPED` in `lambdas/datamodel/re
 
 | module | job |
 |---|---|
-| `registry` | schemas, `REGISTRY`, `indexable_schemas()`, `schema_of_pk(pk)` |
-| `keys` | `build_pk`, `build_sk`, `parse_pk`, `parse_sk`, `build_key`/`parse_key`, `sk_prefix`, `document_id`/`parse_document_id` |
+| `registry` | schemas, their search attributes and visibility, `REGISTRY`, `indexable_schemas()`, `schema_of_pk(pk)` |
+| `keys` | `build_pk`, `build_sk`, `parse_pk`, `parse_sk`, `build_key`/`parse_key`, `pk_prefix`, `sk_prefix`, `document_id`/`parse_document_id` |
 | `counters` | `next_value(table, pk)`, `next_key(table, schema, pk_values)` |
 | `globalid` | `create_item`, `replace_item`, `update_attributes`, `lookup(table, global_id)` |
 | `sharding` | `shard_of`, `sharded_pk`, `shard_pks`, `query_all_shards` (merged, paginated) |
@@ -174,11 +193,25 @@ def _row(schema: Schema) -> str:
     return "| " + " | ".join([*cells, gsi, synced]) + " |"
 
 
+def _attribute_rows(schema: Schema) -> list[str]:
+    rows = [
+        f"| `{schema.name}` | `{a.name}` | {a.kind.value} | {a.visibility.value} | {a.description} |"
+        for a in schema.attributes
+    ]
+    hidden = (
+        f"items with `{schema.hidden_flag}: true` are hidden from read roles"
+        if schema.hidden_flag
+        else "no hidden flag: every live item is visible"
+    )
+    return [*rows, f"| `{schema.name}` | *(any other)* | dynamic | public | {hidden} |"]
+
+
 def render() -> str:
     """The whole of docs/data-model.md."""
     rows = "\n".join(_row(s) for s in REGISTRY.values())
     notes = "\n".join(f"- `{s.name}`: {s.description}" for s in REGISTRY.values())
-    return f"{HEADER}{rows}\n\n{notes}\n{RULES}"
+    attributes = "\n".join(row for s in indexable_schemas() for row in _attribute_rows(s))
+    return f"{HEADER}{rows}\n\n{notes}\n{VISIBILITY}{attributes}\n{RULES}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

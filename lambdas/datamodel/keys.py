@@ -211,6 +211,24 @@ def parse_key(pk: str, sk: str) -> ItemKey:
     return ItemKey(schema.name, {**values, **parse_sk(schema.name, sk)})
 
 
+def pk_prefix(schema_name: str, values: Mapping[str, object]) -> str:
+    """The pks of a scope: `values` gives the leading pk fields (in declaration order, e.g. `collectionId`).
+
+    The prefix ends at a segment boundary (`booking::bcparks_1::`, so `bcparks_1` never matches `bcparks_10`)
+    unless every pk field is given, in which case it is the whole partition key (`geozone::bcparks_1`).
+    """
+    schema = get_schema(schema_name)
+    fields = schema.pk_fields
+    leading = fields[: len(values)]
+    if not values or {f.name for f in leading} != set(values):
+        raise KeyConventionError(
+            f"prefix of {schema.name} pk must give leading fields of {[f.name for f in fields]}, "
+            f"got {sorted(values)}"
+        )
+    segments = [schema.name, *(encode(f, values[f.name]) for f in leading)]
+    return SEPARATOR.join(segments) + ("" if len(leading) == len(fields) else SEPARATOR)
+
+
 def sk_prefix(schema_name: str, values: Mapping[str, object]) -> str:
     """A `begins_with` prefix that stops at a segment boundary: asking for `1` never matches `10`.
 

@@ -1,7 +1,8 @@
-"""Schema registry: which datatypes exist, how their keys are shaped, and which are indexed.
+"""Schema registry: which datatypes exist, how their keys are shaped, which are indexed, and what readers see.
 
 Adding a schema is one `Schema(...)` entry in `SHIPPED`. Everything else (key builders and parsers,
-the stream filter, the search indices, the conventions table in docs/data-model.md) reads this registry.
+the stream filter, the search indices and their mappings, the read roles' document- and field-level security,
+the query helpers, the conventions table in docs/data-model.md) reads this registry.
 """
 
 from __future__ import annotations
@@ -92,6 +93,61 @@ class FixedSk:
 SortKey = CounterSk | FieldsSk | PartsSk | FixedSk
 
 
+class AttributeKind(Enum):
+    """How a declared document attribute is indexed (its explicit mapping in the schema's index template)."""
+
+    TEXT = "text"  # full text (standard analyzer), with an exact `.keyword` subfield for filters and sorting
+    KEYWORD = "keyword"  # exact strings: filters and sorting
+    DATE = "date"  # ISO-8601 date or date-time (or epoch milliseconds): range filters and sorting
+    BOOLEAN = "boolean"
+
+
+class Visibility(Enum):
+    """Who may see a declared attribute in search results."""
+
+    PUBLIC = "public"  # every read role
+    INTERNAL = "internal"  # hidden from read roles by field-level security: the admin and the ops tools only
+
+
+# Attributes the platform maps or writes itself (search.indices, search.documents): never declared by a schema.
+PLATFORM_ATTRIBUTES = frozenset(
+    {
+        "pk",
+        "sk",
+        "schema",
+        "globalId",
+        "stream_seq",
+        "tombstone",
+        "exactNumbers",
+        "geometry",
+        "geometryUrl",
+        "location",
+        "bbox",
+        "expiresAt",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One top-level attribute of a schema's items, as search indexes and shows it.
+
+    Attributes not declared are indexed dynamically (strings as text with a keyword subfield, numbers as
+    doubles) and are public.
+    """
+
+    name: str
+    kind: AttributeKind
+    visibility: Visibility = Visibility.PUBLIC
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise KeyConventionError(f"attribute name {self.name!r} must be alphanumeric")
+        if self.name in PLATFORM_ATTRIBUTES:
+            raise KeyConventionError(f"attribute {self.name!r} is written or mapped by the platform itself")
+
+
 @dataclass(frozen=True)
 class Sharding:
     """Write sharding: pk gets a trailing `shard` segment = sha256(attribute) mod `shards`."""
@@ -121,6 +177,9 @@ class Schema:
     description: str = ""
     # Key values for the docs' example column; left out of the hash so schemas stay hashable.
     example: Mapping[str, object] = field(default_factory=dict, hash=False)
+    attributes: tuple[Attribute, ...] = ()
+    # A public BOOLEAN attribute: items where it is true are not visible to read roles (document-level security).
+    hidden_flag: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -134,6 +193,27 @@ class Schema:
             raise KeyConventionError(f"schema {self.name!r}: only the last pk field may be a KEY")
         if any(f.kind is Kind.KEY for f in self.sk_fields):
             raise KeyConventionError(f"schema {self.name!r}: sk fields may not be KEY fields")
+        self._check_attributes()
+
+    def _check_attributes(self) -> None:
+        names = [a.name for a in self.attributes]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise KeyConventionError(f"schema {self.name!r}: attributes repeat: {repeated}")
+        if self.attributes and not self.indexable:
+            raise KeyConventionError(
+                f"schema {self.name!r}: attributes describe search documents, and the schema is not indexable"
+            )
+        if self.hidden_flag is None:
+            return
+        flag = next((a for a in self.attributes if a.name == self.hidden_flag), None)
+        if flag is None or flag.kind is not AttributeKind.BOOLEAN:
+            raise KeyConventionError(
+                f"schema {self.name!r}: hidden_flag {self.hidden_flag!r} must name a declared BOOLEAN attribute"
+            )
+        if flag.visibility is not Visibility.PUBLIC:
+            # Document-level security reads the flag; field-level security must not hide what it reads.
+            raise KeyConventionError(f"schema {self.name!r}: hidden_flag {self.hidden_flag!r} must be public")
 
     @property
     def pk_fields(self) -> tuple[Field, ...]:
@@ -152,6 +232,16 @@ class Schema:
         """Every pk of this schema starts with this; the stream filter matches on it."""
         return self.name + SEPARATOR
 
+    def attributes_of(
+        self, kind: AttributeKind | None = None, visibility: Visibility | None = None
+    ) -> tuple[str, ...]:
+        """Names of the declared attributes of one kind and/or visibility, in declaration order."""
+        return tuple(
+            a.name
+            for a in self.attributes
+            if (kind is None or a.kind is kind) and (visibility is None or a.visibility is visibility)
+        )
+
 
 COUNTER = "counter"
 
@@ -163,6 +253,13 @@ SHIPPED: tuple[Schema, ...] = (
         indexable=True,
         description="Geographic zones of a collection; sk allocated by an atomic counter.",
         example={"collectionId": "bcparks_1", "seq": 1},
+        attributes=(
+            Attribute("name", AttributeKind.TEXT),
+            Attribute("description", AttributeKind.TEXT),
+            Attribute("adminNotes", AttributeKind.TEXT, Visibility.INTERNAL, "staff notes, never published"),
+            Attribute("hidden", AttributeKind.BOOLEAN, description="true: not shown to read roles"),
+        ),
+        hidden_flag="hidden",
     ),
     Schema(
         name="productDate",
@@ -177,6 +274,14 @@ SHIPPED: tuple[Schema, ...] = (
             "productId": "1",
             "date": date(2025, 12, 31),
         },
+        attributes=(
+            Attribute("name", AttributeKind.TEXT),
+            Attribute("description", AttributeKind.TEXT),
+            Attribute("date", AttributeKind.DATE, description="the sk's date, repeated for date filters"),
+            Attribute("adminNotes", AttributeKind.TEXT, Visibility.INTERNAL, "staff notes, never published"),
+            Attribute("hidden", AttributeKind.BOOLEAN, description="true: not shown to read roles"),
+        ),
+        hidden_flag="hidden",
     ),
     Schema(
         name="booking",
@@ -191,6 +296,13 @@ SHIPPED: tuple[Schema, ...] = (
             "startDate": date(2026, 7, 1),
             "bookingId": "0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b",
         },
+        attributes=(
+            Attribute(
+                "startDate", AttributeKind.DATE, description="the sk's date, repeated for date filters"
+            ),
+            Attribute("guestName", AttributeKind.TEXT, Visibility.INTERNAL, "personal data"),
+            Attribute("adminNotes", AttributeKind.TEXT, Visibility.INTERNAL, "staff notes, never published"),
+        ),
     ),
     Schema(
         name="thread",

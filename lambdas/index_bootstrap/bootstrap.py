@@ -3,8 +3,9 @@
 Run on every deployment, in order: the cluster setting that keeps write-alias names from being auto-created,
 the stored ordering script (compiled for the `update` context, so a compile error fails the deployment),
 a self-test of that script on the real engine (on a scratch index, through the sync's own bulk lines), the
-stream sync's fine-grained-access-control role and its mapping to the sync's IAM role, and one composable
-template per schema (all idempotent PUTs); then per schema either creates `<schema>-v1` behind the read and
+stream sync's fine-grained-access-control role and its mapping to the sync's IAM role, the read roles and their
+mappings (and the deletion of read roles no longer configured), and one composable template per schema (all
+idempotent PUTs); then per schema either creates `<schema>-v1` behind the read and
 write aliases (no version yet), creates `<schema>-v<N+1>` without touching the aliases (the newest version's
 mapping fingerprint differs from the desired one: a reindex fills it and swaps the aliases later), or does
 nothing; every existing version is brought to the configured replica count. It never deletes an index (other
@@ -84,16 +85,29 @@ class IndexBootstrap:
         )
 
     def run(
-        self, schemas: Sequence[str], *, replicas: int, sync_role_arn: str | None = None
+        self,
+        schemas: Sequence[str],
+        *,
+        replicas: int,
+        sync_role_arn: str | None = None,
+        read_roles: Mapping[str, Mapping[str, Any]] | None = None,
+        retired_read_roles: Sequence[str] = (),
     ) -> list[SchemaOutcome]:
+        """``read_roles``: `{name: {"role": ..., "mapping": ...}}` (search.readers) to put; ``retired_read_roles``:
+        names to delete (roles a previous deployment put that are no longer configured)."""
         self._api.send("PUT", "_cluster/settings", cluster_settings())
         self._api.send("PUT", f"_scripts/{APPLY_SCRIPT_ID}/{APPLY_SCRIPT_CONTEXT}", stored_script_body())
         self.self_test(schemas, secrets.token_hex(6))
         if sync_role_arn:
-            self._api.send("PUT", f"_plugins/_security/api/roles/{SYNC_ROLE}", sync_role_body(schemas))
+            self._api.send("PUT", f"{SECURITY_API}/roles/{SYNC_ROLE}", sync_role_body(schemas))
             self._api.send(
-                "PUT", f"_plugins/_security/api/rolesmapping/{SYNC_ROLE}", role_mapping_body(sync_role_arn)
+                "PUT", f"{SECURITY_API}/rolesmapping/{SYNC_ROLE}", role_mapping_body(sync_role_arn)
             )
+        for name, definition in (read_roles or {}).items():
+            self._api.send("PUT", f"{SECURITY_API}/roles/{path_segment(name)}", definition["role"])
+            self._api.send("PUT", f"{SECURITY_API}/rolesmapping/{path_segment(name)}", definition["mapping"])
+        for name in retired_read_roles:
+            self._retire_read_role(name)
         for schema in schemas:
             self._api.send(
                 "PUT",
@@ -101,6 +115,15 @@ class IndexBootstrap:
                 index_template(schema, replicas=replicas),
             )
         return [self._ensure_index(schema, replicas) for schema in schemas]
+
+    def _retire_read_role(self, name: str) -> None:
+        """Delete a read role's mapping, then the role (either may already be gone: a rerun, or a hand edit)."""
+        for kind in ("rolesmapping", "roles"):
+            path = f"{SECURITY_API}/{kind}/{path_segment(name)}"
+            response = self._api.request("DELETE", path)
+            if not response.ok and response.status != 404:
+                raise BootstrapError(f"DELETE {path} failed: {response.error_reason()}")
+        logger.info(json.dumps({"read_role": name, "deleted": True}))
 
     def self_test(self, schemas: Sequence[str], token: str) -> None:
         """Exercise the stored script on the engine before anything depends on it.
@@ -243,6 +266,7 @@ class IndexBootstrap:
         raise BootstrapError(f"PUT {name} failed: {response.error_reason()}")
 
 
+SECURITY_API = "_plugins/_security/api"
 SELF_TEST_INDEX_PREFIX = "refdata-bootstrap-selftest-"
 _PROBE_KEYS = {"pk": "self-test", "sk": "probe", "schema": "self-test"}
 _PROBE_ID = "self-test#probe"

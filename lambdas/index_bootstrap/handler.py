@@ -12,6 +12,9 @@ ResourceProperties (set by the index bootstrap construct; CloudFormation passes 
   credentials sign.
 - `SyncRoleArn` (optional): the stream sync's IAM role, mapped to the write-only `refdata_stream_sync` role.
 - `Schemas` (optional, not read): the indexable schema names; the registry shipped with the function decides.
+- `ReadRoles` (optional): JSON `{name: {"role": ..., "mapping": ...}}` (`search.readers.read_role_definitions`):
+  the read roles to put with their mappings. On Update, roles in `OldResourceProperties.ReadRoles` that are no
+  longer listed are deleted, so a reader removed from config loses its access (a rollback restores it).
 
 The endpoint comes from the properties rather than the function's environment so that a new domain
 endpoint is itself a property change (an Update with a new physical id). Create and Update run the
@@ -30,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from datamodel.registry import indexable_schemas
+from search.readers import parse_read_roles
 from search.transport import OpenSearchTransport, assume_role, normalize_endpoint
 
 from index_bootstrap.bootstrap import IndexBootstrap
@@ -61,6 +65,10 @@ def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
         raise ValueError("ResourceProperties.Region is not set and AWS_REGION is not in the environment")
     timeout = float(properties.get("RequestTimeoutSeconds", DEFAULT_TIMEOUT_SECONDS))
     replicas = replica_count(properties.get("Replicas"))
+    read_roles = parse_read_roles(properties.get("ReadRoles"), "ResourceProperties.ReadRoles")
+    previous = parse_read_roles(
+        event.get("OldResourceProperties", {}).get("ReadRoles"), "OldResourceProperties.ReadRoles"
+    )
 
     admin_role = properties.get("AdminRoleArn")
     credentials = assume_role(admin_role, region, session_name="index-bootstrap") if admin_role else None
@@ -70,6 +78,8 @@ def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
             [schema.name for schema in indexable_schemas()],
             replicas=replicas,
             sync_role_arn=properties.get("SyncRoleArn") or None,
+            read_roles=read_roles,
+            retired_read_roles=sorted(set(previous) - set(read_roles)),
         )
     finally:
         transport.close()

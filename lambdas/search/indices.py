@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from datamodel.registry import AttributeKind, get_schema
+
 APPLY_SCRIPT_ID: Final = "refdata-sync-apply"
 # Stored with this context (`PUT _scripts/<id>/update`) the script is compiled when stored: a compile error
 # fails the deployment instead of every later update.
@@ -157,6 +159,15 @@ def _field_mappings() -> dict[str, Any]:
     }
 
 
+def _text_with_keyword() -> dict[str, Any]:
+    return {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+
+
+def attribute_mapping(kind: AttributeKind) -> dict[str, Any]:
+    """The explicit mapping of a declared attribute (datamodel.registry); `text` as dynamic strings get it."""
+    return _text_with_keyword() if kind is AttributeKind.TEXT else {"type": kind.value}
+
+
 def _mapping_body() -> dict[str, Any]:
     return {
         "dynamic": True,
@@ -167,10 +178,7 @@ def _mapping_body() -> dict[str, Any]:
             {
                 "strings_as_text_and_keyword": {
                     "match_mapping_type": "string",
-                    "mapping": {
-                        "type": "text",
-                        "fields": {"keyword": {"type": "keyword", "ignore_above": 256}},
-                    },
+                    "mapping": _text_with_keyword(),
                 }
             },
             # DynamoDB has one number type. Every number is indexed as a double: the default (integers as
@@ -194,8 +202,11 @@ def mapping_fingerprint(mappings: Mapping[str, Any]) -> str:
 
 
 def index_mappings(schema: str) -> dict[str, Any]:
-    """The desired mappings of every version of `schema`'s index, fingerprint included in `_meta`."""
+    """The desired mappings of every version of `schema`'s index, fingerprint included in `_meta`: the platform's
+    fields and the schema's declared attributes mapped explicitly, everything else dynamically."""
     body = _mapping_body()
+    for attribute in get_schema(schema).attributes:
+        body["properties"][attribute.name] = attribute_mapping(attribute.kind)
     body["_meta"] = {"schema": schema, FINGERPRINT_META_KEY: mapping_fingerprint(body)}
     return body
 

@@ -11,27 +11,39 @@ from stream_sync.sync import FATE_VALUES, BatchResult, Fate
 
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 
+# The metric counting each fate a record can reach in the function (``rejected`` exists only in the redrive).
+# RecordsReportedForRetry counts the records whose transient retries ran out within the invocation.
+FATE_METRICS: dict[Fate, str] = {
+    Fate.INDEXED: "DocumentsIndexed",
+    Fate.DELETED: "DocumentsDeleted",
+    Fate.STALE_SKIPPED: "DocumentsStaleSkipped",
+    Fate.COALESCED: "RecordsCoalesced",
+    Fate.IGNORED: "RecordsIgnored",
+    Fate.RETRY: "RecordsReportedForRetry",
+    Fate.DEAD_LETTERED: "DocumentsDeadLettered",
+}
+
+
+def _fate_count(fate: Fate) -> Callable[[BatchResult, dict[str, int]], float | None]:
+    return lambda r, c: c[fate]
+
+
 # metric name -> (unit, value getter)
 _METRICS: dict[str, tuple[str, Callable[[BatchResult, dict[str, int]], float | None]]] = {
     "BatchSize": ("Count", lambda r, c: len(r.outcomes)),
-    "DocumentsIndexed": ("Count", lambda r, c: c[Fate.INDEXED]),
-    "DocumentsDeleted": ("Count", lambda r, c: c[Fate.DELETED]),
+    **{name: ("Count", _fate_count(fate)) for fate, name in FATE_METRICS.items()},
     "DocumentsExpired": (
         "Count",
         lambda r, c: sum(1 for o in r.outcomes if o.fate is Fate.DELETED and o.change and o.change.expired),
     ),
-    "DocumentsStaleSkipped": ("Count", lambda r, c: c[Fate.STALE_SKIPPED]),
-    "RecordsCoalesced": ("Count", lambda r, c: c[Fate.COALESCED]),
-    "RecordsIgnored": ("Count", lambda r, c: c[Fate.IGNORED]),
     "DocumentsRetried": ("Count", lambda r, c: r.item_retries),
-    "RecordsReportedForRetry": ("Count", lambda r, c: c[Fate.RETRY]),
-    "DocumentsDeadLettered": ("Count", lambda r, c: c[Fate.DEAD_LETTERED]),
     "DeadLetterSendFailures": ("Count", lambda r, c: r.dead_letter_failures),
     "BulkRequests": ("Count", lambda r, c: r.bulk_requests),
     # Records left unapplied because of the stored script (script-unavailable or script-failed); alarm on >= 1.
     "ScriptErrors": ("Count", lambda r, c: r.script_errors),
     "ReplicationLagSeconds": ("Seconds", lambda r, c: r.lag_seconds),
 }
+METRIC_NAMES = frozenset(_METRICS)
 
 
 def _line(level: str, message: str, **fields: Any) -> str:

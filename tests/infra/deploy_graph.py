@@ -23,22 +23,19 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
+from infra.templates import (  # noqa: F401 (re-exported for the checks' tests)
+    DOMAIN_NETWORK_TYPES,
+    PSEUDO_PARAMETERS,
+    STATEFUL_TYPES,
+    SUB_VARIABLE,
+    referenced_names,
+    sub_names,
+)
+
 Template = Mapping[str, Any]
 Templates = Mapping[str, Template]  # stack kind ("Stateful", "Stateless") → template
 Node = tuple[str, str]  # (stack kind, logical id)
 
-PSEUDO_PARAMETERS = frozenset(
-    {
-        "AWS::AccountId",
-        "AWS::NotificationARNs",
-        "AWS::NoValue",
-        "AWS::Partition",
-        "AWS::Region",
-        "AWS::StackId",
-        "AWS::StackName",
-        "AWS::URLSuffix",
-    }
-)
 SSM_PARAMETER_TYPE_PREFIX = "AWS::SSM::Parameter::Value<"
 CDK_BOOTSTRAP_PARAMETER = "BootstrapVersion"
 
@@ -76,33 +73,11 @@ FLOW_LOG = "AWS::EC2::FlowLog"
 EVENT_SOURCE_MAPPING = "AWS::Lambda::EventSourceMapping"
 SSM_PARAMETER = "AWS::SSM::Parameter"
 
-# Resources that hold data (or, for log groups, the record of what happened; for topics, the subscriptions people
-# added): their fate on delete and on replacement must be stated, and in retaining environments it must be Retain.
-STATEFUL_TYPES = (
-    "AWS::DynamoDB::Table",
-    "AWS::DynamoDB::GlobalTable",
-    "AWS::S3::Bucket",
-    KMS_KEY,
-    DOMAIN,
-    LOG_GROUP,
-    "AWS::Backup::BackupVault",
-    "AWS::SQS::Queue",
-    TOPIC,
-)
 # RetainExceptOnCreate keeps the resource too, except on the rollback of the deploy that created it (then empty).
 RETAINING_POLICIES = {
     "DeletionPolicy": ("Retain", "RetainExceptOnCreate"),
     "UpdateReplacePolicy": ("Retain",),
 }
-# What a retained VPC domain stands on, besides its security groups and master role.
-DOMAIN_NETWORK_TYPES = (
-    "AWS::EC2::VPC",
-    "AWS::EC2::Subnet",
-    "AWS::EC2::RouteTable",
-    "AWS::EC2::SubnetRouteTableAssociation",
-)
-
-
 # --- templates ------------------------------------------------------------------------------------------------
 
 
@@ -147,54 +122,6 @@ def names(nodes: Iterable[Node]) -> str:
 
 
 # --- the dependency graph of one template ---------------------------------------------------------------------
-
-_SUB_VARIABLE = re.compile(r"\$\{([^}]+)\}")
-
-
-def sub_names(string: str) -> set[str]:
-    """The names a ``Fn::Sub`` string references: ``${X}`` and ``${X.Attr}`` give ``X``; ``${!X}`` is literal."""
-    found = set()
-    for variable in _SUB_VARIABLE.findall(string):
-        if variable.startswith("!"):
-            continue
-        found.add(variable if "::" in variable and "." not in variable else variable.split(".")[0])
-    return found
-
-
-def referenced_names(value: Any) -> set[str]:
-    """Every name ``value`` references through ``Ref``, ``Fn::GetAtt`` or ``Fn::Sub`` (resources, parameters and
-    pseudo-parameters alike; a ``Fn::Sub`` variable defined in its own mapping is not a reference)."""
-    found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, item in node.items():
-                if key == "Ref" and isinstance(item, str):
-                    found.add(item)
-                elif key == "Fn::GetAtt":
-                    if isinstance(item, str):
-                        found.add(item.split(".")[0])
-                    elif isinstance(item, list) and item and isinstance(item[0], str):
-                        found.add(item[0])
-                        walk(item[1:])
-                    else:
-                        walk(item)
-                elif key == "Fn::Sub":
-                    if isinstance(item, str):
-                        found.update(sub_names(item))
-                    elif isinstance(item, list) and item:
-                        local = set(item[1]) if len(item) > 1 and isinstance(item[1], dict) else set()
-                        if isinstance(item[0], str):
-                            found.update(sub_names(item[0]) - local)
-                        walk(item[1:])
-                else:
-                    walk(item)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(value)
-    return found
 
 
 def direct_dependencies(template: Template, logical_id: str) -> set[str]:
@@ -282,7 +209,7 @@ def render(value: Any, pseudo: Mapping[str, str] | None = None) -> str | None:
         return None
     if function == "Fn::Sub" and isinstance(argument, str):
         rendered: str | None = argument
-        for variable in _SUB_VARIABLE.findall(argument):
+        for variable in SUB_VARIABLE.findall(argument):
             if variable.startswith("!"):
                 continue
             replacement = render({"Ref": variable}, pseudo) if variable in PSEUDO_PARAMETERS else None

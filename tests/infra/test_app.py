@@ -9,8 +9,8 @@ import pytest
 from aws_cdk import App, Stack
 
 from infra.app_builder import build_app, committed_context
-from infra.config import EnvironmentConfig
-from infra.report import stack_lines
+from infra.config import ConfigError, EnvironmentConfig
+from infra.report import deploy_target, stack_lines
 from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
 
 
@@ -107,3 +107,18 @@ def test_report_prints_one_line_per_stack_with_resource_count_and_path(synthesiz
 
 def test_report_finds_nothing_in_an_empty_directory(tmp_path: Path) -> None:
     assert stack_lines(tmp_path) == []
+
+
+def test_deploy_target_gives_the_workflow_the_configured_role_and_region(config: EnvironmentConfig) -> None:
+    assert deploy_target(config.name) == [
+        f"role_arn={config.deploy_role_arn}",
+        f"region={config.region}",
+        f"account={config.account}",
+    ]
+
+
+def test_deploy_target_of_an_unknown_environment_names_the_known_ones() -> None:
+    with pytest.raises(
+        ConfigError, match=r"^staging: unknown environment; known: \['dev', 'prod', 'test'\]$"
+    ):
+        deploy_target("staging")

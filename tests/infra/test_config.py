@@ -19,6 +19,7 @@ from infra.config import (
     GsiSettings,
     Projection,
     ProvisionedCapacity,
+    ReadRole,
     RemovalPolicy,
     http_payload_limit_bytes,
 )
@@ -476,6 +477,76 @@ def test_valid_master_role_arn_is_accepted(config: EnvironmentConfig) -> None:
     assert with_search(config, master_role_arn=arn).search.master_role_arn == arn
 
 
+# --- read roles ---------------------------------------------------------------------------------------------
+
+
+def reader(config: EnvironmentConfig, **changes: object) -> ReadRole:
+    role = ReadRole(
+        name="app_reader", schemas=("geozone",), iam_role_arns=(f"arn:aws:iam::{config.account}:role/app",)
+    )
+    return replace(role, **changes)
+
+
+def with_readers(config: EnvironmentConfig, *roles: ReadRole) -> EnvironmentConfig:
+    return with_search(config, read_roles=(*config.search.read_roles, *roles))
+
+
+def test_shipped_public_read_role_reads_zones_and_product_dates_but_never_bookings(
+    config: EnvironmentConfig,
+) -> None:
+    (role,) = config.search.read_roles
+    assert (role.name, role.schemas) == ("public_search", ("geozone", "productDate"))
+    assert role.iam_role_arns == (f"arn:aws:iam::{config.account}:role/refdata-{config.name}-public-search",)
+
+
+def test_a_read_role_maps_its_iam_roles_then_its_other_backend_roles(config: EnvironmentConfig) -> None:
+    role = reader(config, backend_roles=("search-readers",))
+    assert role.mapped_backend_roles == (f"arn:aws:iam::{config.account}:role/app", "search-readers")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"name": "Readers"}, "name"),
+        ({"name": "all_access"}, "name"),
+        ({"name": "refdata_stream_sync"}, "name"),
+        ({"schemas": ()}, "schemas"),
+        ({"schemas": ("geozone", "geozone")}, "schemas"),
+        ({"schemas": ("geozone", "thread")}, "schemas[1]"),
+        ({"schemas": ("parks",)}, "schemas[0]"),
+        ({"iam_role_arns": (), "backend_roles": ()}, "iam_role_arns"),
+        ({"iam_role_arns": ("arn:aws:iam::111111111111:user/someone",)}, "iam_role_arns[0]"),
+        ({"iam_role_arns": ("arn:aws:iam::111111111111:role/apps/reader",)}, "iam_role_arns[0]"),
+        ({"iam_role_arns": ("arn:aws:iam::111111111111:role/app-*",)}, "iam_role_arns[0]"),
+        ({"backend_roles": (" ",)}, "backend_roles[0]"),
+    ],
+)
+def test_invalid_read_role_names_its_field(
+    config: EnvironmentConfig, changes: dict[str, object], field: str
+) -> None:
+    position = len(config.search.read_roles)
+    with rejects(f"{config.name}.search.read_roles[{position}].{field}"):
+        with_readers(config, reader(config, **changes))
+
+
+def test_two_read_roles_of_one_name_are_rejected(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.search.read_roles"):
+        with_readers(config, reader(config), reader(config))
+
+
+@pytest.mark.parametrize("purpose", ["stream-sync", "index-bootstrap", "search-admin", "ops-worker"])
+def test_a_platform_role_cannot_be_a_reader(config: EnvironmentConfig, purpose: str) -> None:
+    arn = config.role_arn(f"{config.search.domain_name}-{purpose}")
+    position = len(config.search.read_roles)
+    with rejects(f"{config.name}.search.read_roles[{position}].iam_role_arns[0]"):
+        with_readers(config, reader(config, iam_role_arns=(arn,)))
+
+
+def test_a_read_role_of_backend_roles_only_is_accepted(config: EnvironmentConfig) -> None:
+    changed = with_readers(config, reader(config, iam_role_arns=(), backend_roles=("saml-readers",)))
+    assert changed.search.read_roles[-1].mapped_backend_roles == ("saml-readers",)
+
+
 # --- sync ---------------------------------------------------------------------------------------------------
 
 
@@ -535,3 +606,78 @@ def test_the_export_crossover_is_what_the_scan_reads_in_its_time_budget(config: 
     assert ops.read_units_per_segment * min(ops.max_concurrency, ops.scan_segments) == (
         ops.scan_read_units_per_second
     )
+
+
+def with_monitoring(config: EnvironmentConfig, **changes: object) -> EnvironmentConfig:
+    return replace(config, monitoring=replace(config.monitoring, **changes))
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"free_storage_percent": 0}, "free_storage_percent"),
+        ({"cpu_percent": 101}, "cpu_percent"),
+        ({"master_jvm_memory_pressure_percent": 0}, "master_jvm_memory_pressure_percent"),
+        ({"server_error_percent": 150}, "server_error_percent"),
+        ({"write_rejections": 0}, "write_rejections"),
+        ({"throttle_events": 0}, "throttle_events"),
+        ({"records_held_for_retry": 0}, "records_held_for_retry"),
+        ({"iterator_age_seconds": 59}, "iterator_age_seconds"),
+        ({"replication_lag_seconds": 30}, "replication_lag_seconds"),
+    ],
+)
+def test_invalid_monitoring_threshold_names_its_field(
+    config: EnvironmentConfig, changes: dict[str, int], field: str
+) -> None:
+    with rejects(f"{config.name}.monitoring.{field}"):
+        with_monitoring(config, **changes)
+
+
+@pytest.mark.parametrize("lag", ["iterator_age_seconds", "replication_lag_seconds"])
+def test_lag_alarm_at_or_beyond_the_maximum_record_age_is_rejected(
+    config: EnvironmentConfig, lag: str
+) -> None:
+    """Records older than the mapping's maximum age are given up (dead-lettered): an alarm later never fires."""
+    with rejects(f"{config.name}.monitoring.{lag}"):
+        with_monitoring(config, **{lag: config.sync.max_record_age_seconds})
+
+
+def test_shipped_thresholds_follow_aws_recommendations_for_opensearch(config: EnvironmentConfig) -> None:
+    """AWS's "Recommended CloudWatch alarms for Amazon OpenSearch Service": 25 % free storage per node, CPU 80 %,
+    JVM 95 %, old generation 80 %, masters' CPU 50 %, 5xx 10 % of requests, any new write rejection."""
+    monitoring = config.monitoring
+    assert (
+        monitoring.free_storage_percent,
+        monitoring.cpu_percent,
+        monitoring.jvm_memory_pressure_percent,
+        monitoring.old_gen_jvm_memory_pressure_percent,
+        monitoring.master_cpu_percent,
+        monitoring.master_jvm_memory_pressure_percent,
+        monitoring.master_old_gen_jvm_memory_pressure_percent,
+        monitoring.server_error_percent,
+        monitoring.write_rejections,
+    ) == (25, 80, 95, 80, 50, 95, 80, 10, 1)
+
+
+# --- deploy role ---------------------------------------------------------------------------------------------
+
+
+def test_deploy_role_defaults_to_a_named_role_in_the_environments_account(config: EnvironmentConfig) -> None:
+    assert config.deploy_role_arn == f"arn:aws:iam::{config.account}:role/refdata-github-deploy"
+
+
+def test_deploy_role_may_be_a_path_or_a_role_in_another_account(config: EnvironmentConfig) -> None:
+    assert (
+        replace(config, deploy_role="ci/deployer").deploy_role_arn
+        == f"arn:aws:iam::{config.account}:role/ci/deployer"
+    )
+    tooling = "arn:aws:iam::444444444444:role/github-deploy"
+    assert replace(config, deploy_role=tooling).deploy_role_arn == tooling
+
+
+@pytest.mark.parametrize(
+    "role", ["", "deploy-*", "arn:aws:iam::123:role/deploy", "arn:aws:iam::123456789012:user/ci"]
+)
+def test_deploy_role_that_is_not_one_named_role_is_rejected(config: EnvironmentConfig, role: str) -> None:
+    with rejects(f"{config.name}.deploy_role"):
+        replace(config, deploy_role=role)

@@ -8,6 +8,7 @@ from typing import Any
 from aws_cdk.assertions import Capture, Match, Template
 from datamodel.registry import indexable_schemas
 from search.indices import bootstrap_fingerprint
+from search.readers import read_role_definitions
 
 from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS
@@ -104,6 +105,25 @@ def test_dev_runs_without_replicas_on_its_single_data_node() -> None:
     assert (dev.data_node_count, dev.replicas) == (1, 0)
 
 
+def test_bootstrap_puts_the_configured_read_roles_with_their_security(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    _, resource = one(stateless, BOOTSTRAP)
+    roles = config.search.read_roles
+
+    definitions = json.loads(resource["Properties"]["ReadRoles"])
+
+    assert definitions == read_role_definitions(
+        (role.name, role.schemas, role.mapped_backend_roles) for role in roles
+    )
+    (public,) = roles
+    assert definitions[public.name]["mapping"]["backend_roles"] == list(public.iam_role_arns)
+    assert [p["index_patterns"] for p in definitions[public.name]["role"]["index_permissions"]] == [
+        ["geozone"],
+        ["productdate"],
+    ]
+
+
 def test_bootstrap_has_no_undocumented_properties(stateless: Template) -> None:
     _, resource = one(stateless, BOOTSTRAP)
     assert set(resource["Properties"]) == {
@@ -115,6 +135,7 @@ def test_bootstrap_has_no_undocumented_properties(stateless: Template) -> None:
         "Schemas",
         "Replicas",
         "Fingerprint",
+        "ReadRoles",
     }
 
 

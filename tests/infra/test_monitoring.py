@@ -1,12 +1,190 @@
-"""Alarms notify the stateful stack's alarm topic; the sync's own script-error metric is watched."""
+"""Alarms, the composite alarm and the dashboard of every environment.
+
+The expected alarm set is written out here, metric by metric, with thresholds from the environment's config (or
+from the stateful resource they depend on: the domain's volume and node count, the function's timeout). Every
+alarm must evaluate (its metric's real dimensions, naming the real resources), reach someone (alarm and OK
+actions on the stateful alarm topic) and say what missing data means.
+"""
 
 from __future__ import annotations
 
-from aws_cdk.assertions import Template
+import json
+from dataclasses import dataclass
+from typing import Any
 
-from tests.infra.test_stream_sync import resolve, sync_function
+import pytest
+from aws_cdk.assertions import Template
+from stream_sync.telemetry import METRIC_NAMES
+
+from infra.config import EnvironmentConfig
+from infra.constructs.ops_workflows import OPERATIONS
+from tests.infra.test_index_bootstrap import framework_dead_letter_queue_id
+from tests.infra.test_stream_sync import dead_letter_queue_id, one, resolve, sync_function
 
 ALARM = "AWS::CloudWatch::Alarm"
+COMPOSITE = "AWS::CloudWatch::CompositeAlarm"
+DASHBOARD = "AWS::CloudWatch::Dashboard"
+DOMAIN = "AWS::OpenSearchService::Domain"
+TABLE = "AWS::DynamoDB::Table"
+STATE_MACHINE = "AWS::StepFunctions::StateMachine"
+GTE = "GreaterThanOrEqualToThreshold"
+MASTER_KINDS = {"MasterCPUUtilization", "MasterJVMMemoryPressure", "MasterOldGenJVMMemoryPressure"}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One alarm on one plain metric: what it reads and when it fires."""
+
+    namespace: str
+    metric: str
+    statistic: str
+    period: int
+    threshold: float
+    missing: str
+    evaluation_periods: int = 1
+    comparison: str = GTE
+
+
+def expected_alarms(
+    config: EnvironmentConfig, stateful: Template, stateless: Template
+) -> dict[str, Expected]:
+    """Alarm name -> expectation, for the alarms that watch one metric (the metric-math ones are tested apart)."""
+    settings = config.monitoring
+    _, domain = one(stateful, DOMAIN)
+    cluster = domain["Properties"]["ClusterConfig"]
+    nodes = cluster["InstanceCount"] + cluster.get("DedicatedMasterCount", 0)
+    volume_mib = domain["Properties"]["EBSOptions"]["VolumeSize"] * 1024
+    _, function = sync_function(stateless)
+    namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
+
+    def es(
+        metric: str, statistic: str, period: int, threshold: float, missing: str = "missing", **kw: Any
+    ) -> Expected:
+        return Expected("AWS/ES", metric, statistic, period, threshold, missing, **kw)
+
+    alarms = {
+        "ClusterStatusRed": es("ClusterStatus.red", "Maximum", 60, 1, "breaching"),
+        "ClusterStatusYellow": es("ClusterStatus.yellow", "Maximum", 60, 1, evaluation_periods=5),
+        "Nodes": es("Nodes", "Minimum", 86400, nodes, comparison="LessThanThreshold"),
+        "FreeStorageSpace": es(
+            "FreeStorageSpace",
+            "Minimum",
+            60,
+            volume_mib * settings.free_storage_percent / 100,
+            comparison="LessThanOrEqualToThreshold",
+        ),
+        "ClusterIndexWritesBlocked": es("ClusterIndexWritesBlocked", "Maximum", 300, 1),
+        "AutomatedSnapshotFailure": es("AutomatedSnapshotFailure", "Maximum", 60, 1),
+        "CPUUtilization": es("CPUUtilization", "Maximum", 900, settings.cpu_percent, evaluation_periods=3),
+        "JVMMemoryPressure": es(
+            "JVMMemoryPressure", "Maximum", 60, settings.jvm_memory_pressure_percent, evaluation_periods=3
+        ),
+        "OldGenJVMMemoryPressure": es(
+            "OldGenJVMMemoryPressure",
+            "Maximum",
+            60,
+            settings.old_gen_jvm_memory_pressure_percent,
+            evaluation_periods=3,
+        ),
+        "KMSKeyError": es("KMSKeyError", "Maximum", 60, 1, "notBreaching"),
+        "KMSKeyInaccessible": es("KMSKeyInaccessible", "Maximum", 60, 1, "notBreaching"),
+        "TableReadThrottles": Expected(
+            "AWS/DynamoDB", "ReadThrottleEvents", "Sum", 300, settings.throttle_events, "notBreaching"
+        ),
+        "TableWriteThrottles": Expected(
+            "AWS/DynamoDB", "WriteThrottleEvents", "Sum", 300, settings.throttle_events, "notBreaching"
+        ),
+        "SyncIteratorAge": Expected(
+            "AWS/Lambda", "IteratorAge", "Maximum", 60, settings.iterator_age_seconds * 1000, "notBreaching"
+        ),
+        "SyncErrors": Expected("AWS/Lambda", "Errors", "Sum", 300, 1, "notBreaching"),
+        "SyncThrottles": Expected("AWS/Lambda", "Throttles", "Sum", 300, 1, "notBreaching"),
+        "SyncDuration": Expected(
+            "AWS/Lambda",
+            "Duration",
+            "Maximum",
+            300,
+            function["Properties"]["Timeout"] * 1000 * settings.duration_timeout_percent / 100,
+            "notBreaching",
+        ),
+        "SyncReplicationLag": Expected(
+            namespace,
+            "ReplicationLagSeconds",
+            "Maximum",
+            60,
+            settings.replication_lag_seconds,
+            "notBreaching",
+        ),
+        "SyncDeadLettered": Expected(
+            namespace, "DocumentsDeadLettered", "Sum", 300, settings.dead_lettered_documents, "notBreaching"
+        ),
+        "SyncRecordsHeldForRetry": Expected(
+            namespace,
+            "RecordsReportedForRetry",
+            "Sum",
+            300,
+            settings.records_held_for_retry,
+            "notBreaching",
+            evaluation_periods=3,
+        ),
+        "SyncScriptErrors": Expected(namespace, "ScriptErrors", "Sum", 300, 1, "notBreaching"),
+        "StreamSyncDeadLetters": Expected(
+            "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
+        ),
+        "BootstrapDeadLetters": Expected(
+            "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
+        ),
+    }
+    for index in index_names(stateful):
+        alarms[f"IndexReadThrottles-{index}"] = alarms["TableReadThrottles"]
+        alarms[f"IndexWriteThrottles-{index}"] = alarms["TableWriteThrottles"]
+    if cluster.get("DedicatedMasterEnabled"):
+        alarms["MasterCPUUtilization"] = es(
+            "MasterCPUUtilization", "Maximum", 900, settings.master_cpu_percent, evaluation_periods=3
+        )
+        alarms["MasterJVMMemoryPressure"] = es(
+            "MasterJVMMemoryPressure",
+            "Maximum",
+            60,
+            settings.master_jvm_memory_pressure_percent,
+            evaluation_periods=3,
+        )
+        alarms["MasterOldGenJVMMemoryPressure"] = es(
+            "MasterOldGenJVMMemoryPressure",
+            "Maximum",
+            60,
+            settings.master_old_gen_jvm_memory_pressure_percent,
+            evaluation_periods=3,
+        )
+    return {f"refdata-{config.name}-{kind}": expected for kind, expected in alarms.items()}
+
+
+MATH_ALARMS = ("ThreadpoolWriteRejected", "Domain5xx", "TableSystemErrors")
+
+
+# --- helpers ----------------------------------------------------------------------------------------------------
+
+
+def alarms_by_name(template: Template, resource_type: str = ALARM) -> dict[str, tuple[str, dict[str, Any]]]:
+    return {
+        resource["Properties"]["AlarmName"]: (logical_id, resource["Properties"])
+        for logical_id, resource in template.find_resources(resource_type).items()
+    }
+
+
+def index_names(stateful: Template) -> list[str]:
+    _, table = one(stateful, TABLE)
+    return [index["IndexName"] for index in table["Properties"]["GlobalSecondaryIndexes"]]
+
+
+def table_name(stateful: Template) -> dict[str, Any]:
+    """The table's name as the stateless stack knows it: the second part of its stream ARN (handed over in SSM)."""
+    table_id, _ = one(stateful, TABLE)
+    return {"Fn::Select": [1, {"Fn::Split": ["/", {"Fn::GetAtt": [table_id, "StreamArn"]}]}]}
+
+
+def dimensions(metric: dict[str, Any]) -> dict[str, Any]:
+    return {d["Name"]: d["Value"] for d in metric.get("Dimensions") or []}
 
 
 def alarm_topic(stateful: Template) -> dict[str, str]:
@@ -14,21 +192,341 @@ def alarm_topic(stateful: Template) -> dict[str, str]:
     return {"Ref": topic_id}
 
 
-def test_every_alarm_notifies_the_alarm_topic(stateful: Template, stateless: Template) -> None:
-    alarms = resolve(stateful, stateless, stateless.find_resources(ALARM))
-    assert alarms
-    for alarm in alarms.values():
-        assert alarm["Properties"]["AlarmActions"] == [alarm_topic(stateful)]
+def metric_stats(properties: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every metric an alarm reads: its own, or each one of its metric-math query."""
+    if "Metrics" not in properties:
+        return [{key: properties.get(key) for key in ("Namespace", "MetricName", "Dimensions")}]
+    return [query["MetricStat"]["Metric"] for query in properties["Metrics"] if "MetricStat" in query]
 
 
-def test_script_errors_alarm_watches_the_metric_the_sync_emits(stateless: Template) -> None:
+def expected_dimensions(
+    namespace: str, kind: str, context: dict[str, Any], subject: str | None = None
+) -> dict[str, Any]:
+    """The dimensions a metric of ``namespace`` is published with (the sync's own metrics have none)."""
+    return {
+        "AWS/ES": context["domain"],
+        "AWS/DynamoDB": {"TableName": context["table"]},
+        "AWS/Lambda": {"FunctionName": context["function"]},
+        "AWS/SQS": {"QueueName": context["queues"].get(kind.removesuffix("DeadLetters"))},
+        "AWS/States": {"StateMachineArn": context["state_machines"].get(subject)},
+    }.get(namespace, {})
+
+
+def state_machines(stateless: Template) -> dict[str, dict[str, Any]]:
+    """Operation -> the Ref of its workflow's state machine."""
+    return {
+        machine["Properties"]["StateMachineName"].rsplit("-", 1)[1]: {"Ref": logical_id}
+        for logical_id, machine in stateless.find_resources(STATE_MACHINE).items()
+    }
+
+
+@pytest.fixture
+def context(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, Any]:
+    _, domain = one(stateful, DOMAIN)
+    function_id, _ = sync_function(stateless)
+    return {
+        "domain": {"DomainName": domain["Properties"]["DomainName"], "ClientId": config.account},
+        "table": table_name(stateful),
+        "function": {"Ref": function_id},
+        "queues": {
+            "StreamSync": {"Fn::GetAtt": [dead_letter_queue_id(stateless), "QueueName"]},
+            "Bootstrap": {"Fn::GetAtt": [framework_dead_letter_queue_id(stateless), "QueueName"]},
+        },
+        "state_machines": state_machines(stateless),
+    }
+
+
+# --- the alarm set ----------------------------------------------------------------------------------------------
+
+
+def test_the_environment_has_exactly_the_expected_alarms(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    expected = {
+        *expected_alarms(config, stateful, stateless),
+        *(f"refdata-{config.name}-{k}" for k in MATH_ALARMS),
+        *(f"refdata-{config.name}-OpsRunFailed-{operation}" for operation in OPERATIONS),
+    }
+    assert set(alarms_by_name(stateless)) == expected
+
+
+def test_each_alarm_reads_its_metric_with_the_configured_threshold(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    found = alarms_by_name(stateless)
+    for name, expected in expected_alarms(config, stateful, stateless).items():
+        _, properties = found[name]
+        actual = Expected(
+            properties["Namespace"],
+            properties["MetricName"],
+            properties["Statistic"],
+            properties["Period"],
+            properties["Threshold"],
+            properties["TreatMissingData"],
+            properties["EvaluationPeriods"],
+            properties["ComparisonOperator"],
+        )
+        assert actual == expected, name
+        assert properties.get("DatapointsToAlarm", expected.evaluation_periods) == expected.evaluation_periods
+
+
+def test_write_rejections_alarm_on_the_increase_of_the_cumulative_counter(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    _, properties = alarms_by_name(stateless)[f"refdata-{config.name}-ThreadpoolWriteRejected"]
+    (expression,) = [q for q in properties["Metrics"] if q.get("ReturnData")]
+    (counter,) = [q for q in properties["Metrics"] if not q.get("ReturnData")]
+    assert expression["Expression"] == f"DIFF({counter['Id']})"
+    assert (counter["MetricStat"]["Metric"]["MetricName"], counter["MetricStat"]["Stat"]) == (
+        "ThreadpoolWriteRejected",
+        "Sum",
+    )
+    assert (properties["Threshold"], properties["ComparisonOperator"]) == (
+        config.monitoring.write_rejections,
+        GTE,
+    )
+
+
+def test_5xx_alarm_is_the_share_of_the_domains_requests(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    _, properties = alarms_by_name(stateless)[f"refdata-{config.name}-Domain5xx"]
+    members = {
+        q["MetricStat"]["Metric"]["MetricName"]: q["Id"] for q in properties["Metrics"] if "MetricStat" in q
+    }
+    (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+    assert expression == f"100 * {members['5xx']} / {members['OpenSearchRequests']}"
+    assert all(
+        q["MetricStat"]["Stat"] == "Sum" and q["MetricStat"]["Period"] == 60
+        for q in properties["Metrics"]
+        if "MetricStat" in q
+    )
+    assert (properties["Threshold"], properties["TreatMissingData"]) == (
+        config.monitoring.server_error_percent,
+        "notBreaching",
+    )
+
+
+def test_system_errors_alarm_sums_every_table_operation_within_cloudwatchs_ten_metrics(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    _, properties = alarms_by_name(stateless)[f"refdata-{config.name}-TableSystemErrors"]
+    members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
+    (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+    assert sorted(expression.split(" + ")) == sorted(members) and len(members) <= 10
+    operations = {dimensions(stat["Metric"])["Operation"] for stat in members.values()}
+    assert {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchWriteItem"} <= operations
+    assert all(
+        stat["Metric"]["MetricName"] == "SystemErrors" and stat["Stat"] == "Sum" for stat in members.values()
+    )
+    assert properties["Threshold"] == config.monitoring.table_system_errors
+
+
+def test_a_failed_or_timed_out_run_of_each_ops_workflow_alarms(
+    stateless: Template, config: EnvironmentConfig, context: dict[str, Any]
+) -> None:
+    found = alarms_by_name(stateless)
+    for operation in OPERATIONS:
+        _, properties = found[f"refdata-{config.name}-OpsRunFailed-{operation}"]
+        members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
+        (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+        assert expression == f"{operation}Failed + {operation}TimedOut"
+        assert {i: (m["Metric"]["MetricName"], m["Stat"], m["Period"]) for i, m in members.items()} == {
+            f"{operation}Failed": ("ExecutionsFailed", "Sum", 300),
+            f"{operation}TimedOut": ("ExecutionsTimedOut", "Sum", 300),
+        }
+        assert all(
+            dimensions(m["Metric"]) == {"StateMachineArn": context["state_machines"][operation]}
+            for m in members.values()
+        )
+        assert (properties["Threshold"], properties["TreatMissingData"]) == (1, "notBreaching")
+
+
+def test_master_alarms_exist_exactly_where_the_domain_has_dedicated_masters(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    _, domain = one(stateful, DOMAIN)
+    masters = bool(domain["Properties"]["ClusterConfig"].get("DedicatedMasterEnabled"))
+    kinds = {name.removeprefix(f"refdata-{config.name}-") for name in alarms_by_name(stateless)}
+    assert (kinds & MASTER_KINDS) == (MASTER_KINDS if masters else set())
+    assert masters is (config.search.master_node_count > 0)
+
+
+# --- every alarm evaluates and reaches someone -----------------------------------------------------------------
+
+
+def test_every_alarm_reads_its_metrics_with_the_dimensions_they_are_published_with(
+    stateful: Template, stateless: Template, context: dict[str, Any]
+) -> None:
+    every = resolve(
+        stateful, stateless, {name: props for name, (_, props) in alarms_by_name(stateless).items()}
+    )
+    for name, properties in every.items():
+        for metric in metric_stats(properties):
+            found = dimensions(metric)
+            found.pop("GlobalSecondaryIndexName", None)
+            found.pop("Operation", None)
+            kind, *subject = name.split("-")[2:4]
+            wanted = expected_dimensions(metric["Namespace"], kind, context, *subject)
+            assert found == wanted, f"{name} reads {metric['MetricName']} with {found}"
+
+
+def test_index_throttle_alarms_cover_every_index_of_the_stateful_table(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    for kind in ("IndexReadThrottles", "IndexWriteThrottles"):
+        watched = {
+            dimensions(properties)["GlobalSecondaryIndexName"]
+            for name, (_, properties) in alarms_by_name(stateless).items()
+            if name.startswith(f"refdata-{config.name}-{kind}-")
+        }
+        assert watched == set(index_names(stateful))
+
+
+def test_the_sync_alarms_read_only_metrics_the_handler_emits(stateless: Template) -> None:
     _, function = sync_function(stateless)
     namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
-    (alarm,) = stateless.find_resources(ALARM, {"Properties": {"MetricName": "ScriptErrors"}}).values()
-    properties = alarm["Properties"]
-    assert (properties["Namespace"], properties["Statistic"], properties["Period"]) == (namespace, "Sum", 300)
-    assert (properties["Threshold"], properties["ComparisonOperator"]) == (
-        1,
-        "GreaterThanOrEqualToThreshold",
+    emitted = [
+        properties
+        for _, properties in alarms_by_name(stateless).values()
+        if properties.get("Namespace") == namespace
+    ]
+    assert {p["MetricName"] for p in emitted} == {
+        "ReplicationLagSeconds",
+        "DocumentsDeadLettered",
+        "RecordsReportedForRetry",
+        "ScriptErrors",
+    }
+    assert {p["MetricName"] for p in emitted} <= METRIC_NAMES
+
+
+def test_every_alarm_and_the_composite_notify_the_topic_on_alarm_and_on_ok(
+    stateful: Template, stateless: Template
+) -> None:
+    every = {**alarms_by_name(stateless), **alarms_by_name(stateless, COMPOSITE)}
+    resolved = resolve(stateful, stateless, {name: props for name, (_, props) in every.items()})
+    topic = [alarm_topic(stateful)]
+    for name, properties in resolved.items():
+        assert (properties.get("AlarmActions"), properties.get("OKActions")) == (topic, topic), name
+        assert properties.get("ActionsEnabled", True) is True, name
+
+
+def test_every_alarm_states_what_missing_data_means(stateless: Template) -> None:
+    for name, (_, properties) in alarms_by_name(stateless).items():
+        assert properties.get("TreatMissingData") in {"breaching", "notBreaching", "missing"}, name
+
+
+def test_every_description_links_its_runbook_section(stateless: Template, config: EnvironmentConfig) -> None:
+    every = {**alarms_by_name(stateless), **alarms_by_name(stateless, COMPOSITE)}
+    for name, (_, properties) in every.items():
+        kind = name.removeprefix(f"refdata-{config.name}-").split("-")[0]
+        assert properties["AlarmDescription"].endswith(f" Runbook: docs/runbook.md#{kind.lower()}"), name
+
+
+def test_the_composite_alarm_fires_on_any_other_alarm(stateless: Template, config: EnvironmentConfig) -> None:
+    (name,) = alarms_by_name(stateless, COMPOSITE)
+    assert name == f"refdata-{config.name}-PlatformDegraded"
+    _, properties = alarms_by_name(stateless, COMPOSITE)[name]
+    separator, parts = properties["AlarmRule"]["Fn::Join"]
+    literals = [part for part in parts if isinstance(part, str)]
+    covered = [part["Fn::GetAtt"][0] for part in parts if isinstance(part, dict)]
+    assert all(part["Fn::GetAtt"][1] == "Arn" for part in parts if isinstance(part, dict))
+    assert sorted(covered) == sorted(logical_id for logical_id, _ in alarms_by_name(stateless).values())
+    assert separator == "" and literals[0] == '(ALARM("' and literals[-1] == '"))'
+    assert set(literals[1:-1]) == {'") OR ALARM("'}
+
+
+# --- the dashboard ----------------------------------------------------------------------------------------------
+
+
+TOKEN_KEYS = {"Ref", "Fn::GetAtt", "Fn::Select", "Fn::Join"}
+
+
+_dashboards: dict[int, dict[str, Any]] = {}
+
+
+def dashboard(stateful: Template, stateless: Template) -> dict[str, Any]:
+    """The dashboard body as CloudWatch receives it, each deploy-time value resolved to the stateful resource."""
+    if id(stateless) not in _dashboards:
+        (resource,) = stateless.find_resources(DASHBOARD).values()
+        separator, parts = resource["Properties"]["DashboardBody"]["Fn::Join"]
+        tokens = {f"@token{n}@": part for n, part in enumerate(resolve(stateful, stateless, parts))}
+        text = separator.join(
+            part if isinstance(part, str) else f"@token{n}@" for n, part in enumerate(parts)
+        )
+
+        def substitute(node: Any) -> Any:
+            if isinstance(node, dict):
+                return {key: substitute(value) for key, value in node.items()}
+            if isinstance(node, list):
+                return [substitute(value) for value in node]
+            return tokens.get(node, node) if isinstance(node, str) else node
+
+        _dashboards[id(stateless)] = substitute(json.loads(text))
+    return _dashboards[id(stateless)]
+
+
+def dashboard_dimensions(body: dict[str, Any]) -> dict[str, list[str]]:
+    """Dimension name -> every value (as JSON) the dashboard's graphs use. A metric row is
+    ``[namespace, name, key, value, ..., {options}]``; an expression row starts with a dict."""
+    found: dict[str, list[str]] = {}
+    for widget in body["widgets"]:
+        for row in widget["properties"].get("metrics", []):
+            if isinstance(row[0], dict):
+                continue
+            if isinstance(row[-1], dict) and not TOKEN_KEYS & row[-1].keys():
+                row = row[:-1]
+            for key, value in zip(row[2::2], row[3::2], strict=True):
+                found.setdefault(key, []).append(json.dumps(value, sort_keys=True))
+    return found
+
+
+def as_json(*values: Any) -> set[str]:
+    return {json.dumps(value, sort_keys=True) for value in values}
+
+
+def test_dashboard_graphs_name_the_real_resources(
+    stateful: Template, stateless: Template, context: dict[str, Any]
+) -> None:
+    found = {key: set(values) for key, values in dashboard_dimensions(dashboard(stateful, stateless)).items()}
+    assert found == {
+        "FunctionName": as_json(context["function"]),
+        "QueueName": as_json(*context["queues"].values()),
+        "TableName": as_json(context["table"]),
+        "GlobalSecondaryIndexName": as_json(*index_names(stateful)),
+        "Operation": found["Operation"],
+        "DomainName": as_json(context["domain"]["DomainName"]),
+        "ClientId": as_json(context["domain"]["ClientId"]),
+        "StateMachineArn": as_json(*context["state_machines"].values()),
+    }
+
+
+def test_dashboard_shows_every_alarm_and_the_composite(stateful: Template, stateless: Template) -> None:
+    body = dashboard(stateful, stateless)
+    alarms = as_json(
+        *({"Fn::GetAtt": [logical_id, "Arn"]} for logical_id, _ in alarms_by_name(stateless).values())
     )
-    assert properties["TreatMissingData"] == "notBreaching"
+    ((composite_id, _),) = alarms_by_name(stateless, COMPOSITE).values()
+    (status,) = [w["properties"]["alarms"] for w in body["widgets"] if w["type"] == "alarm"]
+    assert as_json(*status) == alarms | as_json({"Fn::GetAtt": [composite_id, "Arn"]})
+    assert json.dumps(status[0]) == json.dumps({"Fn::GetAtt": [composite_id, "Arn"]})
+    one_each = [
+        w["properties"]["annotations"]["alarms"]
+        for w in body["widgets"]
+        if "alarms" in w["properties"].get("annotations", {})
+    ]
+    assert all(len(graphed) == 1 for graphed in one_each)
+    assert len(one_each) == len(alarms) and as_json(*(graphed[0] for graphed in one_each)) == alarms
+
+
+def test_dashboard_widgets_fit_the_grid_without_overlapping(stateful: Template, stateless: Template) -> None:
+    cells: set[tuple[int, int]] = set()
+    for widget in dashboard(stateful, stateless)["widgets"]:
+        assert widget["x"] + widget["width"] <= 24
+        area = {
+            (x, y)
+            for x in range(widget["x"], widget["x"] + widget["width"])
+            for y in range(widget["y"], widget["y"] + widget["height"])
+        }
+        assert not area & cells, widget
+        cells |= area

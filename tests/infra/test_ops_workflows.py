@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Template
 from ops import deployed
 from ops.purge import minimum_age_seconds
 
@@ -427,23 +427,6 @@ def test_the_purge_runs_on_its_schedule(stateless: Template, config: Environment
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "states:StartExecution"
     assert statement["Resource"]["Fn::Join"][1][-1] == f":stateMachine:{config.search.domain_name}-purge"
-
-
-def test_a_failed_or_timed_out_run_of_any_workflow_alarms(stateless: Template) -> None:
-    alarms = stateless.find_resources(
-        "AWS::CloudWatch::Alarm", {"Properties": {"Metrics": Match.any_value()}}
-    )
-    watched = {}
-    for alarm in alarms.values():
-        metrics = {m["Id"]: m for m in alarm["Properties"]["Metrics"]}
-        if "failed" not in metrics:
-            continue
-        assert metrics["expr_1"]["Expression"] == "failed + timedOut"
-        names = {metrics[i]["MetricStat"]["Metric"]["MetricName"] for i in ("failed", "timedOut")}
-        assert names == {"ExecutionsFailed", "ExecutionsTimedOut"}
-        (dimension,) = metrics["failed"]["MetricStat"]["Metric"]["Dimensions"]
-        watched[dimension["Value"]["Ref"]] = alarm["Properties"]["Threshold"]
-    assert watched == {logical_id: 1 for logical_id in stateless.find_resources(STATE_MACHINE)}
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)

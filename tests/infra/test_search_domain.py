@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Capture, Match, Template
+from search.indices import read_alias
 
 from infra.config import EnvironmentConfig
 from tests.infra.test_stream_sync import resolve
@@ -255,14 +256,54 @@ def test_fine_grained_access_control_has_the_admin_role_as_iam_master_user(
     )
 
 
-def test_access_policy_admits_exactly_the_admin_and_sync_roles(
+def resource_suffixes(statement: dict[str, Any]) -> list[str]:
+    """Each resource's text after the partition, region and account tokens."""
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    return [resource["Fn::Join"][1][-1] for resource in resources]
+
+
+def reader_statements(template: Template) -> list[dict[str, Any]]:
+    statements = domain(template)["Properties"]["AccessPolicies"]["Statement"]
+    return [statement for statement in statements if "Condition" in statement]
+
+
+def test_access_policy_admits_exactly_the_admin_and_sync_roles_unconditionally(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
     statements = domain(stateful)["Properties"]["AccessPolicies"]["Statement"]
-    principals = [principal for statement in statements for principal in all_principals(statement)]
+    unconditional = [statement for statement in statements if "Condition" not in statement]
+    principals = [principal for statement in unconditional for principal in all_principals(statement)]
     assert sorted(map(json.dumps, principals)) == sorted(
         map(json.dumps, [admin_arn(stateful, config), role_arn(stateful, SYNC_ROLE_DESCRIPTION)])
     )
+
+
+def test_read_roles_reach_only_their_aliases_search_count_and_documents(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    name = config.search.domain_name
+    expected = []
+    for role in config.search.read_roles:
+        condition = {"ArnEquals": {"aws:PrincipalArn": sorted(role.iam_role_arns)}}
+        aliases = [read_alias(schema) for schema in role.schemas]
+        expected += [
+            (
+                condition,
+                ["es:ESHttpGet", "es:ESHttpPost"],
+                [f":domain/{name}/{alias}/{api}" for alias in aliases for api in ("_search", "_count")],
+            ),
+            (condition, ["es:ESHttpGet"], [f":domain/{name}/{alias}/_doc/*" for alias in aliases]),
+        ]
+
+    statements = reader_statements(stateful)
+
+    assert config.search.read_roles, "every shipped environment has a read role"
+    assert [(s["Condition"], s["Action"], resource_suffixes(s)) for s in statements] == expected
+    for statement in statements:
+        (account,) = {arn.split(":")[4] for arn in statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]}
+        assert [principal["Fn::Join"][1][-1] for principal in statement["Principal"]["AWS"]] == [
+            f":iam::{account}:root"
+        ]
 
 
 def test_access_policy_has_no_wildcard_or_anonymous_principal(stateful: Template) -> None:
@@ -278,8 +319,9 @@ def test_access_policy_covers_only_this_domain(stateful: Template, config: Envir
     statements = domain(stateful)["Properties"]["AccessPolicies"]["Statement"]
     for statement in statements:
         assert statement["Effect"] == "Allow"
-        resource = statement["Resource"]["Fn::Join"][1]
-        assert resource[-1] == f":domain/{config.search.domain_name}/*"
+        for suffix in resource_suffixes(statement):
+            assert suffix.startswith(f":domain/{config.search.domain_name}/"), suffix
+    assert resource_suffixes(statements[0]) == [f":domain/{config.search.domain_name}/*"]
 
 
 # --- logs ---------------------------------------------------------------------------------------------------

@@ -264,8 +264,9 @@ def test_provisioned_gsis_start_at_minimum_capacity(stateful: Template, config: 
 
 
 @pytest.fixture(scope="module")
-def with_inverted_index(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
-    """Every environment with ``INVERTED_INDEX`` added to its config: one extra app, synthesized once."""
+def inverted_index_app(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Template]:
+    """Every environment with ``INVERTED_INDEX`` added to its config: one extra app, synthesized once;
+    (environment, stack kind) -> template."""
     outdir: Path = tmp_path_factory.mktemp("cdk.out.inverted")
     app = App(context=committed_context(), outdir=str(outdir))
     stages = {
@@ -277,10 +278,16 @@ def with_inverted_index(tmp_path_factory: pytest.TempPathFactory) -> dict[str, T
     assembly = app.synth()
     templates = {}
     for name in ENVIRONMENTS:
-        stack_name = stages[name].node.find_child("Stateful").artifact_id  # type: ignore[attr-defined]
-        template = assembly.get_nested_assembly(stages[name].artifact_id).get_stack_artifact(stack_name)
-        templates[name] = Template.from_json(template.template)
+        for kind in ("Stateful", "Stateless"):
+            stack_name = stages[name].node.find_child(kind).artifact_id  # type: ignore[attr-defined]
+            template = assembly.get_nested_assembly(stages[name].artifact_id).get_stack_artifact(stack_name)
+            templates[(name, kind)] = Template.from_json(template.template)
     return templates
+
+
+@pytest.fixture(scope="module")
+def with_inverted_index(inverted_index_app: dict[tuple[str, str], Template]) -> dict[str, Template]:
+    return {name: inverted_index_app[(name, "Stateful")] for name in ENVIRONMENTS}
 
 
 def test_inverted_index_swaps_the_table_keys(with_inverted_index: dict[str, Template], env: str) -> None:
@@ -309,6 +316,24 @@ def test_inverted_index_keeps_the_global_id_index(with_inverted_index: dict[str,
     indexes = Capture()
     with_inverted_index[env].has_resource_properties(TABLE, {"GlobalSecondaryIndexes": indexes})
     assert [index["IndexName"] for index in indexes.as_array()] == ["globalId", "inverted"]
+
+
+def test_inverted_index_gets_its_own_throttle_alarms(
+    inverted_index_app: dict[tuple[str, str], Template], env: str
+) -> None:
+    """Index alarms follow the table's indexes from config (infra/constructs/monitoring.py)."""
+    alarms = inverted_index_app[(env, "Stateless")].find_resources("AWS::CloudWatch::Alarm")
+    watched = {
+        (alarm["Properties"]["MetricName"], dimension["Value"])
+        for alarm in alarms.values()
+        for dimension in alarm["Properties"].get("Dimensions", [])
+        if dimension["Name"] == "GlobalSecondaryIndexName"
+    }
+    assert watched == {
+        (metric, index)
+        for metric in ("ReadThrottleEvents", "WriteThrottleEvents")
+        for index in ("globalId", "inverted")
+    }
 
 
 def test_inverted_index_autoscales_when_provisioned(

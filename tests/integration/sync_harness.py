@@ -27,6 +27,7 @@ from datamodel.registry import indexable_schemas, schema_of_pk
 from index_bootstrap.bootstrap import IndexBootstrap
 from search import indices
 from search.documents import encode_json, engine_document, item_from_dynamodb
+from search.readers import read_role_definitions
 from search.transport import OpenSearchTransport
 from stream_sync import aws, handler
 from stream_sync.config import Settings
@@ -60,6 +61,8 @@ ADMIN_ROLE_ARN = "arn:aws:iam::123456789012:role/refdata-search-admin"
 SYNC_ROLE_ARN = "arn:aws:iam::123456789012:role/refdata-stream-sync"
 READER_ROLE_ARN = "arn:aws:iam::123456789012:role/refdata-reader"
 ADMIN_KEY, SYNC_KEY, READER_KEY = "AKIDADMIN", "AKIDSYNC", "AKIDREADER"
+# A read role as environments configure one (infra/environments.py): zones and product dates, never bookings.
+READ_ROLES = read_role_definitions([("public_search", ("geozone", "productDate"), (READER_ROLE_ARN,))])
 FGAC = FineGrainedAccessControl(
     ADMIN_ROLE_ARN, {ADMIN_KEY: ADMIN_ROLE_ARN, SYNC_KEY: SYNC_ROLE_ARN, READER_KEY: READER_ROLE_ARN}
 )
@@ -72,11 +75,14 @@ def signed_as(server: LoopbackOpenSearch, access_key: str) -> OpenSearchTranspor
 
 
 def bootstrap(server: LoopbackOpenSearch) -> None:
-    """The index-bootstrap custom resource, as the admin role: templates, script, the sync role's mapping and
-    `<schema>-v1` behind both aliases."""
+    """The index-bootstrap custom resource, as the admin role: templates, script, the sync role's mapping, the
+    read role and `<schema>-v1` behind both aliases."""
     transport = signed_as(server, ADMIN_KEY)
     IndexBootstrap(transport, sleep=lambda seconds: None).run(
-        [schema.name for schema in indexable_schemas()], replicas=0, sync_role_arn=SYNC_ROLE_ARN
+        [schema.name for schema in indexable_schemas()],
+        replicas=0,
+        sync_role_arn=SYNC_ROLE_ARN,
+        read_roles=READ_ROLES,
     )
     transport.close()
 

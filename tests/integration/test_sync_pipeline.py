@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sync_harness import ADMIN_KEY, BUCKET, READER_KEY, READER_ROLE_ARN, Pipeline, account, signed_as
+from sync_harness import ADMIN_KEY, BUCKET, READER_KEY, Pipeline, account, signed_as
 
 from tests.support.opensearch_server import ROUTE_BULK
 
@@ -135,24 +135,55 @@ def test_the_sync_role_indexes_a_document_that_introduces_a_new_field(pipeline: 
     pipeline.assert_index_equals_dynamodb()
 
 
-def test_a_read_only_role_mapped_through_the_security_api_reads_and_cannot_write(pipeline: Pipeline) -> None:
-    pipeline.put(ZONE, "0000000001", name={"S": "v1"})
+def test_a_configured_reader_sees_no_tombstone_hidden_item_or_internal_field_by_any_name_and_cannot_write(
+    pipeline: Pipeline,
+) -> None:
+    pipeline.put(ZONE, "0000000001", name={"S": "open"}, adminNotes={"S": "staff only"})
+    pipeline.put(ZONE, "0000000002", name={"S": "closed"}, hidden={"BOOL": True})
+    # An internal number a double cannot hold: its exact text in exactNumbers is internal too.
+    pipeline.put(
+        ZONE, "0000000003", name={"S": "exact"}, adminNotes={"N": "3.14159265358979323846264338327950288"}
+    )
+    pipeline.put(ZONE, "0000000004", name={"S": "gone"})
+    pipeline.deliver(pipeline.read_stream())
+    pipeline.delete(ZONE, "0000000004")
     pipeline.deliver(pipeline.read_stream())
     admin, reader = signed_as(pipeline.server, ADMIN_KEY), signed_as(pipeline.server, READER_KEY)
-    role = {"index_permissions": [{"index_patterns": ["geozone*"], "allowed_actions": ["read"]}]}
-    assert admin.request("PUT", "_plugins/_security/api/roles/reader", json.dumps(role).encode()).ok
-    mapping = json.dumps({"backend_roles": [READER_ROLE_ARN]}).encode()
-    assert admin.request("PUT", "_plugins/_security/api/rolesmapping/reader", mapping).ok
+    visible = [f"{ZONE}#0000000001", f"{ZONE}#0000000003"]
+    everything = json.dumps({"query": {"match_all": {}}, "sort": [{"sk": "asc"}]}).encode()
+    internal = json.dumps({"query": {"exists": {"field": "adminNotes"}}}).encode()
+
+    for name in ("geozone", "geozone-v1", "geozone-v*", "geozone-write"):  # the alias, the index, any name
+        found = reader.request("POST", f"{name}/_search", everything).json()["hits"]["hits"]
+        counted = reader.request("POST", f"{name}/_count", b"{}").json()["count"]
+        assert [hit["_id"] for hit in found] == visible, name
+        assert counted == 2, name
+        assert all("adminNotes" not in hit["_source"] for hit in found), name
+        assert found[1]["_source"].get("exactNumbers", {}) == {}, name
+        assert reader.request("POST", f"{name}/_search", internal).json()["hits"]["hits"] == [], name
+    for doc_id, status in [("0000000001", 200), ("0000000002", 404), ("0000000004", 404)]:
+        got = reader.request("GET", f"geozone-v1/_doc/{ZONE}%23{doc_id}")
+        assert got.status == status, doc_id
+        assert "adminNotes" not in got.json().get("_source", {})
+    # The admin (and the ops tools) still see every document, tombstone and internal fields included.
+    assert admin.request("POST", "geozone-v1/_count", b"{}").json()["count"] == 4
+    assert admin.request("POST", "geozone-v1/_search", internal).json()["hits"]["total"]["value"] == 2
+
     write = (
         b'{"update":{"_index":"geozone-write","_id":"x","require_alias":true}}\n'
         b'{"doc":{"name":"x"},"doc_as_upsert":true}\n'
     )
-
-    found = reader.request("POST", "geozone/_search", b'{"query":{"match_all":{}}}').json()
-    bulk = reader.request("POST", "_bulk", write, {"Content-Type": "application/x-ndjson"})
-    created = reader.request("PUT", "geozone-v9", b"{}")
-
-    assert [hit["_source"]["name"] for hit in found["hits"]["hits"]] == ["v1"]
-    assert (bulk.status, bulk.json()["error"]["type"]) == (403, "security_exception")
-    assert (created.status, created.json()["error"]["type"]) == (403, "security_exception")
-    assert "geozone-v9" not in pipeline.server.index_names()
+    refused = [
+        reader.request("POST", "_bulk", write, {"Content-Type": "application/x-ndjson"}),
+        reader.request("PUT", "geozone-v9", b"{}"),
+        reader.request("DELETE", "geozone-v1"),
+        reader.request(
+            "POST", "_aliases", json.dumps({"actions": [{"remove_index": {"index": "geozone-v1"}}]}).encode()
+        ),
+        reader.request("POST", "booking/_search", everything),  # a schema the role does not name
+    ]
+    assert [(r.status, r.json()["error"]["type"]) for r in refused] == [(403, "security_exception")] * 5
+    assert pipeline.server.index_names() == ["booking-v1", "geozone-v1", "productdate-v1"]
+    assert pipeline.server.documents("geozone-v1").keys() == {
+        f"{ZONE}#{n}" for n in ("0000000001", "0000000002", "0000000003", "0000000004")
+    }

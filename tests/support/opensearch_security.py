@@ -163,7 +163,7 @@ class Authorizer:
             or subject.name in (mapping.get("users") or [])
         )
 
-    def _roles(self, subject: Subject) -> list[Mapping[str, Any]]:
+    def roles(self, subject: Subject) -> list[Mapping[str, Any]]:
         return [
             self._security["roles"][name]
             for name in self.mapped_roles(subject)
@@ -173,7 +173,7 @@ class Authorizer:
     def check_cluster(self, subject: Subject, action: str) -> None:
         if subject.master:
             return
-        for role in self._roles(subject):
+        for role in self.roles(subject):
             if any(
                 matches(pattern, action) for pattern in expand_actions(role.get("cluster_permissions") or [])
             ):
@@ -187,7 +187,7 @@ class Authorizer:
         the aliases that point at it."""
         if subject.master:
             return
-        roles = self._roles(subject)
+        roles = self.roles(subject)
         missing = [
             action
             for action in dict.fromkeys(actions)

@@ -5,9 +5,9 @@ request and response formats of the APIs the platform uses: composable index tem
 settings (`PUT <index>/_settings`, replicas, write blocks), cluster settings (`action.auto_create_index`),
 aliases (`POST _aliases`, filters, write index), stored scripts (with and without a context), `_doc`, `_mget`,
 `_bulk` with per-item status and error and optimistic concurrency (`if_seq_no`/`if_primary_term` against each
-document's own sequence number), a minimal `_search` (`size`, field `sort`, `search_after`,
-`seq_no_primary_term`, `slice`) and `_count`, point in time (create, search, delete, keep-alive), `_cat/indices`,
-and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
+document's own sequence number), `_search` and `_count` with the query DSL, sorting, `search_after`,
+`seq_no_primary_term` and `slice` (tests/support/opensearch_query.py), point in time (create, search, delete,
+keep-alive), `_cat/indices`, and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
 
 It is strict where the engine is strict, and answers in the engine's words (type, reason, `caused_by`):
 - documents are parsed against the index mappings, which grow dynamically (tests/support/opensearch_mapping.py);
@@ -17,12 +17,13 @@ It is strict where the engine is strict, and answers in the engine's words (type
   `action.auto_create_index` forbids it; index write blocks refuse writes;
 - with `fgac`, every signed request is attributed to an IAM role and checked by fine-grained access control
   (opensearch_security.py), including the implicit `indices:admin/create` of an auto-created index and the
-  implicit `indices:admin/mapping/put` of a document that adds a field.
-It is not OpenSearch: queries support only `match_all`, `term`, `terms`, `range` and `bool`; documents are visible
-without refresh; `_source` keeps parsed values (a real `index` operation keeps the original bytes, and a
-script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index (so one sequence-number series per
-index, primary term always 1); a slice is chosen by a CRC-32 of `_id` (the engine uses its own hash: only the
-partition property is the same); a point in time is a copy of the documents; painless is never executed.
+  implicit `indices:admin/mapping/put` of a document that adds a field, and the document- and field-level
+  security of the caller's roles on every read (`_search`, `_count`, `_doc`, `_mget`; opensearch_dlsfls.py).
+It is not OpenSearch: queries support what opensearch_query.py lists (anything else answers 400 saying it is
+not emulated); documents are visible without refresh; `_source` keeps parsed values (a real `index` operation
+keeps the original bytes, and a script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index (so
+one sequence-number series per index, primary term always 1); a point in time is a copy of its indices;
+painless is never executed.
 
 Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization` header for
 service `es`; given credentials it also verifies the signature.
@@ -45,7 +46,6 @@ import re
 import socket
 import threading
 import time
-import zlib
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,8 +57,11 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from tests.support.opensearch_dlsfls import check_role, read_restriction
 from tests.support.opensearch_errors import OpenSearchError, cause, index_not_found
 from tests.support.opensearch_mapping import parse_document
+from tests.support.opensearch_query import IndexView, Visible, java_boolean, visible_document
+from tests.support.opensearch_query import search as run_search
 from tests.support.opensearch_scripts import (
     ScriptRuntimeError,
     Twin,
@@ -196,18 +199,6 @@ def _alias_name_conflict(alias: str) -> OpenSearchError:
     )
 
 
-def _java_boolean(value: Any) -> bool:
-    """Booleans.parseBoolean: only `true` and `false`."""
-    text = str(value).lower() if isinstance(value, bool) else str(value)
-    if text not in ("true", "false"):
-        raise OpenSearchError(
-            400,
-            "illegal_argument_exception",
-            f"Failed to parse value [{value}] as only [true] or [false] are allowed.",
-        )
-    return text == "true"
-
-
 def _auto_create_rules(value: str) -> tuple[bool, list[tuple[str, bool]]]:
     """AutoCreateIndex.AutoCreate: `true`, `false`, or comma-separated patterns with optional +/- prefixes."""
     if value in ("true", "false"):
@@ -331,11 +322,11 @@ class _BulkOperation:
 
 @dataclass
 class _PointInTime:
-    """A frozen view of some indices' documents (what a search with this `pit` sees), alive until `expires_at`."""
+    """Frozen copies of the indices it was opened on (what a search with this `pit` sees, through the aliases of
+    the names it was opened with), alive until `expires_at`."""
 
-    indices: dict[str, dict[str, dict[str, Any]]]  # index -> doc id -> source
-    seq_nos: dict[str, dict[str, int]]
-    filters: dict[str, list[Mapping[str, Any]]]  # alias filters of the expression it was opened on
+    indices: dict[str, _Index]
+    named: list[str]
     expires_at: float
 
 
@@ -400,76 +391,6 @@ def _validate_index_name(name: str) -> None:
         )
 
 
-def _matches_query(source: Mapping[str, Any], query: Mapping[str, Any] | None) -> bool:
-    if not query:
-        return True
-    ((kind, spec),) = query.items()
-    if kind == "match_all":
-        return True
-    if kind == "term":
-        ((field_name, expected),) = spec.items()
-        if isinstance(expected, Mapping):
-            expected = expected.get("value")
-        return _field_values(source, field_name).count(expected) > 0
-    if kind == "terms":
-        ((field_name, options),) = spec.items()
-        values = _field_values(source, field_name)
-        return any(option in values for option in options)
-    if kind == "range":
-        ((field_name, bounds),) = spec.items()
-        return any(_in_range(value, bounds) for value in _field_values(source, field_name))
-    if kind == "bool":
-
-        def clauses(key: str) -> list[Mapping[str, Any]]:
-            value = spec.get(key, [])
-            return [value] if isinstance(value, Mapping) else list(value)
-
-        if not all(_matches_query(source, clause) for clause in clauses("must") + clauses("filter")):
-            return False
-        if any(_matches_query(source, clause) for clause in clauses("must_not")):
-            return False
-        should = clauses("should")
-        return not should or any(_matches_query(source, clause) for clause in should)
-    raise OpenSearchError(
-        400, "parsing_exception", f"unknown query [{kind}] (not emulated by the loopback server)"
-    )
-
-
-_RANGE_TESTS = {
-    "gt": lambda value, bound: value > bound,
-    "gte": lambda value, bound: value >= bound,
-    "lt": lambda value, bound: value < bound,
-    "lte": lambda value, bound: value <= bound,
-}
-
-
-def _in_range(value: Any, bounds: Any) -> bool:
-    """RangeQueryBuilder on a numeric or keyword field: every bound given must hold (numbers compare with numbers,
-    strings with strings; a value of the other kind never matches)."""
-    if not isinstance(bounds, Mapping) or not bounds:
-        raise OpenSearchError(
-            400, "parsing_exception", "[range] query malformed, no start_object after query name"
-        )
-    unknown = sorted(set(bounds) - set(_RANGE_TESTS))
-    if unknown:
-        raise OpenSearchError(
-            400, "parsing_exception", f"[range] query does not support [{unknown[0]}] (not emulated)"
-        )
-    numeric = isinstance(value, int | float) and not isinstance(value, bool)
-    for name, bound in bounds.items():
-        if isinstance(bound, int | float) and not isinstance(bound, bool):
-            if not numeric or not _RANGE_TESTS[name](value, bound):
-                return False
-        elif isinstance(bound, str):
-            if not isinstance(value, str) or not _RANGE_TESTS[name](value, bound):
-                return False
-        else:
-            raise OpenSearchError(
-                400, "parsing_exception", f"[range] bound [{name}] must be a number or a string"
-            )
-    return True
-
-
 def _time_value_seconds(text: Any, setting: str) -> float:
     """A TimeValue (`30s`, `10m`, `1h`, `1d`, `500ms`) in seconds, refused in the engine's words otherwise."""
     units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -482,85 +403,6 @@ def _time_value_seconds(text: Any, setting: str) -> float:
             "unrecognized",
         )
     return int(match.group(1)) * units[match.group(2)]
-
-
-def _slice_of(doc_id: str, maximum: int) -> int:
-    return zlib.crc32(doc_id.encode()) % maximum
-
-
-def _slice_spec(spec: Any) -> tuple[int, int] | None:
-    """SliceBuilder's checks: `{"id": i, "max": n}` with 0 <= i < n and n > 1."""
-    if spec is None:
-        return None
-    if (
-        not isinstance(spec, Mapping)
-        or not isinstance(spec.get("id"), int)
-        or not isinstance(spec.get("max"), int)
-    ):
-        raise OpenSearchError(400, "parsing_exception", "[slice] needs integer [id] and [max]")
-    slice_id, maximum = spec["id"], spec["max"]
-    if maximum <= 1:
-        raise OpenSearchError(400, "illegal_argument_exception", "max must be greater than 1")
-    if slice_id < 0:
-        raise OpenSearchError(400, "illegal_argument_exception", "id must be greater than or equal to 0")
-    if slice_id >= maximum:
-        raise OpenSearchError(400, "illegal_argument_exception", "max must be greater than id")
-    return slice_id, maximum
-
-
-def _sort_fields(sort: Any) -> list[tuple[str, str]]:
-    """`sort` as (field, order) pairs: `"f"`, `{"f": "desc"}` or `{"f": {"order": "desc"}}` entries."""
-    if sort is None:
-        return []
-    fields: list[tuple[str, str]] = []
-    for entry in sort if isinstance(sort, list) else [sort]:
-        if isinstance(entry, str):
-            fields.append((entry, "asc"))
-            continue
-        ((field_name, spec),) = entry.items()
-        order = spec.get("order", "asc") if isinstance(spec, Mapping) else spec
-        if order not in ("asc", "desc"):
-            raise OpenSearchError(400, "parsing_exception", f"unknown sort order [{order}]")
-        fields.append((field_name, order))
-    return fields
-
-
-def _sort_value(source: Mapping[str, Any], field_name: str) -> Any:
-    values = _field_values(source, field_name)
-    return min(values) if values else None
-
-
-class _Descending:
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Descending) -> bool:
-        return bool(other.value < self.value)
-
-    def __gt__(self, other: _Descending) -> bool:
-        return bool(other.value > self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Descending) and other.value == self.value
-
-
-def _sort_key(values: list[Any], sort: list[tuple[str, str]]) -> tuple[Any, ...]:
-    """Documents without the field sort last in either order, as OpenSearch's default `missing: _last`."""
-    key: list[Any] = []
-    for value, (_, order) in zip(values, sort, strict=True):
-        key.append(
-            (value is None, None if value is None else value if order == "asc" else _Descending(value))
-        )
-    return tuple(key)
-
-
-def _field_values(source: Mapping[str, Any], dotted: str) -> list[Any]:
-    node: Any = source
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return []
-        node = node[part]
-    return list(node) if isinstance(node, list) else [node]
 
 
 def _flat_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -923,7 +765,7 @@ class _Cluster:
                     "breaking changes documentation for removed settings",
                 )
             if key.startswith("index.blocks.") and flat[key] is not None:
-                _java_boolean(flat[key])
+                java_boolean(flat[key])
         self._validated_settings(flat)
         for name in names:
             index = self.indices[name]
@@ -1088,6 +930,8 @@ class _Cluster:
         """PUT _plugins/_security/api/{roles,rolesmapping}/<name>: 201 CREATED or 200 OK, as documented."""
         if kind == "roles" and not isinstance(body.get("index_permissions", []), list):
             raise OpenSearchError(400, "bad_request", "index_permissions must be an array")
+        if kind == "roles":
+            check_role(body)
         if kind == "rolesmapping" and not isinstance(body.get("backend_roles", []), list):
             raise OpenSearchError(400, "bad_request", "backend_roles must be an array")
         existed = name in self.security[kind]
@@ -1149,7 +993,26 @@ class _Cluster:
 
     # --- documents -------------------------------------------------------------------------------
 
-    def get_document(self, target: str, doc_id: str) -> tuple[int, dict[str, Any]]:
+    def _visible(
+        self, subject: Subject, name: str, named: Sequence[str], frozen: _Index | None = None
+    ) -> Visible:
+        """Index `name` (or a point in time's `frozen` copy of it) as `subject` sees it through the names of the
+        request (`named`): the filters of the aliases it used, and its document- and field-level security."""
+        index = frozen or self.indices[name]
+        restriction = read_restriction(subject, self.authorizer.roles(subject), name, tuple(index.aliases))
+        return Visible(
+            index=IndexView(name, index.mappings, index.docs),
+            alias_filters=[
+                spec["filter"]
+                for alias, spec in index.aliases.items()
+                if alias in named and spec.get("filter")
+            ],
+            document_filter=restriction.document_filter(),
+            fields=restriction.visible,
+            seq_nos=index.doc_seq_nos,
+        )
+
+    def get_document(self, subject: Subject, target: str, doc_id: str) -> tuple[int, dict[str, Any]]:
         names = self.resolve(target)
         if len(names) != 1:
             raise OpenSearchError(
@@ -1159,7 +1022,10 @@ class _Cluster:
                 "single index op",
             )
         index = self.indices[names[0]]
-        if doc_id not in index.docs:
+        view = self._visible(subject, index.name, ())
+        source = index.docs.get(doc_id)
+        source = None if source is None else visible_document(view, source)
+        if source is None:
             return 404, {"_index": index.name, "_id": doc_id, "found": False}
         return 200, {
             "_index": index.name,
@@ -1168,10 +1034,10 @@ class _Cluster:
             "_seq_no": index.doc_seq_nos[doc_id],
             "_primary_term": 1,
             "found": True,
-            "_source": copy.deepcopy(index.docs[doc_id]),
+            "_source": copy.deepcopy(dict(source)),
         }
 
-    def multi_get(self, expression: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def multi_get(self, subject: Subject, expression: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """`POST <index>/_mget {"ids": [...]}`: one entry per id, in order, `found` or not."""
         ids = body.get("ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(doc_id, str) for doc_id in ids):
@@ -1180,7 +1046,7 @@ class _Cluster:
             )
         docs = []
         for doc_id in ids:
-            status, answer = self.get_document(expression, doc_id)
+            status, answer = self.get_document(subject, expression, doc_id)
             docs.append(
                 answer if status == 200 else {"_index": answer["_index"], "_id": doc_id, "found": False}
             )
@@ -1200,9 +1066,8 @@ class _Cluster:
         names = self.resolve(expression)
         pit_id = base64.urlsafe_b64encode(f"pit-{next(self._contexts)}-{expression}".encode()).decode()
         self.points_in_time[pit_id] = _PointInTime(
-            indices={name: copy.deepcopy(self.indices[name].docs) for name in names},
-            seq_nos={name: dict(self.indices[name].doc_seq_nos) for name in names},
-            filters={name: self._alias_filters(expression, self.indices[name]) for name in names},
+            indices={name: copy.deepcopy(self.indices[name]) for name in names},
+            named=expression.split(","),
             expires_at=now + seconds,
         )
         shards = {"total": len(names), "successful": len(names), "skipped": 0, "failed": 0}
@@ -1239,89 +1104,33 @@ class _Cluster:
             "pits": [{"successful": self.points_in_time.pop(i, None) is not None, "pit_id": i} for i in ids]
         }
 
-    @staticmethod
-    def _alias_filters(expression: str, index: _Index) -> list[Mapping[str, Any]]:
-        return [
-            spec["filter"]
-            for part in expression.split(",")
-            for alias, spec in index.aliases.items()
-            if alias == part and spec.get("filter")
-        ]
-
     def search(
-        self, expression: str | None, body: Mapping[str, Any] | None, now: float = 0.0
+        self,
+        subject: Subject,
+        expression: str | None,
+        body: Mapping[str, Any] | None,
+        *,
+        count_only: bool = False,
+        now: float = 0.0,
     ) -> dict[str, Any]:
-        """`_search` over the live documents of `expression`, or over the frozen ones of the body's `pit` (then
-        `expression` must be None: a search with a point in time names no index)."""
-        body = body or {}
-        query = body.get("query")
-        size = int(body.get("size", 10))
-        sort = _sort_fields(body.get("sort"))
-        after = body.get("search_after")
-        sliced = _slice_spec(body.get("slice"))
-        if after is not None and (not sort or not isinstance(after, list) or len(after) != len(sort)):
+        """`_search` / `_count` over the concrete indices of `expression`, each through the filters of the aliases
+        the expression names and the caller's document- and field-level security; or `_search` over the frozen
+        indices of the body's `pit` (then `expression` must be None: a search with a point in time names no
+        index)."""
+        if body is None or "pit" not in body:
+            named = (expression or "_all").split(",")
+            views = [self._visible(subject, name, named) for name in self.resolve(expression or "_all")]
+            return copy.deepcopy(run_search(views, body, count_only=count_only))
+        if expression is not None:
             raise OpenSearchError(
                 400,
-                "illegal_argument_exception",
-                "search_after needs a sort and exactly one value per sort field",
+                "action_request_validation_exception",
+                "Validation Failed: 1: [indices] cannot be used with point in time. Do not specify any index with "
+                "point in time.;",
             )
-        pit_id: str | None = None
-        if "pit" in body:
-            if expression is not None:
-                raise OpenSearchError(
-                    400,
-                    "action_request_validation_exception",
-                    "Validation Failed: 1: [indices] cannot be used with point in time. Do not specify any index "
-                    "with point in time.;",
-                )
-            pit_id, pit = self.point_in_time(body["pit"], now)
-            views = [(name, docs, pit.seq_nos[name], pit.filters[name]) for name, docs in pit.indices.items()]
-        else:
-            if sliced is not None:
-                raise OpenSearchError(
-                    400,
-                    "illegal_argument_exception",
-                    "[slice] can only be used with [scroll] or [point-in-time] requests",
-                )
-            names = self.resolve(expression or "_all")
-            views = [
-                (
-                    name,
-                    self.indices[name].docs,
-                    self.indices[name].doc_seq_nos,
-                    self._alias_filters(expression or "_all", self.indices[name]),
-                )
-                for name in names
-            ]
-        with_seq_no = _java_boolean(body.get("seq_no_primary_term", False))
-        hits: list[dict[str, Any]] = []
-        for name, docs, seq_nos, alias_filters in views:
-            for doc_id, source in docs.items():
-                if sliced is not None and _slice_of(doc_id, sliced[1]) != sliced[0]:
-                    continue
-                if all(_matches_query(source, f) for f in alias_filters) and _matches_query(source, query):
-                    hit = {"_index": name, "_id": doc_id, "_score": 1.0, "_source": copy.deepcopy(source)}
-                    if with_seq_no:
-                        hit |= {"_seq_no": seq_nos[doc_id], "_primary_term": 1}
-                    hits.append(hit)
-        total = len(hits)
-        if sort:
-            for hit in hits:
-                hit["sort"] = [_sort_value(hit["_source"], field_name) for field_name, _ in sort]
-            hits.sort(key=lambda hit: _sort_key(hit["sort"], sort))
-            if after is not None:
-                hits = [hit for hit in hits if _sort_key(hit["sort"], sort) > _sort_key(after, sort)]
-        answer: dict[str, Any] = {} if pit_id is None else {"pit_id": pit_id}
-        return answer | {
-            "took": 1,
-            "timed_out": False,
-            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-            "hits": {
-                "total": {"value": total, "relation": "eq"},
-                "max_score": 1.0 if hits else None,
-                "hits": hits[:size],
-            },
-        }
+        pit_id, pit = self.point_in_time(body["pit"], now)
+        views = [self._visible(subject, name, pit.named, frozen) for name, frozen in pit.indices.items()]
+        return {"pit_id": pit_id} | copy.deepcopy(run_search(views, body))
 
     # --- _bulk -----------------------------------------------------------------------------------
 
@@ -1396,7 +1205,7 @@ class _Cluster:
                     )
             require_alias = default_require_alias
             if "require_alias" in meta:
-                require_alias = _java_boolean(meta["require_alias"])
+                require_alias = java_boolean(meta["require_alias"])
             position += 1
             source: Any = None
             if op != "delete":
@@ -2333,27 +2142,30 @@ class LoopbackOpenSearch:
                     if found is None:
                         return 404, {"status": "NOT_FOUND", "message": f"{segments[4]} not found."}
                     return 200, {segments[4]: found}
+                if method == "DELETE":
+                    if cluster.security[segments[3]].pop(segments[4], None) is None:
+                        return 404, {"status": "NOT_FOUND", "message": f"{segments[4]} not found."}
+                    return 200, {"status": "OK", "message": f"'{segments[4]}' deleted."}
             if route == ROUTE_DOC and method == "GET":
                 allow_indices(["indices:data/read/get"], segments[0])
-                return cluster.get_document(segments[0], segments[2])
+                return cluster.get_document(subject, segments[0], segments[2])
             if route == ROUTE_SEARCH and len(segments) == 1 and "pit" in (request_body := body() or {}):
                 spec = request_body["pit"]
                 pit = cluster.points_in_time.get(spec.get("id")) if isinstance(spec, Mapping) else None
                 cluster.check_indices(
                     subject, ["indices:data/read/search"], sorted(pit.indices) if pit else []
                 )
-                return 200, cluster.search(None, request_body, time.time())
+                return 200, cluster.search(subject, None, request_body, now=time.time())
             if route in (ROUTE_SEARCH, ROUTE_COUNT) and method in ("GET", "POST"):
                 expression = segments[0] if len(segments) == 2 else "_all"
                 allow_indices(["indices:data/read/search"], expression)
-                result = cluster.search(expression, body(), time.time())
-                if route == ROUTE_COUNT:
-                    return 200, {"count": result["hits"]["total"]["value"], "_shards": result["_shards"]}
-                return 200, result
+                return 200, cluster.search(
+                    subject, expression, body(), count_only=route == ROUTE_COUNT, now=time.time()
+                )
             if route == ROUTE_MGET and method in ("GET", "POST") and len(segments) == 2:
                 allow_cluster("indices:data/read/mget")
                 allow_indices(["indices:data/read/mget[shard]"], segments[0])
-                return 200, cluster.multi_get(segments[0], body())
+                return 200, cluster.multi_get(subject, segments[0], body())
             if route == ROUTE_POINT_IN_TIME and method == "POST" and len(segments) == 3:
                 allow_indices(["indices:data/read/point_in_time/create"], segments[0])
                 if "keep_alive" not in query:

@@ -236,3 +236,122 @@ def test_a_read_only_role_reads_and_is_refused_writes(
     assert found.json()["hits"]["total"]["value"] == 1
     assert written.status == 403 and aliased.status == 403
     assert "places-write" in server.aliases_of("places-v1")
+
+
+# --- document- and field-level security -------------------------------------------------------------------
+
+
+def read_entry(patterns: list[str], **restrictions: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"index_patterns": patterns, "allowed_actions": ["read"]}
+    if "dls" in restrictions:
+        entry["dls"] = json.dumps(restrictions["dls"])
+    if "fls" in restrictions:
+        entry["fls"] = restrictions["fls"]
+    return entry
+
+
+def grant_read(admin: OpenSearchTransport, role: str, patterns: list[str], **restrictions: Any) -> None:
+    """The reader gets `role`: read on `patterns` with the given `dls` query and/or `fls` patterns."""
+    grant(admin, role, READER, {"index_permissions": [read_entry(patterns, **restrictions)]})
+
+
+@pytest.fixture
+def catalogue(server: LoopbackOpenSearch, admin: OpenSearchTransport) -> OpenSearchTransport:
+    """`places-v1` behind the alias `places` with three documents; the reader's client."""
+    assert send(
+        admin, "POST", "_aliases", {"actions": [{"add": {"index": "places-v1", "alias": "places"}}]}
+    ).ok
+    for n, extra in [("1", {"kind": "park", "notes": "a"}), ("2", {"kind": "camp"}), ("3", {"kind": "park"})]:
+        doc = {"pk": "p", "sk": n, "schema": "places", "name": f"place {n}", "secret": {"code": n}, **extra}
+        assert not bulk(admin, update("places-write", f"p#{n}", doc)).json()["errors"]
+    return signed_by(server, "AKIDREADER")
+
+
+def found(reader: OpenSearchTransport, path: str, query: dict[str, Any] | None = None) -> list[str]:
+    body = {"query": query or {"match_all": {}}, "sort": [{"sk": "asc"}]}
+    response = send(reader, "POST", path, body)
+    assert response.status == 200, response.body
+    return [hit["_id"] for hit in response.json()["hits"]["hits"]]
+
+
+def test_dls_on_an_alias_pattern_applies_through_the_alias_and_the_concrete_index(
+    server: LoopbackOpenSearch, admin: OpenSearchTransport, catalogue: OpenSearchTransport
+) -> None:
+    grant_read(admin, "reader", ["places"], dls={"term": {"kind": "park"}})
+
+    assert found(catalogue, "places/_search") == ["p#1", "p#3"]
+    assert found(catalogue, "places-v1/_search") == ["p#1", "p#3"]
+    assert send(catalogue, "POST", "places-v1/_count", {}).json()["count"] == 2
+    assert send(catalogue, "GET", "places-v1/_doc/p%232").status == 404
+    assert send(catalogue, "GET", "places/_doc/p%231").json()["found"] is True
+
+
+def test_dls_of_several_roles_is_a_union_and_a_role_without_dls_does_not_lift_it(
+    server: LoopbackOpenSearch, admin: OpenSearchTransport, catalogue: OpenSearchTransport
+) -> None:
+    grant_read(admin, "parks", ["places"], dls={"term": {"sk": "1"}})
+    grant_read(admin, "camps", ["places-v*"], dls={"term": {"sk": "2"}})
+    grant_read(admin, "plain", ["places*"])
+
+    # plugins.security.dfm_empty_overrides_all is false by default: restricted rules win over unrestricted ones.
+    assert found(catalogue, "places/_search") == ["p#1", "p#2"]
+
+
+def test_fls_hides_fields_from_sources_queries_and_sorts(
+    server: LoopbackOpenSearch, admin: OpenSearchTransport, catalogue: OpenSearchTransport
+) -> None:
+    grant_read(admin, "reader", ["places"], fls=["~notes", "~secret.code"])
+
+    hits = send(catalogue, "POST", "places/_search", {"query": {"term": {"sk": "1"}}}).json()["hits"]["hits"]
+    hit = hits[0]
+    got = send(catalogue, "GET", "places-v1/_doc/p%231").json()["_source"]
+
+    assert "notes" not in hit["_source"] and hit["_source"]["secret"] == {}
+    assert got == hit["_source"]
+    assert found(catalogue, "places-v1/_search", {"exists": {"field": "notes"}}) == []
+    assert found(catalogue, "places-v1/_search", {"term": {"notes.keyword": "a"}}) == []
+    assert found(admin, "places-v1/_search", {"exists": {"field": "notes"}}) == ["p#1"]
+
+
+def test_fls_inclusions_show_only_the_named_fields_and_exclusions_of_two_roles_add_up(
+    server: LoopbackOpenSearch, admin: OpenSearchTransport, catalogue: OpenSearchTransport
+) -> None:
+    grant_read(admin, "reader", ["places"], fls=["name", "secret.code"])
+    included = send(catalogue, "GET", "places/_doc/p%231").json()["_source"]
+    grant_read(admin, "reader", ["places"], fls=["~notes"])
+    grant_read(admin, "other", ["places-v1"], fls=["~kind"])
+    excluded = send(catalogue, "GET", "places/_doc/p%231").json()["_source"]
+
+    assert included == {"name": "place 1", "secret": {"code": "1"}}
+    assert "notes" not in excluded and "kind" not in excluded and excluded["name"] == "place 1"
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ({"index_permissions": [{"index_patterns": ["x"], "dls": {"match_all": {}}}]}, "Invalid DLS"),
+        ({"index_permissions": [{"index_patterns": ["x"], "dls": "{not json"}]}, "Invalid DLS"),
+        ({"index_permissions": [{"index_patterns": ["x"], "fls": "~a"}]}, "Invalid FLS"),
+        ({"index_permissions": [{"index_patterns": ["x"], "masked_fields": ["a"]}]}, "not emulated"),
+    ],
+)
+def test_a_role_with_malformed_or_unemulated_restrictions_is_refused(
+    admin: OpenSearchTransport, entry: dict[str, Any], reason: str
+) -> None:
+    response = send(admin, "PUT", "_plugins/_security/api/roles/bad", entry)
+
+    assert response.status == 400
+    assert reason in response.json()["error"]["reason"]
+
+
+def test_roles_and_mappings_can_be_deleted_once(admin: OpenSearchTransport) -> None:
+    grant_read(admin, "reader", ["places"])
+
+    first = send(admin, "DELETE", "_plugins/_security/api/rolesmapping/reader")
+    again = send(admin, "DELETE", "_plugins/_security/api/rolesmapping/reader")
+    role = send(admin, "DELETE", "_plugins/_security/api/roles/reader")
+
+    assert (first.status, first.json()["status"]) == (200, "OK")
+    assert (again.status, again.json()["status"]) == (404, "NOT_FOUND")
+    assert role.status == 200
+    assert send(admin, "GET", "_plugins/_security/api/roles/reader").status == 404

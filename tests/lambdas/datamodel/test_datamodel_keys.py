@@ -15,6 +15,7 @@ from datamodel.keys import (
     parse_key,
     parse_pk,
     parse_sk,
+    pk_prefix,
     sk_prefix,
 )
 from datamodel.registry import COUNTER, REGISTRY, Field, KeyConventionError, Kind, Schema
@@ -166,6 +167,21 @@ def test_sk_prefix_stops_at_a_segment_boundary():
     assert sk_prefix("productDate", {"productId": "1"}) == "1::"
     assert not "10::2025-01-01".startswith(sk_prefix("productDate", {"productId": "1"}))
     assert sk_prefix("productDate", {}) == ""
+
+
+def test_pk_prefix_stops_at_a_segment_boundary_unless_it_is_the_whole_pk():
+    assert pk_prefix("productDate", {"collectionId": "bcparks_1"}) == "productDate::bcparks_1::"
+    assert not "productDate::bcparks_10::dayuse::1".startswith(
+        pk_prefix("productDate", {"collectionId": "bcparks_1"})
+    )
+    assert pk_prefix("booking", {"collectionId": "bcparks_1"}) == "booking::bcparks_1::"  # the shard follows
+    assert pk_prefix("geozone", {"collectionId": "bcparks_1"}) == "geozone::bcparks_1"
+
+
+@pytest.mark.parametrize("values", [{}, {"activityType": "dayuse"}, {"collectionId": "a::b"}])
+def test_pk_prefix_needs_valid_leading_fields(values):
+    with pytest.raises(KeyConventionError):
+        pk_prefix("productDate", values)
 
 
 def test_sk_prefix_needs_leading_fields():

@@ -5,12 +5,15 @@ from datamodel.registry import (
     COUNTER,
     REGISTRY,
     SHIPPED,
+    Attribute,
+    AttributeKind,
     CounterSk,
     Field,
     FieldsSk,
     KeyConventionError,
     Kind,
     Schema,
+    Visibility,
     build_registry,
     indexable_schemas,
     schema_of_pk,
@@ -75,3 +78,65 @@ def test_bad_declarations_are_refused(declare, message):
 
 def test_schemas_are_hashable():
     assert len({*REGISTRY.values()}) == len(REGISTRY)
+
+
+# --- search attributes and visibility ---------------------------------------------------------------------
+
+
+def zone(**changes):
+    return Schema(
+        name="zone",
+        scope=(Field("collectionId"),),
+        sk=CounterSk(),
+        indexable=True,
+        **changes,
+    )
+
+
+def test_shipped_schemas_keep_admin_notes_internal():
+    for schema in indexable_schemas():
+        assert "adminNotes" in schema.attributes_of(visibility=Visibility.INTERNAL), schema.name
+
+
+def test_attributes_are_listed_by_kind_and_visibility_in_declaration_order():
+    schema = REGISTRY["productDate"]
+    assert schema.attributes_of(AttributeKind.TEXT, Visibility.PUBLIC) == ("name", "description")
+    assert schema.attributes_of(AttributeKind.DATE) == ("date",)
+    assert schema.attributes_of(visibility=Visibility.INTERNAL) == ("adminNotes",)
+    assert schema.hidden_flag == "hidden"
+
+
+@pytest.mark.parametrize(
+    ("declare", "message"),
+    [
+        (lambda: Attribute("bad name", AttributeKind.TEXT), "alphanumeric"),
+        (lambda: Attribute("tombstone", AttributeKind.BOOLEAN), "platform"),
+        (lambda: Attribute("geometry", AttributeKind.KEYWORD), "platform"),
+        (lambda: zone(attributes=(Attribute("a", AttributeKind.TEXT),) * 2), "repeat"),
+        (lambda: zone(hidden_flag="hidden"), "declared BOOLEAN"),
+        (
+            lambda: zone(attributes=(Attribute("hidden", AttributeKind.TEXT),), hidden_flag="hidden"),
+            "BOOLEAN",
+        ),
+        (
+            lambda: zone(
+                attributes=(Attribute("hidden", AttributeKind.BOOLEAN, Visibility.INTERNAL),),
+                hidden_flag="hidden",
+            ),
+            "must be public",
+        ),
+        (
+            lambda: Schema(
+                "note",
+                (Field("id"),),
+                CounterSk(),
+                indexable=False,
+                attributes=(Attribute("a", AttributeKind.TEXT),),
+            ),
+            "not indexable",
+        ),
+    ],
+)
+def test_bad_attribute_declarations_are_refused(declare, message):
+    with pytest.raises(KeyConventionError, match=message):
+        declare()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
+import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,7 @@ from search.indices import (
     index_mappings,
     mapping_fingerprint,
 )
+from search.readers import read_role_definitions
 from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 
 from tests.support.aws import moto_role_of_access_key
@@ -469,3 +472,89 @@ def test_versions_already_at_the_replica_count_are_left_alone(server: LoopbackOp
     assert {server.cluster.indices[n].setting("index.number_of_replicas") for n in server.index_names()} == {
         "0"
     }
+
+
+# --- read roles -----------------------------------------------------------------------------------------------
+
+
+READER_ARN = "arn:aws:iam::111111111111:role/public-site"
+
+
+def read_roles_property(*names: str) -> str:
+    return json.dumps(read_role_definitions((name, ("geozone",), (READER_ARN,)) for name in names))
+
+
+def test_read_roles_and_their_mappings_are_put_as_the_property_defines_them(
+    server: LoopbackOpenSearch,
+) -> None:
+    handler.on_event(
+        event(server, ResourceProperties=_properties(server, ReadRoles=read_roles_property("app"))), None
+    )
+
+    security = {request.path: request.json() for request in server.requests_to(ROUTE_SECURITY, "PUT")}
+    (definition,) = read_role_definitions([("app", ("geozone",), (READER_ARN,))]).values()
+    assert security["/_plugins/_security/api/roles/app"] == definition["role"]
+    assert security["/_plugins/_security/api/rolesmapping/app"] == definition["mapping"]
+    assert server.cluster.security["rolesmapping"]["app"]["backend_roles"] == [READER_ARN]
+
+
+def test_a_read_role_removed_from_config_is_deleted_on_the_next_update(server: LoopbackOpenSearch) -> None:
+    both = _properties(server, ReadRoles=read_roles_property("app", "partner"))
+    handler.on_event(event(server, ResourceProperties=both), None)
+    server.forget_requests()
+
+    handler.on_event(
+        event(
+            server,
+            "Update",
+            PhysicalResourceId="x",
+            ResourceProperties=_properties(server, ReadRoles=read_roles_property("app")),
+            OldResourceProperties=both,
+        ),
+        None,
+    )
+
+    deleted = [request.path for request in server.requests_to(ROUTE_SECURITY, "DELETE")]
+    assert deleted == [
+        "/_plugins/_security/api/rolesmapping/partner",
+        "/_plugins/_security/api/roles/partner",
+    ]
+    assert set(server.cluster.security["roles"]) == {"app"}
+    assert set(server.cluster.security["rolesmapping"]) == {"app"}
+
+
+def test_retiring_a_read_role_that_is_already_gone_succeeds(server: LoopbackOpenSearch) -> None:
+    handler.on_event(
+        event(
+            server,
+            "Update",
+            PhysicalResourceId="x",
+            ResourceProperties=_properties(server),
+            OldResourceProperties=_properties(server, ReadRoles=read_roles_property("partner")),
+        ),
+        None,
+    )
+
+    assert server.count(ROUTE_SECURITY, "DELETE") == 2
+    assert "partner" not in server.cluster.security["roles"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("[", "ResourceProperties.ReadRoles is not JSON"),
+        ("[]", "must be a JSON object"),
+        ('{"all_access": {"role": {"index_permissions": []}, "mapping": {"backend_roles": []}}}', "reserved"),
+        ('{"app": {"role": {}}}', "exactly 'role' and 'mapping'"),
+        (
+            '{"app": {"role": {"index_permissions": {}}, "mapping": {"backend_roles": []}}}',
+            "index_permissions",
+        ),
+    ],
+)
+def test_a_malformed_read_roles_property_fails_naming_it(
+    server: LoopbackOpenSearch, value: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        handler.on_event(event(server, ResourceProperties=_properties(server, ReadRoles=value)), None)
+    assert server.count(ROUTE_SECURITY) == 0

@@ -83,6 +83,23 @@ def test_template_maps_keys_geometry_location_and_bbox_explicitly() -> None:
     assert properties["bbox"] == {"type": "double"}
 
 
+def test_declared_attributes_are_mapped_by_kind_and_others_stay_dynamic() -> None:
+    properties = index_mappings("productDate")["properties"]
+
+    assert properties["date"] == {"type": "date"}
+    assert properties["hidden"] == {"type": "boolean"}
+    assert (
+        properties["adminNotes"]
+        == properties["name"]
+        == {
+            "type": "text",
+            "fields": {"keyword": {"type": "keyword", "ignore_above": 256}},
+        }
+    )
+    assert "startDate" not in properties  # a booking attribute
+    assert "startDate" in index_mappings("booking")["properties"]
+
+
 def test_template_turns_off_date_and_numeric_guessing() -> None:
     mappings = index_template("geozone", replicas=1)["template"]["mappings"]
 
@@ -147,12 +164,13 @@ def test_fingerprint_changes_with_any_field_mapping() -> None:
 
 
 def test_bootstrap_fingerprint_follows_the_schema_list() -> None:
-    assert bootstrap_fingerprint(["a", "b"], replicas=1) == bootstrap_fingerprint(["b", "a"], replicas=1)
-    assert bootstrap_fingerprint(["a"], replicas=1) != bootstrap_fingerprint(["a", "b"], replicas=1)
+    both = bootstrap_fingerprint(["geozone", "booking"], replicas=1)
+    assert both == bootstrap_fingerprint(["booking", "geozone"], replicas=1)
+    assert bootstrap_fingerprint(["geozone"], replicas=1) != both
 
 
 def test_bootstrap_fingerprint_follows_the_replica_count() -> None:
-    assert bootstrap_fingerprint(["a"], replicas=0) != bootstrap_fingerprint(["a"], replicas=1)
+    assert bootstrap_fingerprint(["geozone"], replicas=0) != bootstrap_fingerprint(["geozone"], replicas=1)
 
 
 def test_every_index_gets_the_configured_replica_count() -> None:

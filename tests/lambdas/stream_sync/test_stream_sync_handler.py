@@ -136,6 +136,22 @@ def test_summary_log_lists_record_ids_by_outcome_and_emf_carries_the_counts() ->
     assert emf["ReplicationLagSeconds"] == 2.5 and emf["_aws"]["Timestamp"] == 1_764_531_060_000
 
 
+def test_every_fate_the_function_reaches_has_its_own_metric_carrying_its_count() -> None:
+    """The dashboard graphs records by fate and two alarms read fate metrics: each fate's count must land in its
+    own metric (``rejected`` happens only in the redrive, which emits no metrics)."""
+    from stream_sync.sync import BatchResult
+
+    reached = [fate for fate in Fate if fate is not Fate.REJECTED]
+    assert set(telemetry.FATE_METRICS) == set(reached)
+    assert len(set(telemetry.FATE_METRICS.values())) == len(reached)
+    result = BatchResult([outcome(fate, str(n)) for n, fate in enumerate(reached, start=1) for _ in range(n)])
+    emf = json.loads(telemetry.emf_line(result, "RefData/StreamSync", now=0.0))
+    declared = {metric["Name"] for metric in emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    for n, fate in enumerate(reached, start=1):
+        name = telemetry.FATE_METRICS[fate]
+        assert (emf[name], name in declared, name in telemetry.METRIC_NAMES) == (n, True, True), fate
+
+
 def test_dead_letter_body_drops_images_rather_than_exceed_the_sqs_limit() -> None:
     big = outcome(Fate.DEAD_LETTERED)
     big.record["dynamodb"]["NewImage"]["blob"] = {"S": "x" * 5000}

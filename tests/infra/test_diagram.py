@@ -1,0 +1,172 @@
+"""The README's architecture diagram is the one the synthesized templates draw; how the drawing reads an assembly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra import diagram
+from tests.infra.conftest import Synthesized
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_shows_the_diagram_of_the_synthesized_prod_templates(synthesized: Synthesized) -> None:
+    block = diagram.section("prod", diagram.read_assembly(synthesized.outdir / "assembly-prod"))
+    readme = README.read_text()
+    assert diagram.replace_block(readme, block) == readme, "the README's diagram is stale: run `make docs`"
+
+
+def test_the_drawing_shows_every_construct_of_both_stacks(synthesized: Synthesized) -> None:
+    stacks = diagram.read_assembly(synthesized.outdir / "assembly-prod")
+    drawn = diagram.mermaid("prod", stacks)
+    assert [stack.name for stack in stacks] == ["Stateful", "Stateless"]
+    for box in ("DataKey", "Table", "GeometryBucket", "Network", "SearchAccess", "Search", "AlarmTopic"):
+        assert f"Stateful_{box}" in drawn
+    for box in ("StreamSync", "IndexBootstrap", "Monitoring"):
+        assert f"Stateless_{box}" in drawn
+    assert 'Stateless_StreamSync -.->|"table-stream-arn"| Stateful_Table' in drawn
+
+
+# --- reading a hand-written assembly -------------------------------------------------------------------------
+
+
+def write_assembly(directory: Path, stacks: dict[str, tuple[dict[str, Any], dict[str, str]]]) -> Path:
+    """An assembly directory like ``cdk.out/assembly-<stage>``: per stack a template and its logical-id metadata."""
+    artifacts = {}
+    for name, (template, paths) in stacks.items():
+        (directory / f"{name}.template.json").write_text(json.dumps(template))
+        metadata = {
+            f"/stage/{name}/{path}": [{"type": "aws:cdk:logicalId", "data": lid}]
+            for lid, path in paths.items()
+        }
+        (directory / f"{name}.metadata.json").write_text(json.dumps(metadata))
+        artifacts[f"stage{name}"] = {
+            "type": "aws:cloudformation:stack",
+            "displayName": f"stage/{name}",
+            "properties": {"templateFile": f"{name}.template.json"},
+            "additionalMetadataFile": f"{name}.metadata.json",
+        }
+    artifacts["assets"] = {"type": "cdk:asset-manifest", "properties": {}}
+    (directory / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+    return directory
+
+
+def resource(resource_type: str, **properties: Any) -> dict[str, Any]:
+    return {"Type": resource_type, "Properties": properties}
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> list[diagram.StackTemplate]:
+    producer = {
+        "Resources": {
+            "Key": resource("AWS::KMS::Key"),
+            "Table": resource("AWS::DynamoDB::Table", KMSKey={"Fn::GetAtt": ["Key", "Arn"]}),
+            "TablePolicy": resource("AWS::IAM::ManagedPolicy", Resource={"Fn::Sub": "${Key.Arn}/*"}),
+            "Role": resource("AWS::IAM::Role", RoleName="stage-sync"),
+            "StreamParam": resource(
+                "AWS::SSM::Parameter",
+                Name="/p/table-stream-arn",
+                Value={"Fn::GetAtt": ["Table", "StreamArn"]},
+            ),
+        }
+    }
+    consumer = {
+        "Parameters": {
+            "Stream": {"Type": "AWS::SSM::Parameter::Value<String>", "Default": "/p/table-stream-arn"},
+            "Plain": {"Type": "String", "Default": "/p/table-stream-arn"},
+        },
+        "Resources": {
+            "Function": resource("AWS::Lambda::Function", Role="arn:aws:iam::111111111111:role/stage-sync"),
+            "Mapping": resource("AWS::Lambda::EventSourceMapping", EventSourceArn={"Ref": "Stream"}),
+            "Queue": resource("AWS::SQS::Queue"),
+            "Alarm": resource(
+                "AWS::CloudWatch::Alarm", Dimensions=[{"Value": {"Ref": "Queue"}}, {"Ref": "Plain"}]
+            ),
+        },
+    }
+    directory = write_assembly(
+        tmp_path,
+        {
+            "Producer": (
+                producer,
+                {
+                    "Key": "DataKey/Resource",
+                    "Table": "Table/Resource",
+                    "TablePolicy": "Table/Policy/Resource",
+                    "Role": "Access/Role/Resource",
+                    "StreamParam": "Handoff/stream/Resource",
+                },
+            ),
+            "Consumer": (
+                consumer,
+                {
+                    "Function": "Sync/Function/Resource",
+                    "Mapping": "Sync/Function/Mapping/Resource",
+                    "Queue": "Sync/Queue/Resource",
+                    "Alarm": "Monitoring/Alarm/Resource",
+                },
+            ),
+        },
+    )
+    return diagram.read_assembly(directory)
+
+
+def test_resources_are_grouped_by_their_top_level_construct(small: list[diagram.StackTemplate]) -> None:
+    producer, consumer = small
+    assert producer.constructs == {
+        "Key": "DataKey",
+        "Table": "Table",
+        "TablePolicy": "Table",
+        "Role": "Access",
+        "StreamParam": "Handoff",
+    }
+    assert set(consumer.constructs.values()) == {"Sync", "Monitoring"}
+
+
+def test_boxes_list_their_resource_kinds_without_plumbing(small: list[diagram.StackTemplate]) -> None:
+    drawn = diagram.mermaid("stage", small)
+    assert 'Producer_Table[("<b>Table</b><br/>DynamoDB table")]' in drawn
+    assert 'Consumer_Sync["<b>Sync</b><br/>Lambda function · event source mapping · SQS queue"]' in drawn
+    assert "Handoff" not in drawn  # only SSM parameters: drawn as the arrows' labels
+
+
+def test_arrows_follow_references_within_and_across_stacks(small: list[diagram.StackTemplate]) -> None:
+    arrows = [line.strip() for line in diagram.mermaid("stage", small).splitlines() if "->" in line]
+    assert arrows == [
+        "Consumer_Monitoring --> Consumer_Sync",
+        'Consumer_Sync -.->|"by name"| Producer_Access',
+        'Consumer_Sync -.->|"table-stream-arn"| Producer_Table',
+        "Producer_Table --> Producer_DataKey",
+    ]
+
+
+def test_drawing_is_deterministic(small: list[diagram.StackTemplate]) -> None:
+    assert diagram.mermaid("stage", small) == diagram.mermaid("stage", list(small))
+
+
+def test_handoff_labels_fold_numbered_parameters() -> None:
+    assert diagram._handoff_label("/refdata/prod/stateful/isolated-subnet-3") == "isolated-subnet-N"
+    assert diagram._handoff_label("/refdata/prod/stateful/vpc-id") == "vpc-id"
+
+
+def test_block_is_replaced_between_its_markers_only() -> None:
+    text = f"before\n{diagram.BEGIN}\nold\n{diagram.END}\nafter\n"
+    assert diagram.replace_block(text, f"{diagram.BEGIN}\nnew\n{diagram.END}") == (
+        f"before\n{diagram.BEGIN}\nnew\n{diagram.END}\nafter\n"
+    )
+    with pytest.raises(ValueError, match="markers"):
+        diagram.replace_block("no markers here", "x")
+
+
+def test_main_writes_the_block_into_the_file(
+    small: list[diagram.StackTemplate], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(diagram, "synthesized_stage", lambda environment, outdir: small)
+    target = tmp_path / "README.md"
+    target.write_text(f"# Title\n{diagram.BEGIN}\n{diagram.END}\n")
+    assert diagram.main(["--environment", "stage", "--write", str(target)]) == 0
+    assert target.read_text() == f"# Title\n{diagram.section('stage', small)}\n"

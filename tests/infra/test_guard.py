@@ -1,0 +1,339 @@
+"""The destructive-change guard (infra/guard.py) over real synthesized templates.
+
+"Before" is each environment as synthesized once per session; "after" is a copy with the edit CDK would emit for
+the change named in each test (a domain rename goes through config and a real synth), so every finding below is
+derived from cfn-lint's resource schemas, not from a list in the test.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App
+
+from infra import guard
+from infra.app_builder import build_environment, committed_context
+from infra.environments import environments
+from infra.templates import Stack, load_assembly
+from tests.infra.conftest import ENVIRONMENTS, Synthesized
+
+TABLE = "Table7ABB320E"
+BUCKET = "GeometryBucket1F491C5F"
+DOMAIN = "SearchC313AE8E"
+TOPIC = "AlarmTopicB56431CA"
+
+
+@pytest.fixture(scope="module")
+def assembly(synthesized: Synthesized) -> dict[str, Stack]:
+    return load_assembly(synthesized.outdir)
+
+
+def edited(assembly: dict[str, Stack], name: str, edit: Any) -> dict[str, Stack]:
+    """The assembly with ``edit(resources)`` applied to a deep copy of stack ``name``'s resources."""
+    template = copy.deepcopy(dict(assembly[name].template))
+    edit(template["Resources"])
+    return {**assembly, name: replace(assembly[name], template=template)}
+
+
+def properties(resources: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return resources[logical_id]["Properties"]  # type: ignore[no-any-return]
+
+
+def only(findings: list[guard.Finding]) -> guard.Finding:
+    assert len(findings) == 1, [f.resource for f in findings]
+    return findings[0]
+
+
+def test_unchanged_templates_pass_in_every_environment(assembly: dict[str, Stack]) -> None:
+    assert {stack.environment for stack in assembly.values()} == set(ENVIRONMENTS)
+    assert guard.compare(assembly, assembly) == []
+
+
+def test_a_table_key_schema_change_replaces_the_table(assembly: dict[str, Stack]) -> None:
+    def swap_keys(resources: dict[str, Any]) -> None:
+        properties(resources, TABLE)["KeySchema"] = [{"AttributeName": "pk", "KeyType": "HASH"}]
+
+    finding = only(guard.compare(assembly, edited(assembly, "prod/Stateful", swap_keys)))
+    assert (finding.resource, finding.change, finding.certainty) == (
+        "prod/Stateful/Table7ABB320E",
+        "replace",
+        "definite",
+    )
+    assert any(
+        d.startswith(
+            "KeySchema changes (conditionally create-only: replaced when it cannot be updated in place)"
+        )
+        for d in finding.details
+    )
+    assert "UpdateReplacePolicy Retain: the old one stays, orphaned with its data" in finding.details[-1]
+
+
+def test_a_bucket_renamed_by_its_construct_id_is_deleted(assembly: dict[str, Stack]) -> None:
+    def rename(resources: dict[str, Any]) -> None:
+        resources["GeometriesBucketC0FFEE00"] = resources.pop(BUCKET)
+
+    finding = only(guard.compare(assembly, edited(assembly, "test/Stateful", rename)))
+    assert (finding.resource, finding.change) == ("test/Stateful/GeometryBucket1F491C5F", "delete")
+    assert "a renamed construct id is a delete plus a create" in finding.details[-1]
+
+
+def test_a_bucket_given_a_physical_name_is_replaced(assembly: dict[str, Stack]) -> None:
+    def name_it(resources: dict[str, Any]) -> None:
+        properties(resources, BUCKET)["BucketName"] = "refdata-geometries"
+
+    finding = only(guard.compare(assembly, edited(assembly, "dev/Stateful", name_it)))
+    assert (finding.resource, finding.change, finding.certainty) == (
+        f"dev/Stateful/{BUCKET}",
+        "replace",
+        "definite",
+    )
+    assert 'BucketName changes (create-only): (absent) -> "refdata-geometries"' in finding.details[0]
+    assert "UpdateReplacePolicy Delete: the old one is deleted with its data" in finding.details[-1]
+
+
+def test_a_domain_renamed_in_config_is_replaced(assembly: dict[str, Stack], tmp_path: Path) -> None:
+    dev = environments()["dev"]
+    app = App(context=committed_context(), outdir=str(tmp_path))
+    build_environment(app, replace(dev, search=replace(dev.search, domain_name="refdata-dev-two")))
+    app.synth()
+    renamed = load_assembly(tmp_path)
+
+    findings = guard.compare({k: v for k, v in assembly.items() if k.startswith("dev/")}, renamed)
+    by_id = {f.logical_id: f for f in findings}
+    assert {f.change for f in findings} == {"replace"} and {f.certainty for f in findings} == {"definite"}
+    assert (
+        by_id.pop(DOMAIN).details[0] == 'DomainName changes (create-only): "refdata-dev" -> "refdata-dev-two"'
+    )
+    # The domain's security group describes the domain by name, and a description is create-only too.
+    ((group, finding),) = by_id.items()
+    assert (
+        group.startswith("SearchSecurityGroup")
+        and finding.why == "security group of the search domain REPLACED"
+    )
+    assert finding.details[0].startswith("GroupDescription changes (create-only)")
+    assert (
+        finding.details[-1] == "UpdateReplacePolicy Delete: the old one is deleted; a new one takes its place"
+    )
+
+
+def test_two_gsi_changes_in_one_deployment_are_refused_and_one_is_not(assembly: dict[str, Stack]) -> None:
+    def add(*names: str) -> Any:
+        def edit(resources: dict[str, Any]) -> None:
+            for name in names:
+                properties(resources, TABLE)["GlobalSecondaryIndexes"].append(
+                    {
+                        "IndexName": name,
+                        "KeySchema": [{"AttributeName": "sk", "KeyType": "HASH"}],
+                        "Projection": {"ProjectionType": "KEYS_ONLY"},
+                    }
+                )
+
+        return edit
+
+    assert guard.compare(assembly, edited(assembly, "dev/Stateful", add("inverted"))) == []
+    finding = only(guard.compare(assembly, edited(assembly, "dev/Stateful", add("inverted", "bySk"))))
+    assert (finding.resource, finding.change) == (f"dev/Stateful/{TABLE}", "gsi")
+    assert finding.details[:2] == ('creates index "inverted"', 'creates index "bySk"')
+
+
+def test_changing_one_gsi_key_counts_as_a_delete_and_a_create(assembly: dict[str, Stack]) -> None:
+    def rekey(resources: dict[str, Any]) -> None:
+        properties(resources, TABLE)["GlobalSecondaryIndexes"][0]["KeySchema"][0]["AttributeName"] = "gid"
+
+    finding = only(guard.compare(assembly, edited(assembly, "dev/Stateful", rekey)))
+    assert finding.change == "gsi" and len(finding.details) == 3
+    assert finding.details[0].startswith('deletes index "globalId" (KeySchema cannot change in place)')
+
+
+def test_throughput_changes_on_every_gsi_pass(assembly: dict[str, Stack]) -> None:
+    def scale(resources: dict[str, Any]) -> None:
+        for index in properties(resources, TABLE)["GlobalSecondaryIndexes"]:
+            index["ProvisionedThroughput"] = {"ReadCapacityUnits": 50, "WriteCapacityUnits": 50}
+
+    assert guard.compare(assembly, edited(assembly, "test/Stateful", scale)) == []
+
+
+def test_deleting_a_stateful_resource_or_its_stack_is_refused(assembly: dict[str, Stack]) -> None:
+    def drop_topic(resources: dict[str, Any]) -> None:
+        del resources[TOPIC]
+
+    finding = only(guard.compare(assembly, edited(assembly, "prod/Stateful", drop_topic)))
+    assert (finding.resource, finding.change) == (f"prod/Stateful/{TOPIC}", "delete")
+    assert finding.details[0].startswith("DeletionPolicy Retain: the old one stays, orphaned with its data")
+
+    without_stack = {k: v for k, v in assembly.items() if k != "dev/Stateful"}
+    deleted = guard.compare(assembly, without_stack)
+    assert {f.logical_id for f in deleted} >= {TABLE, BUCKET, DOMAIN, TOPIC}
+    assert {f.change for f in deleted} == {"delete"}
+
+
+def test_replacing_the_vpc_replaces_the_subnets_and_route_tables_that_reference_it(
+    assembly: dict[str, Stack],
+) -> None:
+    stateful = assembly["test/Stateful"]
+    vpc = next(i for i, r in stateful.resources.items() if r["Type"] == "AWS::EC2::VPC")
+
+    def move(resources: dict[str, Any]) -> None:
+        properties(resources, vpc)["CidrBlock"] = "10.99.0.0/16"
+
+    findings = guard.compare(assembly, edited(assembly, "test/Stateful", move))
+    replaced = {stateful.resources[f.logical_id]["Type"] for f in findings if f.change == "replace"}
+    assert replaced >= {
+        "AWS::EC2::VPC",
+        "AWS::EC2::Subnet",
+        "AWS::EC2::RouteTable",
+        "AWS::EC2::SecurityGroup",
+    }
+    assert {f.certainty for f in findings} == {"definite"}
+
+
+def test_a_replaced_key_replaces_the_domain_it_encrypts(assembly: dict[str, Stack]) -> None:
+    def rename_key(resources: dict[str, Any]) -> None:
+        resources["DataKeyRenamed0000"] = resources.pop("DataKey5CEB6F76")
+        text = json.dumps(resources).replace('"DataKey5CEB6F76"', '"DataKeyRenamed0000"')
+        resources.clear()
+        resources.update(json.loads(text))
+
+    findings = guard.compare(assembly, edited(assembly, "dev/Stateful", rename_key))
+    by_id = {f.logical_id: f for f in findings}
+    assert by_id["DataKey5CEB6F76"].change == "delete"
+    assert by_id[DOMAIN].change == "replace" and by_id[DOMAIN].certainty == "definite"
+    assert any("EncryptionAtRestOptions/KmsKeyId" in d for d in by_id[DOMAIN].details)
+
+
+def test_intrinsics_that_resolve_to_the_same_value_pass_and_unresolvable_ones_that_differ_are_possible(
+    assembly: dict[str, Stack],
+) -> None:
+    stateless = assembly["dev/Stateless"]
+    group = next(i for i, r in stateless.resources.items() if r["Type"] == "AWS::Logs::LogGroup")
+
+    def named(value: Any) -> Any:
+        def edit(resources: dict[str, Any]) -> None:
+            properties(resources, group)["LogGroupName"] = value
+
+        return edit
+
+    literal = edited(assembly, "dev/Stateless", named("/refdata/111111111111/sync"))
+    joined = edited(
+        assembly,
+        "dev/Stateless",
+        named({"Fn::Join": ["", ["/refdata/", {"Ref": "AWS::AccountId"}, "/sync"]]}),
+    )
+    imported = edited(assembly, "dev/Stateless", named({"Fn::ImportValue": "sync-log-group"}))
+    assert guard.compare(literal, joined) == []
+    finding = only(guard.compare(literal, imported))
+    assert (finding.change, finding.certainty) == ("replace", "possible")
+    assert "possibly: the value is only known at deploy time" in finding.details[0]
+    assert finding.why.startswith("stateful resource possibly REPLACED")
+
+
+def test_stateless_changes_pass(assembly: dict[str, Stack]) -> None:
+    stateless = assembly["prod/Stateless"]
+    function = next(i for i, r in stateless.resources.items() if r["Type"] == "AWS::Lambda::Function")
+    alarm = next(i for i, r in stateless.resources.items() if r["Type"] == "AWS::CloudWatch::Alarm")
+
+    def change(resources: dict[str, Any]) -> None:
+        properties(resources, function)["MemorySize"] = 2048
+        resources["AnotherAlarm0000"] = copy.deepcopy(resources[alarm])
+        del resources[alarm]
+
+    assert guard.compare(assembly, edited(assembly, "prod/Stateless", change)) == []
+
+
+def write_overrides(path: Path, *entries: dict[str, str]) -> Path:
+    lines = [guard.OVERRIDES_HEADER]
+    for entry in entries:
+        lines.append("[[override]]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in entry.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_reviewed_override_lets_the_named_change_through_and_only_it(
+    assembly: dict[str, Stack], tmp_path: Path
+) -> None:
+    def name_it(resources: dict[str, Any]) -> None:
+        properties(resources, BUCKET)["BucketName"] = "refdata-geometries"
+
+    findings = guard.compare(assembly, edited(assembly, "dev/Stateful", name_it))
+    reason = "dev data is disposable; agreed in review"
+    right = write_overrides(
+        tmp_path / "right.toml", {"resource": f"*/Stateful/{BUCKET}", "change": "replace", "reason": reason}
+    )
+    wrong = write_overrides(
+        tmp_path / "wrong.toml", {"resource": f"dev/Stateful/{BUCKET}", "change": "delete", "reason": reason}
+    )
+
+    text, passed = guard.report(findings, guard.load_overrides(right), "a test")
+    assert passed and "allowed by a reviewed override (1)" in text and reason in text
+    text, passed = guard.report(findings, guard.load_overrides(wrong), "a test")
+    assert not passed and "BLOCKED (1)" in text and "match no change" in text
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"resource": "Table7ABB320E", "change": "replace", "reason": "a good reason here"},
+            "override[0].resource",
+        ),
+        (
+            {"resource": "dev/Stateful/Table7ABB320E", "change": "rename", "reason": "a good reason"},
+            "override[0].change",
+        ),
+        (
+            {"resource": "dev/Stateful/Table7ABB320E", "change": "replace", "reason": "ok"},
+            "override[0].reason",
+        ),
+    ],
+)
+def test_an_invalid_override_names_its_field(tmp_path: Path, entry: dict[str, str], message: str) -> None:
+    with pytest.raises(guard.GuardError, match=rf"override.toml: {re.escape(message)}: "):
+        guard.load_overrides(write_overrides(tmp_path / "override.toml", entry))
+
+
+def test_the_command_writes_a_baseline_then_blocks_a_destructive_change_with_a_readable_report(
+    synthesized: Synthesized, tmp_path: Path
+) -> None:
+    baseline, overrides = (
+        tmp_path / "baseline",
+        write_overrides(
+            tmp_path / "overrides.toml",
+            {"resource": "x/Stateful/Old", "change": "delete", "reason": "for the last release"},
+        ),
+    )
+    options = ["--baseline", str(baseline), "--overrides", str(overrides)]
+    assert guard.main([str(synthesized.outdir), "--write-baseline", *options]) == 0
+    assert overrides.read_text() == guard.OVERRIDES_HEADER
+    assert guard.main([str(synthesized.outdir), *options]) == 0
+
+    template_path = baseline / "prod" / "Stateful.template.json"
+    template = json.loads(template_path.read_text())
+    template["Resources"][TABLE]["Properties"]["KeySchema"][0]["AttributeName"] = "id"
+    template_path.write_text(json.dumps(template))
+    summary = tmp_path / "summary.md"
+    assert guard.main([str(synthesized.outdir), *options, "--summary", str(summary)]) == 1
+    assert "## Destructive-change guard: FAILED" in summary.read_text()
+    assert f"prod/Stateful/{TABLE} (AWS::DynamoDB::Table): stateful resource REPLACED" in summary.read_text()
+
+
+def git(*arguments: str) -> str:
+    return subprocess.run(["git", *arguments], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_baseline_is_read_as_committed_at_a_revision() -> None:
+    with pytest.raises(guard.GuardError, match="is not a commit of this clone"):
+        guard.load_baseline_at("0" * 40, guard.BASELINE)
+    if git("rev-parse", "--is-shallow-repository") == "true":
+        pytest.skip("a shallow clone has no first commit")
+    assert guard.load_baseline_at(git("rev-list", "--max-parents=0", "HEAD"), guard.BASELINE) is None
+    if git("status", "--porcelain", "--", str(guard.BASELINE)) == "":
+        committed = guard.load_baseline_at("HEAD", guard.BASELINE)
+        assert committed == guard.load_baseline(guard.BASELINE)

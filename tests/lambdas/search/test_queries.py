@@ -1,0 +1,467 @@
+"""The query helpers: the DSL they build, and the hits a read role gets for it from the loopback server.
+
+One server for the module: set up by the real index bootstrap (templates, aliases, the public read role with its
+document- and field-level security), documents written through the stream sync's own bulk lines, every search
+signed as the read role.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from boto3.dynamodb.types import TypeSerializer
+from botocore.credentials import Credentials
+from datamodel.offload import prepare_item
+from datamodel.registry import indexable_schemas
+from index_bootstrap.bootstrap import IndexBootstrap
+from search.documents import build_document, encode_update, parse_change
+from search.queries import (
+    BoundingBox,
+    DateRange,
+    Filters,
+    GeoPoint,
+    Page,
+    Polygon,
+    Relation,
+    SearchRequest,
+    SortBy,
+    bounding_box_search,
+    browse,
+    distance_search,
+    geo_shape_search,
+    next_page,
+    text_search,
+)
+from search.readers import read_role_definitions
+from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
+
+from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+from tests.support.shapes import square
+
+pytestmark = pytest.mark.integration
+
+ADMIN, READER = "arn:aws:iam::123456789012:role/admin", "arn:aws:iam::123456789012:role/public-site"
+FGAC = FineGrainedAccessControl(ADMIN, {"AKIDADMIN": ADMIN, "AKIDREADER": READER})
+
+
+ZONES: dict[str, dict[str, Any]] = {
+    "1": {
+        "collection": "bcparks_1",
+        "name": "Alpine Meadow",
+        "description": "wildflowers and a lake",
+        "geometry": square(-123.2, 49.0, 0.2),  # centroid (49.1, -123.1)
+    },
+    "2": {
+        "collection": "bcparks_1",
+        "name": "Lake Shore",
+        "description": "sandy beach on the lake",
+        "adminNotes": "bear sightings, keep quiet",
+        "geometry": square(-122.0, 49.0, 0.2),
+    },
+    "3": {
+        "collection": "bcparks_10",  # a collection whose id starts like bcparks_1's
+        "name": "Harbour",
+        "description": "a lake by the harbour",
+        "geometry": square(-123.5, 48.4, 0.1),
+    },
+    "4": {
+        "collection": "bcparks_1",
+        "name": "Closed Lake",
+        "description": "a lake under restoration",
+        "hidden": True,
+        "geometry": square(-123.15, 49.05, 0.05),
+    },
+    "5": {
+        "collection": "bcparks_1",
+        "name": "Trailhead",
+        "description": "start of the lake trail",
+        "geometry": {"type": "Point", "coordinates": [-123.05, 49.05]},
+    },
+    "7": {  # a point outside every polygon below
+        "collection": "bcparks_1",
+        "name": "Lookout",
+        "description": "a view over the valley",
+        "geometry": {"type": "Point", "coordinates": [-121.5, 49.5]},
+    },
+    "6": {  # deleted: only its tombstone is indexed
+        "collection": "bcparks_1",
+        "name": "Old Lake Camp",
+        "description": "removed",
+        "geometry": square(-123.1, 49.1, 0.05),
+    },
+}
+PRODUCTS: list[dict[str, Any]] = [
+    {
+        "pk": "productDate::bcparks_1::dayuse::1",
+        "sk": "1::2025-12-30",
+        "name": "Lake day pass",
+        "date": "2025-12-30",
+    },
+    {
+        "pk": "productDate::bcparks_1::dayuse::1",
+        "sk": "1::2025-12-31",
+        "name": "Lake day pass",
+        "date": "2025-12-31",
+    },
+    {
+        "pk": "productDate::bcparks_1::dayuse::2",
+        "sk": "2::2026-01-01",
+        "name": "Lake night pass",
+        "date": "2026-01-01",
+    },
+    {
+        "pk": "productDate::bcparks_2::dayuse::1",
+        "sk": "1::2025-12-31",
+        "name": "Lake day pass",
+        "date": "2025-12-31",
+    },
+]
+
+
+def zone_pk(number: str) -> str:
+    return f"geozone::{ZONES[number]['collection']}"
+
+
+def zone_id(number: str) -> str:
+    return f"{zone_pk(number)}#{number.zfill(10)}"
+
+
+def zone_item(number: str) -> dict[str, Any]:
+    attributes = {k: v for k, v in ZONES[number].items() if k != "collection"}
+    item = {"pk": zone_pk(number), "sk": number.zfill(10), **attributes}
+    return prepare_item(None, "unused", item, threshold=300 * 1024)  # adds bbox and location (the centroid)
+
+
+def dynamodb_value(value: Any) -> Any:
+    """Numbers as boto3 writes them (Decimal)."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: dynamodb_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [dynamodb_value(v) for v in value]
+    return value
+
+
+def stream_record(item: dict[str, Any], seq: int, event: str = "INSERT") -> dict[str, Any]:
+    serialize = TypeSerializer().serialize
+    image = {key: serialize(dynamodb_value(value)) for key, value in item.items()}
+    body: dict[str, Any] = {
+        "Keys": {k: image[k] for k in ("pk", "sk")},
+        "SequenceNumber": str(seq),
+        "ApproximateCreationDateTime": 1_764_531_000 + seq,  # a tombstone's deletedAt
+    }
+    body["OldImage" if event == "REMOVE" else "NewImage"] = image
+    return {"eventID": str(seq), "eventName": event, "dynamodb": body}
+
+
+def signed(server: LoopbackOpenSearch, key: str) -> OpenSearchTransport:
+    return OpenSearchTransport(
+        server.endpoint, "ca-central-1", timeout_seconds=5, credentials=Credentials(key, "x")
+    )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LoopbackOpenSearch]:
+    with LoopbackOpenSearch(fgac=FGAC) as running:
+        admin = signed(running, "AKIDADMIN")
+        readers = read_role_definitions([("public_search", ("geozone", "productDate"), (READER,))])
+        IndexBootstrap(admin, sleep=lambda _: None).run(
+            [schema.name for schema in indexable_schemas()], replicas=0, read_roles=readers
+        )
+        records = [stream_record(zone_item(n), int(n)) for n in ZONES]
+        records += [stream_record(item, 100 + i) for i, item in enumerate(PRODUCTS)]
+        records.append(stream_record(zone_item("6"), 200, "REMOVE"))
+        lines = ""
+        for record in records:
+            change = parse_change(record)
+            build_document(change, None)
+            lines += encode_update(change)
+        answer = admin.request("POST", "_bulk", lines.encode(), {"Content-Type": NDJSON_CONTENT_TYPE}).json()
+        assert not answer["errors"], answer
+        yield running
+
+
+@pytest.fixture(scope="module")
+def reader(server: LoopbackOpenSearch) -> OpenSearchTransport:
+    return signed(server, "AKIDREADER")
+
+
+def run(reader: OpenSearchTransport, request: SearchRequest) -> dict[str, Any]:
+    response = reader.request("POST", request.path, json.dumps(request.body).encode())
+    assert response.status == 200, response.body
+    return response.json()  # type: ignore[no-any-return]
+
+
+def ids(answer: dict[str, Any]) -> list[str]:
+    return [hit["_id"] for hit in answer["hits"]["hits"]]
+
+
+def zones(*numbers: str) -> list[str]:
+    return [zone_id(n) for n in numbers]
+
+
+# --- geospatial on geometry -------------------------------------------------------------------------------
+
+
+AROUND_ZONE_1 = Polygon(
+    tuple(
+        GeoPoint(lat, lon)
+        for lon, lat in [(-123.3, 48.9), (-122.9, 48.9), (-122.9, 49.3), (-123.3, 49.3), (-123.3, 48.9)]
+    )
+)
+
+
+def test_a_polygon_finds_the_shapes_it_intersects_and_never_hidden_or_deleted_ones(
+    reader: OpenSearchTransport,
+) -> None:
+    answer = run(reader, geo_shape_search("geozone", AROUND_ZONE_1))
+
+    # The trailhead point (5) is inside, the lookout point (7) outside; zone 4 (hidden) and zone 6 (a tombstone)
+    # lie inside the polygon too.
+    assert ids(answer) == zones("1", "5")
+    assert answer["hits"]["total"] == {"value": 2, "relation": "eq"}
+
+
+def test_a_point_inside_a_zone_finds_it_and_a_point_outside_every_zone_finds_nothing(
+    reader: OpenSearchTransport,
+) -> None:
+    inside = run(reader, geo_shape_search("geozone", GeoPoint(49.19, -121.81)))
+    outside = run(reader, geo_shape_search("geozone", GeoPoint(49.5, -120.0)))
+
+    assert ids(inside) == zones("2")
+    assert ids(outside) == []
+
+
+def test_within_keeps_only_the_shapes_wholly_inside(reader: OpenSearchTransport) -> None:
+    half_of_zone_1 = Polygon(
+        tuple(
+            GeoPoint(lat, lon)
+            for lon, lat in [(-123.1, 49.0), (-122.9, 49.0), (-122.9, 49.2), (-123.1, 49.2), (-123.1, 49.0)]
+        )
+    )
+
+    within = run(reader, geo_shape_search("geozone", half_of_zone_1, Relation.WITHIN))
+    intersecting = run(reader, geo_shape_search("geozone", half_of_zone_1))
+
+    assert ids(within) == zones("5")  # the trailhead point; zone 1 only overlaps
+    assert ids(intersecting) == zones("1", "5")
+
+
+def test_contains_finds_the_zone_around_a_point_and_disjoint_everything_else(
+    reader: OpenSearchTransport,
+) -> None:
+    point = GeoPoint(49.01, -123.19)
+
+    containing = run(reader, geo_shape_search("geozone", point, Relation.CONTAINS))
+    disjoint = run(reader, geo_shape_search("geozone", point, Relation.DISJOINT))
+
+    assert ids(containing) == zones("1")
+    assert ids(disjoint) == zones("2", "5", "7", "3")  # key order: geozone::bcparks_1 before ::bcparks_10
+
+
+def test_a_bounding_box_as_shape_finds_the_geometries_it_touches(reader: OpenSearchTransport) -> None:
+    box = BoundingBox(west=-122.1, south=48.3, east=-121.9, north=49.1)
+
+    assert ids(run(reader, geo_shape_search("geozone", box))) == zones("2")
+
+
+# --- geospatial on location -------------------------------------------------------------------------------
+
+
+def test_a_bounding_box_finds_the_locations_inside_it(reader: OpenSearchTransport) -> None:
+    box = BoundingBox(west=-123.2, south=49.0, east=-123.0, north=49.11)
+
+    # Zone 4's centroid is inside too, but zone 4 is hidden.
+    assert ids(run(reader, bounding_box_search("geozone", box))) == zones("1", "5")
+
+
+def test_distance_search_returns_the_locations_in_range_nearest_first(reader: OpenSearchTransport) -> None:
+    answer = run(reader, distance_search("geozone", GeoPoint(49.06, -123.06), 10_000))
+
+    assert ids(answer) == zones("5", "1")
+    distances = [hit["sort"][0] for hit in answer["hits"]["hits"]]
+    # 0.01° (then 0.04°) of latitude and of longitude at 49°N: 1,112 m north-south by 729 m east-west.
+    assert distances == [pytest.approx(1330, rel=0.005), pytest.approx(5318, rel=0.005)]
+
+
+# --- full text --------------------------------------------------------------------------------------------
+
+
+def test_text_search_ranks_the_best_matching_field_first_and_hides_what_the_reader_may_not_see(
+    reader: OpenSearchTransport,
+) -> None:
+    answer = run(reader, text_search("geozone", "LAKE"))
+
+    # "lake" is rare among names, common among descriptions: Lake Shore's name outscores every description.
+    assert ids(answer)[0] == zone_id("2")
+    assert sorted(ids(answer)) == sorted(zones("1", "2", "3", "5"))
+    assert all("adminNotes" not in hit["_source"] for hit in answer["hits"]["hits"])
+    scores = [hit["sort"][0] for hit in answer["hits"]["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_every_word_must_appear_in_one_field_unless_any_word_will_do(reader: OpenSearchTransport) -> None:
+    every = run(reader, text_search("geozone", "sandy lake"))
+    any_word = run(reader, text_search("geozone", "sandy meadow", every_word=False))
+
+    assert ids(every) == zones("2")
+    assert sorted(ids(any_word)) == sorted(zones("1", "2"))
+
+
+def test_internal_fields_cannot_be_searched_by_a_reader(
+    server: LoopbackOpenSearch, reader: OpenSearchTransport
+) -> None:
+    request = SearchRequest("geozone/_search", {"query": {"match": {"adminNotes": "bear"}}})
+
+    assert ids(run(reader, request)) == []
+    assert ids(run(signed(server, "AKIDADMIN"), request)) == zones("2")
+
+
+def test_the_collection_filter_stops_at_the_collection_boundary(reader: OpenSearchTransport) -> None:
+    answer = run(reader, text_search("geozone", "lake", filters=Filters(collection="bcparks_1")))
+
+    assert sorted(ids(answer)) == sorted(zones("1", "2", "5"))  # not bcparks_10's harbour
+
+
+def test_text_search_filters_by_collection_and_inclusive_dates(reader: OpenSearchTransport) -> None:
+    dates = DateRange(start=date(2025, 12, 31), end=date(2025, 12, 31))
+
+    answer = run(
+        reader, text_search("productDate", "day pass", filters=Filters(collection="bcparks_1", dates=dates))
+    )
+    until_new_year = run(
+        reader,
+        text_search(
+            "productDate",
+            "pass",
+            filters=Filters(dates=DateRange(end=datetime(2026, 1, 1, 0, 0, tzinfo=UTC))),
+        ),
+    )
+
+    assert ids(answer) == ["productDate::bcparks_1::dayuse::1#1::2025-12-31"]
+    assert len(ids(until_new_year)) == 4  # midnight on 1 January is in range
+
+
+# --- browse -----------------------------------------------------------------------------------------------
+
+
+def test_browse_pages_through_everything_visible_in_order_with_search_after(
+    reader: OpenSearchTransport,
+) -> None:
+    request: SearchRequest | None = browse("geozone", [SortBy("name")], page=Page(size=2))
+    pages: list[list[str]] = []
+    while request is not None:
+        answer = run(reader, request)
+        pages.append(ids(answer))
+        request = next_page(request, answer)
+
+    # Alpine Meadow, Harbour, Lake Shore, Lookout, Trailhead: by name (exact keyword), two per page.
+    assert pages == [zones("1", "3"), zones("2", "7"), zones("5")]
+
+
+def test_browse_descending_with_a_last_page_that_is_not_full(reader: OpenSearchTransport) -> None:
+    first = browse("geozone", [SortBy("name", descending=True)], page=Page(size=3))
+    answer = run(reader, first)
+    following = next_page(first, answer)
+    assert following is not None
+    rest = run(reader, following)
+
+    assert ids(answer) == zones("5", "7", "2")
+    assert ids(rest) == zones("3", "1")
+    assert next_page(following, rest) is None
+    assert rest["hits"]["total"]["value"] == 5
+
+
+# --- the DSL ----------------------------------------------------------------------------------------------
+
+
+def test_a_text_search_with_filters_builds_the_documented_body() -> None:
+    request = text_search(
+        "productDate",
+        "day pass",
+        filters=Filters(collection="bcparks_1", dates=DateRange(start=date(2025, 12, 1))),
+        page=Page(size=5, after=(1.5, "p", "s")),
+    )
+
+    assert request.path == "productdate/_search"
+    assert request.body == {
+        "query": {
+            "bool": {
+                "must": [
+                    {
+                        "multi_match": {
+                            "query": "day pass",
+                            "fields": ["name", "description"],
+                            "type": "best_fields",
+                            "operator": "and",
+                        }
+                    }
+                ],
+                "filter": [
+                    {"prefix": {"pk": "productDate::bcparks_1::"}},
+                    {"range": {"date": {"gte": "2025-12-01"}}},
+                ],
+            }
+        },
+        "sort": [{"_score": "desc"}, {"pk": "asc"}, {"sk": "asc"}],
+        "size": 5,
+        "track_total_hits": True,
+        "search_after": [1.5, "p", "s"],
+    }
+
+
+def test_a_collection_that_is_the_whole_pk_is_a_term() -> None:
+    body = browse("geozone", filters=Filters(collection="bcparks_1")).body
+
+    assert body["query"]["bool"]["filter"] == [{"term": {"pk": "geozone::bcparks_1"}}]
+
+
+def test_shapes_become_geojson_and_envelopes() -> None:
+    box = geo_shape_search("geozone", BoundingBox(west=-1, south=-2, east=3, north=4), Relation.WITHIN).body
+    point = geo_shape_search("geozone", GeoPoint(lat=4, lon=-1)).body
+
+    assert box["query"] == {
+        "geo_shape": {
+            "geometry": {
+                "shape": {"type": "envelope", "coordinates": [[-1, 4], [3, -2]]},
+                "relation": "within",
+            }
+        }
+    }
+    assert point["query"]["geo_shape"]["geometry"]["shape"] == {"type": "Point", "coordinates": [-1, 4]}
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: GeoPoint(91, 0), "outside"),
+        (lambda: BoundingBox(west=170, south=0, east=-170, north=1), "antimeridian"),
+        (lambda: Polygon((GeoPoint(0, 0), GeoPoint(0, 1), GeoPoint(1, 1))), "at least 4"),
+        (
+            lambda: Polygon((GeoPoint(0, 0), GeoPoint(0, 1), GeoPoint(1, 1), GeoPoint(1, 0))),
+            "end where it starts",
+        ),
+        (lambda: Page(size=0), "page size"),
+        (lambda: DateRange(), "start or an end"),
+        (lambda: DateRange(start=datetime(2025, 1, 1)), "time zone"),
+        (lambda: distance_search("geozone", GeoPoint(0, 0), 0), "positive"),
+        (lambda: text_search("booking", "x"), "no public text attribute"),
+        (lambda: text_search("geozone", "  "), "empty"),
+        (
+            lambda: text_search("geozone", "x", filters=Filters(dates=DateRange(end=date(2025, 1, 1)))),
+            "name one",
+        ),
+        (lambda: browse("geozone", [SortBy("adminNotes")]), "not a public attribute"),
+        (lambda: browse("thread"), "not synced"),
+        (lambda: browse("counter", filters=Filters(collection="x")), "not synced"),
+    ],
+)
+def test_bad_requests_are_refused_before_anything_is_sent(build: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build()

@@ -1,0 +1,67 @@
+"""Read roles: the security bodies the index bootstrap puts, derived from the registry's visibility."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from datamodel.registry import REGISTRY
+from search.readers import (
+    READ_INDEX_ACTIONS,
+    check_role_name,
+    document_filter,
+    field_exclusions,
+    parse_read_roles,
+    read_role_body,
+    read_role_definitions,
+)
+
+READER = "arn:aws:iam::111111111111:role/public-site"
+
+
+def test_readers_never_see_tombstones_nor_items_whose_hidden_flag_is_set() -> None:
+    assert document_filter(REGISTRY["geozone"]) == {
+        "bool": {"must_not": [{"term": {"tombstone": True}}, {"term": {"hidden": True}}]}
+    }
+    # Bookings declare no hidden flag: only tombstones are hidden.
+    assert document_filter(REGISTRY["booking"]) == {"bool": {"must_not": [{"term": {"tombstone": True}}]}}
+
+
+def test_internal_attributes_and_their_exact_numbers_are_excluded() -> None:
+    assert field_exclusions(REGISTRY["booking"]) == [
+        "~guestName",
+        "~exactNumbers./guestName",
+        "~exactNumbers./guestName/*",
+        "~adminNotes",
+        "~exactNumbers./adminNotes",
+        "~exactNumbers./adminNotes/*",
+    ]
+
+
+def test_a_read_role_names_only_read_aliases_with_their_dls_and_fls() -> None:
+    body = read_role_body(["productDate", "geozone"])
+
+    assert body["cluster_permissions"] == []
+    geozone, product_date = body["index_permissions"]
+    assert geozone == {
+        "index_patterns": ["geozone"],
+        "dls": json.dumps(document_filter(REGISTRY["geozone"]), separators=(",", ":")),
+        "allowed_actions": list(READ_INDEX_ACTIONS),
+        "fls": field_exclusions(REGISTRY["geozone"]),
+    }
+    assert product_date["index_patterns"] == ["productdate"]
+    assert not any(action.startswith("indices:data/write") for action in READ_INDEX_ACTIONS)
+
+
+def test_definitions_round_trip_through_the_custom_resource_property() -> None:
+    definitions = read_role_definitions([("public_search", ("geozone",), (READER, "saml-readers", READER))])
+
+    assert definitions["public_search"]["mapping"]["backend_roles"] == [READER, "saml-readers"]
+    assert parse_read_roles(json.dumps(definitions), "ReadRoles") == definitions
+    assert parse_read_roles(None, "ReadRoles") == {}
+
+
+@pytest.mark.parametrize("name", ["ab", "Readers", "1reader", "all_access", "refdata_stream_sync", "a" * 65])
+def test_reserved_or_malformed_role_names_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match=r"^where: "):
+        check_role_name(name, "where")
