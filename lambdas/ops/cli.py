@@ -164,7 +164,6 @@ def run_local(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     import boto3
     from search.transport import OpenSearchTransport
     from stream_sync.aws import build_ports
-    from stream_sync.config import Settings
 
     from ops import workflow
     from ops.deployed import new_run_id
@@ -180,13 +179,7 @@ def run_local(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     missing = [flag for flag, value in required if not value]
     if missing:
         raise OpsError(f"{', '.join(missing)} required (or set their environment variables)")
-    settings = Settings(
-        opensearch_endpoint=args.endpoint,
-        region=args.region,
-        dlq_url="",  # never used: ops writes report permanent failures instead of dead-lettering them
-        geometry_bucket=args.geometry_bucket,
-        request_timeout_seconds=args.timeout,
-    )
+    settings = workflow.sync_settings(args.endpoint, args.region, args.geometry_bucket, args.timeout)
     transport = OpenSearchTransport(args.endpoint, args.region, timeout_seconds=args.timeout)
     operations: dict[str, workflow.Operation] = {
         "reindex": Reindex(),

@@ -24,7 +24,7 @@ from typing import Any
 
 from search.transport import OpenSearchTransport, assume_role
 from stream_sync.aws import build_ports
-from stream_sync.config import Settings, parsed_env, required_env
+from stream_sync.config import parsed_env, required_env
 
 from ops.index import IndexClient
 from ops.purge import Purge
@@ -33,7 +33,7 @@ from ops.redrive import Redrive
 from ops.reindex import Reindex
 from ops.runs import Run, S3RunStore, check_run_id
 from ops.sources import export_ready
-from ops.workflow import Env, Operation, finish_run, run_part
+from ops.workflow import Env, Operation, finish_run, run_part, sync_settings
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (Reindex(), Reconcile(), Redrive(), Purge())}
 
@@ -83,13 +83,12 @@ def build_env(settings: WorkerSettings, credentials: Any) -> Env:
     import boto3
     from stream_sync.redrive import streams_client
 
-    sync = Settings(
-        opensearch_endpoint=settings.endpoint,
-        region=settings.region,
-        dlq_url="",  # never used: ops writes report permanent failures instead of dead-lettering them
-        geometry_bucket=settings.geometry_bucket,
-        bulk_max_bytes=settings.bulk_max_bytes,
-        request_timeout_seconds=settings.request_timeout_seconds,
+    sync = sync_settings(
+        settings.endpoint,
+        settings.region,
+        settings.geometry_bucket,
+        settings.request_timeout_seconds,
+        settings.bulk_max_bytes,
     )
     transport = OpenSearchTransport(
         settings.endpoint,

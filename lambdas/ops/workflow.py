@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from stream_sync.config import Settings
+from stream_sync.config import DEFAULT_BULK_MAX_BYTES, Settings
 from stream_sync.sync import Ports
 
 from ops.index import IndexClient, OpsError, TransientFailure
@@ -55,6 +55,25 @@ class Env:
     tombstone_min_age_seconds: int = 0
     now: Callable[[], float] = time.time
     scan_page_items: int | None = None
+
+
+def sync_settings(
+    endpoint: str,
+    region: str,
+    geometry_bucket: str | None,
+    request_timeout_seconds: float,
+    bulk_max_bytes: int = DEFAULT_BULK_MAX_BYTES,
+) -> Settings:
+    """The stream sync's settings for an ops run's writes. The DLQ is never used: an ops write reports its
+    permanent failures in the run's summary instead of dead-lettering them."""
+    return Settings(
+        opensearch_endpoint=endpoint,
+        region=region,
+        dlq_url="",
+        geometry_bucket=geometry_bucket,
+        bulk_max_bytes=bulk_max_bytes,
+        request_timeout_seconds=request_timeout_seconds,
+    )
 
 
 class Operation(Protocol):
