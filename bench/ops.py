@@ -19,9 +19,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.sync import LAMBDAS, REGION, ROOT, _item, loopback_process
+
+if TYPE_CHECKING:
+    from infra.cost import PriceTable
 
 PAGE_ITEMS = 100  # a Scan page (about 200 KB of these items) and one bulk request
 # (name, items, seconds per Scan page, seconds added to every OpenSearch request): first where waiting on the two
@@ -32,9 +35,6 @@ SEGMENTS = (1, 2, 4, 8)
 REPEATS = 3
 TARGET = 5.0  # speedup at 8 segments, where the server is not the bottleneck
 
-# Cost model inputs: us-east-1 list prices (other regions differ by a few per cent; the ratios hold).
-ON_DEMAND_PER_MILLION_READ_UNITS = 0.125  # US$, Standard table class
-EXPORT_PER_GIB = 0.10  # US$ per GB of table size, full export to S3
 READ_UNIT_BYTES = 4096  # a strongly consistent read unit reads 4 KB (a scan counts bytes, not items)
 ITEM_SIZES = (512, 1024, 2048, 4096)
 
@@ -137,12 +137,12 @@ def measure_reindex(
     return results
 
 
-def cost_rows() -> list[str]:
+def cost_rows(prices: PriceTable) -> list[str]:
     rows = []
     for size in ITEM_SIZES:
         units = 1_000_000 * size / READ_UNIT_BYTES  # strongly consistent: what the ops scan reads
-        scan = units / 1_000_000 * ON_DEMAND_PER_MILLION_READ_UNITS
-        export = 1_000_000 * size / 2**30 * EXPORT_PER_GIB
+        scan = units / 1_000_000 * prices["dynamodb.read_request"]
+        export = 1_000_000 * size / 2**30 * prices["dynamodb.export"]
         rows.append(
             f"| {size:,} B | {units:,.0f} | {units / 2:,.0f} | ${scan:.4f} | ${export:.4f} | {export / scan:.1f}× |"
         )
@@ -191,7 +191,10 @@ def run() -> str:
     at_eight = bound_results[8]
     serial = at_eight["server_cpu"]
     cores = os.cpu_count() or 1
-    costs = "\n".join(cost_rows())
+    from infra.cost import load_prices
+
+    prices = load_prices()
+    costs = "\n".join(cost_rows(prices))
     crossovers = "\n".join(crossover_rows())
     header = (
         "| segments | backfill time | items/s | speedup | whole run (with the alias steps) "
@@ -234,7 +237,8 @@ its own Lambda invocation, and the domain spreads writes over shards, threads an
 **Scan or export: cost per million items.** A strongly consistent Scan consumes one read unit per 4 KB of items
 *read* (the scan reads the whole table and filters the schema's items after reading), whatever the item count; a
 full export costs per GB of table, reads no capacity, and is one point-in-time snapshot. On-demand at
-${ON_DEMAND_PER_MILLION_READ_UNITS} per million read units, export ${EXPORT_PER_GIB} per GB (us-east-1 list prices):
+${prices["dynamodb.read_request"]} per million read units, export ${prices["dynamodb.export"]} per GB ({prices.region} list
+prices, infra/prices.toml):
 
 | item size | read units per million items (consistent) | (eventually consistent) | consistent scan | export | export ÷ scan |
 |---:|---:|---:|---:|---:|---:|
