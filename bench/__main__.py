@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("bench.synth", "bench.sync")
+SECTIONS = ("bench.synth", "bench.sync", "bench.ops")
 
 
 def main() -> None:

@@ -65,6 +65,13 @@ def _environment() -> dict[str, str]:
 
 @contextlib.contextmanager
 def loopback_server(latency: float) -> Iterator[str]:
+    with loopback_process(latency) as (endpoint, _pid):
+        yield endpoint
+
+
+@contextlib.contextmanager
+def loopback_process(latency: float) -> Iterator[tuple[str, int]]:
+    """The loopback server in a child process (its own interpreter and GIL): (endpoint, process id)."""
     child = subprocess.Popen(
         [sys.executable, "-c", _SERVER, REGION, str(latency)],
         stdin=subprocess.PIPE,
@@ -75,7 +82,7 @@ def loopback_server(latency: float) -> Iterator[str]:
     )
     try:
         assert child.stdout is not None
-        yield child.stdout.readline().strip()
+        yield child.stdout.readline().strip(), child.pid
     finally:
         assert child.stdin is not None
         child.stdin.close()

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from aws_cdk import App, Environment, Stage, Validations
+
+from infra.config import ConfigError, EnvironmentConfig
+from infra.environments import environments
+from infra.nag import RULE_PACKS
+from infra.stacks.stateful import StatefulStack
+from infra.stacks.stateless import StatelessStack
+
 ROOT = Path(__file__).resolve().parent.parent
-# The runtime packages (key conventions, search) live in lambdas/, the root of every Lambda asset.
-if str(ROOT / "lambdas") not in sys.path:
-    sys.path.insert(0, str(ROOT / "lambdas"))
-
-from aws_cdk import App, Environment, Stage, Validations  # noqa: E402
-
-from infra.config import ConfigError, EnvironmentConfig  # noqa: E402
-from infra.environments import environments  # noqa: E402
-from infra.nag import RULE_PACKS  # noqa: E402
-from infra.stacks.stateful import StatefulStack  # noqa: E402
-from infra.stacks.stateless import StatelessStack  # noqa: E402
 
 
 def committed_context() -> dict[str, Any]:

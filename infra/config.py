@@ -29,6 +29,7 @@ ROLE_NAME_PATTERN = re.compile(r"^[\w+=,.@/*-]{1,512}$")
 ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
 # Members of the IAM Identity Center (SSO) permission set "AdministratorAccess" in the environment's account.
 SSO_ADMINISTRATORS = "aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_AdministratorAccess_*"
+STREAMS_ENDPOINT = re.compile(r"^vpce-[0-9a-z-]+\.streams\.dynamodb\.[a-z0-9-]+\.vpce\.amazonaws\.com$")
 CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/(1[6-9]|2[0-8])$")
 
 # CloudWatch Logs accepts only these retention periods.
@@ -198,6 +199,9 @@ class NetworkSettings:
     existing_availability_zones: tuple[str, ...] = ()
     existing_isolated_subnet_ids: tuple[str, ...] = ()
     existing_route_table_ids: tuple[str, ...] = ()
+    # The DNS name of the existing VPC's DynamoDB Streams interface endpoint (it has no private DNS name), for the
+    # ops redrive of the event source mapping's on-failure records.
+    existing_dynamodb_streams_endpoint: str | None = None
     flow_log_retention_days: int = 90
 
     def validate(self, path: str) -> None:
@@ -227,6 +231,18 @@ class NetworkSettings:
                 len(self.existing_route_table_ids) == count,
                 f"{path}.existing_route_table_ids",
                 "needs one route table per subnet",
+            )
+        if self.existing_dynamodb_streams_endpoint is not None:
+            _require(
+                self.existing_vpc_id is not None,
+                f"{path}.existing_dynamodb_streams_endpoint",
+                "is only for an existing VPC (a VPC made here gets its own endpoint)",
+            )
+            _require(
+                bool(STREAMS_ENDPOINT.fullmatch(self.existing_dynamodb_streams_endpoint)),
+                f"{path}.existing_dynamodb_streams_endpoint",
+                f"{self.existing_dynamodb_streams_endpoint!r} is not an endpoint DNS name like "
+                "'vpce-0123abcd-5e6f.streams.dynamodb.ca-central-1.vpce.amazonaws.com'",
             )
 
 
@@ -472,8 +488,65 @@ class SyncSettings:
         )
 
 
+# One consistent read unit reads 4 KiB (docs/operations.md, "Scan or export").
+READ_UNIT_BYTES = 4096
+# An inline Map state runs at most 40 iterations at once.
+MAX_INLINE_MAP_CONCURRENCY = 40
+SCHEDULE_EXPRESSION = re.compile(r"^(cron\([^()]+\)|rate\(\d+ (minute|minutes|hour|hours|day|days)\))$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpsSettings:
+    """The ops workflows (reindex, reconcile, redrive, tombstone purge; docs/operations.md).
+
+    ``max_concurrency`` workers run at once per run (and, with ``reserve_concurrency``, the worker's reserved
+    concurrency bounds them across runs), so the domain is never written by more than that many batches at a time.
+    A parallel scan reads ``scan_segments`` segments and may consume ``scan_read_units_per_second`` of the table's
+    read capacity in total; a table larger than that rate sustains for ``scan_max_hours`` is read from a DynamoDB
+    export instead (``export_above_bytes``).
+    """
+
+    max_concurrency: int = 4
+    scan_segments: int = 8
+    scan_read_units_per_second: int = 400
+    scan_max_hours: int = 2
+    worker_memory_mb: int = 1024
+    # EventBridge Scheduler expression (UTC) of the tombstone purge.
+    purge_schedule: str = "cron(17 3 * * ? *)"
+
+    @property
+    def export_above_bytes(self) -> int:
+        """The crossover: the bytes a scan reads at its read budget within ``scan_max_hours``."""
+        return self.scan_read_units_per_second * READ_UNIT_BYTES * self.scan_max_hours * 3600
+
+    @property
+    def read_units_per_segment(self) -> float:
+        """Each running segment's share of the read budget (at most ``max_concurrency`` run at once)."""
+        return self.scan_read_units_per_second / min(self.max_concurrency, self.scan_segments)
+
+    def validate(self, path: str) -> None:
+        _require(
+            1 <= self.max_concurrency <= MAX_INLINE_MAP_CONCURRENCY,
+            f"{path}.max_concurrency",
+            f"must be 1-{MAX_INLINE_MAP_CONCURRENCY} (an inline Map state runs at most that many iterations at once)",
+        )
+        _require(1 <= self.scan_segments <= 1000, f"{path}.scan_segments", "must be 1-1000")
+        _require(
+            10 <= self.scan_read_units_per_second <= 40000,
+            f"{path}.scan_read_units_per_second",
+            "must be 10-40000 (a table's default read throughput quota is 40,000 units per second)",
+        )
+        _require(1 <= self.scan_max_hours <= 24, f"{path}.scan_max_hours", "must be 1-24")
+        _require(512 <= self.worker_memory_mb <= 10240, f"{path}.worker_memory_mb", "must be 512-10240")
+        _require(
+            bool(SCHEDULE_EXPRESSION.fullmatch(self.purge_schedule)),
+            f"{path}.purge_schedule",
+            f"{self.purge_schedule!r} is not an EventBridge Scheduler cron(...) or rate(...) expression",
+        )
+
+
 # The search roles infra/constructs/search_access.py names `<domain name>-<purpose>`.
-PLATFORM_ROLES = ("search-admin", "stream-sync", "index-bootstrap")
+PLATFORM_ROLES = ("search-admin", "stream-sync", "index-bootstrap", "ops-worker")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -534,11 +607,12 @@ class EnvironmentConfig:
     search: SearchSettings
     network: NetworkSettings = field(default_factory=NetworkSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
+    ops: OpsSettings = field(default_factory=OpsSettings)
     monitoring: MonitoringSettings = field(default_factory=MonitoringSettings)
     production: bool = False
     # Reserve concurrency for every function (the sync's from sync.reserved_concurrency, one each for the index
-    # bootstrap and its provider). Lambda keeps 100 of an account's quota unreserved, so a new account (quota
-    # often 10) cannot reserve anything: turn it off there.
+    # bootstrap and its provider, the ops worker's from ops.max_concurrency). Lambda keeps 100 of an account's
+    # quota unreserved, so a new account (quota often 10) cannot reserve anything: turn it off there.
     reserve_concurrency: bool = True
     # The role the deploy workflow assumes through GitHub's OIDC provider (README, "Deploy from GitHub Actions"):
     # a role path/name in this environment's account, or a full role ARN (a role in a tooling account).
@@ -604,6 +678,14 @@ class EnvironmentConfig:
             f"{path}.search.availability_zone_count",
             "cannot exceed network.max_azs",
         )
+        provisioned = self.table.provisioned
+        if provisioned is not None:
+            _require(
+                self.ops.scan_read_units_per_second <= provisioned.max_read // 2,
+                f"{path}.ops.scan_read_units_per_second",
+                f"must be at most half of table.provisioned.max_read ({provisioned.max_read // 2}): a repair scan "
+                "must leave the table's own readers their capacity",
+            )
         for lag in ("iterator_age_seconds", "replication_lag_seconds"):
             _require(
                 getattr(self.monitoring, lag) < self.sync.max_record_age_seconds,
@@ -628,7 +710,12 @@ class EnvironmentConfig:
         """Reserved concurrency per function; empty when the environment reserves none."""
         if not self.reserve_concurrency:
             return {}
-        return {"stream sync": self.sync.reserved_concurrency, "index bootstrap": 1, "bootstrap provider": 1}
+        return {
+            "stream sync": self.sync.reserved_concurrency,
+            "index bootstrap": 1,
+            "bootstrap provider": 1,
+            "ops worker": self.ops.max_concurrency,
+        }
 
     def required_concurrency_quota(self) -> int:
         """The account's Lambda concurrency quota this environment needs: its reservations plus the 100 that

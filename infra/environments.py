@@ -7,6 +7,7 @@ from infra.config import (
     EnvironmentConfig,
     MonitoringSettings,
     NetworkSettings,
+    OpsSettings,
     ProvisionedCapacity,
     ReadRole,
     RemovalPolicy,
@@ -49,6 +50,7 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
                 bulk_max_bytes=9 * 1024 * 1024,
                 read_roles=(public_search(account["dev"], "dev"),),
             ),
+            ops=OpsSettings(max_concurrency=2, scan_segments=4, scan_read_units_per_second=200),
             reserve_concurrency=False,
         ),
         EnvironmentConfig(
@@ -75,6 +77,8 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
                 bulk_max_bytes=9 * 1024 * 1024,
                 read_roles=(public_search(account["test"], "test"),),
             ),
+            # Provisioned at up to 200 read units: a repair scan may take half of them.
+            ops=OpsSettings(max_concurrency=4, scan_segments=8, scan_read_units_per_second=100),
             # Provisioned capacity scales out only after minutes above its target: load tests here throttle
             # briefly by design, so only sustained throttling pages.
             monitoring=MonitoringSettings(throttle_events=100),
@@ -101,6 +105,7 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
                 read_roles=(public_search(account["prod"], "prod"),),
             ),
             sync=SyncSettings(reserved_concurrency=20, parallelization_factor=2),
+            ops=OpsSettings(max_concurrency=8, scan_segments=16, scan_read_units_per_second=2000),
         ),
     )
     return {env.name: env for env in envs}

@@ -48,6 +48,9 @@ class StatefulValues:
     admin_role: iam.IRole
     sync_role: iam.IRole
     bootstrap_role: iam.IRole
+    ops_bucket: s3.IBucket
+    ops_worker_role: iam.IRole
+    streams_endpoint: str | None
 
 
 class Handoff(Construct):
@@ -71,6 +74,9 @@ class Handoff(Construct):
         admin_role_arn: str,
         sync_role_arn: str,
         bootstrap_role_arn: str,
+        ops_bucket: s3.IBucket,
+        ops_worker_role_arn: str,
+        streams_endpoint: str | None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.prefix = parameter_prefix(environment)
@@ -93,6 +99,9 @@ class Handoff(Construct):
             "admin-role-arn": admin_role_arn,
             "sync-role-arn": sync_role_arn,
             "bootstrap-role-arn": bootstrap_role_arn,
+            "ops-bucket-name": ops_bucket.bucket_name,
+            "ops-worker-role-arn": ops_worker_role_arn,
+            "dynamodb-streams-endpoint": streams_endpoint or "",
         }
         self._constants = {name: value for name, value in values.items() if not Token.is_unresolved(value)}
         self.parameter_names = {
@@ -130,6 +139,7 @@ class Handoff(Construct):
                 "The stateless stack places functions in these subnets and never touches their route tables.",
             )
         bucket_name = read("geometry-bucket-name")
+        ops_bucket_name = read("ops-bucket-name")
         stream_arn = read("table-stream-arn")
         return StatefulValues(
             key=kms.Key.from_key_arn(reader, "DataKey", read("data-key-arn")),
@@ -161,4 +171,14 @@ class Handoff(Construct):
             bootstrap_role=iam.Role.from_role_arn(
                 reader, "BootstrapRole", read("bootstrap-role-arn"), mutable=False
             ),
+            ops_bucket=s3.Bucket.from_bucket_attributes(
+                reader,
+                "OpsBucket",
+                bucket_name=ops_bucket_name,
+                bucket_arn=f"arn:{Aws.PARTITION}:s3:::{ops_bucket_name}",
+            ),
+            ops_worker_role=iam.Role.from_role_arn(
+                reader, "OpsWorkerRole", read("ops-worker-role-arn"), mutable=False
+            ),
+            streams_endpoint=read("dynamodb-streams-endpoint") or None,
         )

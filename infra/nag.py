@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_cdk import Acknowledgment, Stack, Validations
@@ -27,7 +28,8 @@ def acknowledge(construct: IConstruct, reason: str, *rule_ids: str) -> None:
 def finding_resource(scope: IConstruct, value: str) -> str:
     """How cdk-nag spells a (token) resource string inside a granular finding id such as ``IAM5[Resource::...]``.
 
-    References render as ``<LogicalId>`` / ``<LogicalId.Attr>``, cross-stack imports as the export name.
+    References render as ``<LogicalId>`` / ``<LogicalId.Attr>``, cross-stack imports as the export name, and any
+    other intrinsic (``Fn::Select`` of an ``Fn::Split``, say) as its compact JSON, as cdk-nag writes it.
     """
     return _render(Stack.of(scope).resolve(value))
 
@@ -45,6 +47,8 @@ def _render(node: Any) -> str:
             return f"<{arg[0]}.{arg[1]}>"
         if fn == "Ref":
             return f"<{arg}>"
+        if fn.startswith("Fn::"):
+            return json.dumps(node, separators=(",", ":"))
     raise ValueError(f"cannot render {node!r} as a cdk-nag finding resource")
 
 

@@ -7,6 +7,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.buckets import private_bucket
 from infra.nag import acknowledge
 
 NONCURRENT_VERSION_DAYS = 90
@@ -60,18 +61,12 @@ class GeometryBucket(Construct):
             "HIPAA.Security-S3DefaultEncryptionKMS",
             "PCI.DSS.321-S3DefaultEncryptionKMS",
         )
-        self.bucket = s3.Bucket(
+        self.bucket = private_bucket(
             self,
             "Resource",
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            enforce_ssl=True,
-            versioned=True,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="geometry/",
+            key=key,
+            access_logs=self.access_logs,
+            access_log_prefix="geometry/",
             lifecycle_rules=[
                 s3.LifecycleRule(
                     noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
@@ -79,7 +74,6 @@ class GeometryBucket(Construct):
                 )
             ],
             removal_policy=removal_policy,
-            auto_delete_objects=disposable,
         )
         for bucket in (self.bucket, self.access_logs):
             acknowledge(

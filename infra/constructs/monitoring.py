@@ -17,6 +17,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from stream_sync.sync import Fate
 from stream_sync.telemetry import FATE_METRICS
@@ -79,7 +80,8 @@ def alarm_name(environment: str, kind: str, subject: str | None = None) -> str:
 
 
 class Monitoring(Construct):
-    """Alarms on the search domain, the table, the stream sync and the dead-letter queues of one environment.
+    """Alarms on the search domain, the table, the stream sync, the dead-letter queues and the ops workflows of one
+    environment.
 
     Subscribe on-call to the stateful stack's alarm topic (output ``AlarmTopicArn``); to receive only the
     composite "platform degraded" signal, give the subscription a message-body filter on its ``AlarmName``.
@@ -101,6 +103,7 @@ class Monitoring(Construct):
         sync_timeout: Duration,
         sync_metrics_namespace: str,
         dead_letter_queues: Mapping[str, sqs.IQueue],
+        ops_workflows: Mapping[str, sfn.IStateMachine],
     ) -> None:
         super().__init__(scope, construct_id)
         self._environment = environment
@@ -112,6 +115,7 @@ class Monitoring(Construct):
             self._watch_table(table, table_indexes),
             self._watch_sync(sync_function, sync_timeout, sync_metrics_namespace),
             self._watch_queues(dead_letter_queues),
+            self._watch_ops(ops_workflows),
         ]
         self.composite = cloudwatch.CompositeAlarm(
             self,
@@ -456,6 +460,39 @@ class Monitoring(Construct):
             )
         graphs = [Graph("Messages waiting", depths), Graph("Oldest message (s)", ages)]
         return Section("Dead-letter queues", graphs, alarms)
+
+    def _watch_ops(self, workflows: Mapping[str, sfn.IStateMachine]) -> Section:
+        """Runs of the ops workflows (docs/operations.md) that failed or timed out: nobody watches the scheduled
+        tombstone purge, and an operator's run may outlive their shell."""
+        alarms = []
+        started = []
+        failures = []
+        for operation, machine in workflows.items():
+            # Ids unique on the dashboard's graph of every workflow's failures.
+            failed = cloudwatch.MathExpression(
+                expression=f"{operation}Failed + {operation}TimedOut",
+                using_metrics={
+                    f"{operation}Failed": machine.metric_failed(statistic="Sum", period=FIVE_MINUTES),
+                    f"{operation}TimedOut": machine.metric_timed_out(statistic="Sum", period=FIVE_MINUTES),
+                },
+                label=operation,
+                period=FIVE_MINUTES,
+            )
+            started.append(machine.metric_started(statistic="Sum", period=FIVE_MINUTES, label=operation))
+            failures.append(failed)
+            alarms.append(
+                self._alarm(
+                    "OpsRunFailed",
+                    failed,
+                    subject=operation,
+                    threshold=1,
+                    missing=EVENT,
+                    summary=f"A run of the ops {operation} workflow failed or timed out: its summary "
+                    f"(runs/{operation}/<run id>/summary.json in the ops bucket) says what.",
+                )
+            )
+        graphs = [Graph("Runs started", started), Graph("Runs failed or timed out", failures)]
+        return Section("Ops workflows", graphs, alarms)
 
     # --- one alarm ----------------------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnResource, RemovalPolicy
+from aws_cdk import CfnResource, Fn, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -14,7 +14,7 @@ from infra.iam import attach_policy
 from infra.nag import acknowledge
 
 # SQS for the dead-letter queues, Lambda for the provider framework invoking its handler, STS for the
-# bootstrap assuming the search admin role.
+# bootstrap and the ops worker assuming the search admin role.
 INTERFACE_SERVICES = (
     ("Sqs", ec2.InterfaceVpcEndpointAwsService.SQS),
     ("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_),
@@ -30,8 +30,12 @@ RETAINED_NETWORK_TYPES = frozenset(
 class Network(Construct):
     """A VPC with isolated subnets only (no NAT, no internet gateway), or an existing VPC described in config.
 
-    Functions reach S3 and DynamoDB through gateway endpoints and SQS, Lambda and STS through interface
-    endpoints guarded by their own security group; nothing in the VPC can reach the internet.
+    Functions reach S3 and DynamoDB through gateway endpoints and SQS, Lambda, STS and DynamoDB Streams through
+    interface endpoints guarded by their own security group; nothing in the VPC can reach the internet.
+
+    DynamoDB Streams endpoints have no private DNS name: clients use the endpoint's own DNS name
+    (``streams_endpoint``, or config's ``existing_dynamodb_streams_endpoint`` for an existing VPC; None when neither
+    exists, and then the redrive of the event source mapping's on-failure records cannot run in the VPC).
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class Network(Construct):
             description="Interface endpoints: HTTPS from platform functions only",
             allow_all_outbound=False,
         )
+        self.streams_endpoint: str | None = settings.existing_dynamodb_streams_endpoint
         if not settings.existing_vpc_id:
             self.vpc.add_gateway_endpoint(
                 "S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[self.subnets]
@@ -131,3 +136,15 @@ class Network(Construct):
                     open=False,
                     private_dns_enabled=True,
                 )
+            streams = self.vpc.add_interface_endpoint(
+                "DynamoDbStreams",
+                service=ec2.InterfaceVpcEndpointAwsService.DYNAMODB_STREAMS,
+                subnets=self.subnets,
+                security_groups=[self.endpoint_security_group],
+                open=False,
+                private_dns_enabled=False,  # not offered for DynamoDB Streams
+            )
+            # DnsEntries: "<hosted zone id>:<name>"; the first is the regional name.
+            self.streams_endpoint = Fn.select(
+                1, Fn.split(":", Fn.select(0, streams.vpc_endpoint_dns_entries))
+            )

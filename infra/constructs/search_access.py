@@ -17,13 +17,16 @@ from infra.iam import attach_policy
 
 
 class SearchAccess(Construct):
-    """The fine-grained-access-control master role, the index-bootstrap role and the stream-sync role.
+    """The fine-grained-access-control master role, the index-bootstrap, ops-worker and stream-sync roles.
 
-    - ``admin_role``: the FGAC master user (from config, or created here). Only the bootstrap function and the
-      principals named in ``search.admin_principals`` (by default the account's IAM Identity Center
-      AdministratorAccess users) may assume it; nobody else in the account can, whatever their IAM policies say.
+    - ``admin_role``: the FGAC master user (from config, or created here). Only the bootstrap and ops-worker
+      functions and the principals named in ``search.admin_principals`` (by default the account's IAM Identity
+      Center AdministratorAccess users) may assume it; nobody else in the account can, whatever their IAM
+      policies say.
     - ``bootstrap_role``: the index-bootstrap function's execution role; it assumes ``admin_role`` to put
       templates, scripts, indices, aliases and the stream-sync role mapping.
+    - ``ops_worker_role``: the ops workflows' worker function's execution role; it assumes ``admin_role`` to
+      reindex, reconcile, redrive and purge tombstones.
     - ``sync_role``: the stream-sync function's execution role; OpenSearch maps it to a role that may only
       write to the platform's indices.
 
@@ -35,23 +38,29 @@ class SearchAccess(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         base = config.search.domain_name
-        lambda_principal = iam.ServicePrincipal("lambda.amazonaws.com")
-        self.bootstrap_role = iam.Role(
-            self,
-            "BootstrapRole",
-            role_name=f"{base}-index-bootstrap",
-            assumed_by=lambda_principal,
-            description="Index bootstrap custom resource",
+
+        def function_role(construct_id: str, purpose: str, description: str) -> tuple[iam.Role, str]:
+            role_name = f"{base}-{purpose}"
+            role = iam.Role(
+                self,
+                construct_id,
+                role_name=role_name,
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=description,
+            )
+            return role, config.role_arn(role_name)
+
+        self.bootstrap_role, self.bootstrap_role_arn = function_role(
+            "BootstrapRole", "index-bootstrap", "Index bootstrap custom resource"
         )
-        self.sync_role = iam.Role(
-            self,
-            "SyncRole",
-            role_name=f"{base}-stream-sync",
-            assumed_by=lambda_principal,
-            description="DynamoDB stream to OpenSearch sync",
+        self.sync_role, self.sync_role_arn = function_role(
+            "SyncRole", "stream-sync", "DynamoDB stream to OpenSearch sync"
         )
-        self.bootstrap_role_arn = config.role_arn(f"{base}-index-bootstrap")
-        self.sync_role_arn = config.role_arn(f"{base}-stream-sync")
+        self.ops_worker_role, self.ops_worker_role_arn = function_role(
+            "OpsWorkerRole",
+            "ops-worker",
+            "Ops workflows worker (reindex, reconcile, redrive, tombstone purge)",
+        )
         if config.search.master_role_arn:
             self.admin_role: iam.IRole = iam.Role.from_role_arn(
                 self, "AdminRole", config.search.master_role_arn, mutable=False
@@ -62,7 +71,10 @@ class SearchAccess(Construct):
                 self,
                 "AdminRole",
                 role_name=f"{base}-search-admin",
-                assumed_by=iam.ArnPrincipal(self.bootstrap_role.role_arn),
+                assumed_by=iam.CompositePrincipal(
+                    iam.ArnPrincipal(self.bootstrap_role.role_arn),
+                    iam.ArnPrincipal(self.ops_worker_role.role_arn),
+                ),
                 description="OpenSearch fine-grained access control master user",
             )
             patterns = config.admin_principal_arns()
@@ -80,9 +92,13 @@ class SearchAccess(Construct):
             admin.apply_removal_policy(removal_policy)
             self.admin_role = admin
             self.admin_role_arn = config.role_arn(f"{base}-search-admin")
-        attach_policy(
-            self,
-            "BootstrapAssumeAdmin",
-            self.bootstrap_role,
-            [iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[self.admin_role.role_arn])],
-        )
+        for construct_id, role in (
+            ("BootstrapAssumeAdmin", self.bootstrap_role),
+            ("OpsWorkerAssumeAdmin", self.ops_worker_role),
+        ):
+            attach_policy(
+                self,
+                construct_id,
+                role,
+                [iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[self.admin_role.role_arn])],
+            )

@@ -10,6 +10,7 @@ from infra.constructs.alarm_topic import AlarmTopic
 from infra.constructs.data_key import DataKey
 from infra.constructs.geometry_bucket import GeometryBucket
 from infra.constructs.network import Network
+from infra.constructs.ops_bucket import OpsBucket
 from infra.constructs.search_access import SearchAccess
 from infra.constructs.search_domain import SearchDomain
 from infra.constructs.single_table import SingleTable
@@ -30,8 +31,10 @@ class StatefulStack(Stack):
         self.table = SingleTable(
             self, "Table", settings=config.table, key=self.key, removal_policy=removal
         ).table
-        self.geometry_bucket = GeometryBucket(
-            self, "GeometryBucket", key=self.key, removal_policy=removal
+        geometry = GeometryBucket(self, "GeometryBucket", key=self.key, removal_policy=removal)
+        self.geometry_bucket = geometry.bucket
+        self.ops_bucket = OpsBucket(
+            self, "OpsBucket", key=self.key, access_logs=geometry.access_logs, removal_policy=removal
         ).bucket
         self.network = Network(
             self,
@@ -63,6 +66,12 @@ class StatefulStack(Stack):
         )
         CfnOutput(self, "TableName", value=self.table.table_name)
         CfnOutput(self, "GeometryBucketName", value=self.geometry_bucket.bucket_name)
+        CfnOutput(
+            self,
+            "OpsBucketName",
+            value=self.ops_bucket.bucket_name,
+            description="Ops workflow runs: records, summaries (runs/) and DynamoDB exports (exports/)",
+        )
         CfnOutput(self, "SearchEndpoint", value=f"https://{self.search.endpoint}")
         CfnOutput(self, "SearchDashboardsUrl", value=f"https://{self.search.endpoint}/_dashboards")
         CfnOutput(
@@ -92,4 +101,7 @@ class StatefulStack(Stack):
             admin_role_arn=self.search_access.admin_role_arn,
             sync_role_arn=self.search_access.sync_role_arn,
             bootstrap_role_arn=self.search_access.bootstrap_role_arn,
+            ops_bucket=self.ops_bucket,
+            ops_worker_role_arn=self.search_access.ops_worker_role_arn,
+            streams_endpoint=self.network.streams_endpoint,
         )

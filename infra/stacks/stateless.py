@@ -5,12 +5,14 @@ from __future__ import annotations
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from constructs import Construct
 from datamodel.registry import indexable_schemas
+from ops.purge import minimum_age_seconds
 from search.indices import bootstrap_fingerprint
 from search.readers import read_role_definitions
 
 from infra.config import EnvironmentConfig
 from infra.constructs.index_bootstrap import IndexBootstrap
 from infra.constructs.monitoring import Monitoring
+from infra.constructs.ops_workflows import OpsWorkflows
 from infra.constructs.search_domain import domain_arn
 from infra.constructs.single_table import index_names
 from infra.constructs.stream_sync import METRICS_NAMESPACE, StreamSync
@@ -82,6 +84,24 @@ class StatelessStack(Stack):
             ),
             **shared,  # type: ignore[arg-type]
         )
+        self.ops = OpsWorkflows(
+            self,
+            "Ops",
+            settings=config.ops,
+            name_prefix=config.search.domain_name,
+            worker_role=handed.ops_worker_role,
+            admin_role=handed.admin_role,
+            table=handed.table,
+            geometry_bucket=handed.geometry_bucket,
+            ops_bucket=handed.ops_bucket,
+            dead_letter_queue=self.sync.dead_letter_queue,
+            domain_endpoint=handed.search_endpoint,
+            streams_endpoint=handed.streams_endpoint,
+            bulk_max_bytes=config.search.bulk_max_bytes,
+            request_timeout_seconds=config.sync.request_timeout_seconds,
+            tombstone_min_age_seconds=minimum_age_seconds(config.sync.max_record_age_seconds),
+            **shared,  # type: ignore[arg-type]
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -99,6 +119,7 @@ class StatelessStack(Stack):
                 "StreamSync": self.sync.dead_letter_queue,
                 "Bootstrap": self.bootstrap.dead_letter_queue,
             },
+            ops_workflows=self.ops.state_machines,
         )
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
         # What docs/runbook.md asks for by name.
@@ -106,5 +127,12 @@ class StatelessStack(Stack):
         CfnOutput(self, "IndexBootstrapFunctionName", value=self.bootstrap.handler.function.function_name)
         CfnOutput(self, "BootstrapDeadLetterQueueUrl", value=self.bootstrap.dead_letter_queue.queue_url)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard.dashboard_name)
+        for operation, machine in self.ops.state_machines.items():
+            CfnOutput(
+                self,
+                f"{operation.title()}StateMachineArn",
+                value=machine.state_machine_arn,
+                description=f"python -m ops {operation} --env <env> starts this workflow",
+            )
         # Documents must not flow before the templates that map them exist.
         self.sync.function.node.add_dependency(self.bootstrap.resource)

@@ -30,6 +30,7 @@ from search.errors import describe
 from search.indices import (
     APPLY_SCRIPT_CONTEXT,
     APPLY_SCRIPT_ID,
+    DELETED_AT_FIELD,
     cluster_settings,
     index_mappings,
     index_name,
@@ -130,7 +131,7 @@ class IndexBootstrap:
         On a scratch index (`refdata-bootstrap-selftest-<token>`, matching no schema's `<schema>-v*` pattern,
         0 replicas, the first schema's mappings), through `search.documents.encode_update`: a change is
         created, an older change replayed must answer `noop`, the stored source must be the change as the
-        engine holds it, and a tombstone must replace it. The scratch index is deleted whatever happens. Any
+        engine holds it, and a tombstone (keys, `deletedAt`) must replace it. The scratch index is deleted whatever happens. Any
         deviation raises BootstrapError with what OpenSearch answered, which fails the deployment.
         """
         if not schemas:
@@ -157,7 +158,11 @@ class IndexBootstrap:
     def _probe(self, scratch: str) -> None:
         newer = _probe_change(scratch, "2", {**_PROBE_DOC, "name": "newer"})
         older = _probe_change(scratch, "1", {**_PROBE_DOC, "name": "older"})
-        tombstone = _probe_change(scratch, "3", {key: _PROBE_DOC[key] for key in ("pk", "sk", "schema")})
+        tombstone = _probe_change(
+            scratch,
+            "3",
+            {**{key: _PROBE_DOC[key] for key in ("pk", "sk", "schema")}, DELETED_AT_FIELD: _PROBE_DELETED_AT},
+        )
         tombstone.tombstone = True
         self._expect_item(scratch, newer, (201, "created"), "a new change")
         self._expect_item(scratch, older, (200, "noop"), "a replayed older change")
@@ -166,7 +171,15 @@ class IndexBootstrap:
             scratch, engine_document(newer.doc) | {"tombstone": False, "stream_seq": newer.seq}
         )
         self._expect_item(scratch, tombstone, (200, "updated"), "a tombstone")
-        self._expect_source(scratch, {**_PROBE_KEYS, "tombstone": True, "stream_seq": tombstone.seq})
+        self._expect_source(
+            scratch,
+            {
+                **_PROBE_KEYS,
+                DELETED_AT_FIELD: _PROBE_DELETED_AT,
+                "tombstone": True,
+                "stream_seq": tombstone.seq,
+            },
+        )
 
     def _expect_item(self, scratch: str, change: Change, expected: tuple[int, str], step: str) -> None:
         answer = self._api.bulk(
@@ -257,6 +270,7 @@ SECURITY_API = "_plugins/_security/api"
 SELF_TEST_INDEX_PREFIX = "refdata-bootstrap-selftest-"
 _PROBE_KEYS = {"pk": "self-test", "sk": "probe", "schema": "self-test"}
 _PROBE_ID = "self-test#probe"
+_PROBE_DELETED_AT = 1_764_531_000  # a tombstone keeps its deletion time (what the tombstone purge reads)
 # Strings, integers, a fraction, a decimal no double holds (its exact text goes to exactNumbers), nesting.
 _PROBE_DOC: dict[str, Any] = {
     **_PROBE_KEYS,

@@ -32,10 +32,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.credentials import Credentials
 from datamodel.registry import indexable_schemas
 from search.readers import parse_read_roles
-from search.transport import OpenSearchTransport, normalize_endpoint
+from search.transport import OpenSearchTransport, assume_role, normalize_endpoint
 
 from index_bootstrap.bootstrap import IndexBootstrap
 
@@ -72,7 +71,7 @@ def on_event(event: Mapping[str, Any], context: object) -> dict[str, Any]:
     )
 
     admin_role = properties.get("AdminRoleArn")
-    credentials = assume_role(admin_role, region) if admin_role else None
+    credentials = assume_role(admin_role, region, session_name="index-bootstrap") if admin_role else None
     transport = OpenSearchTransport(endpoint, region, timeout_seconds=timeout, credentials=credentials)
     try:
         outcomes = IndexBootstrap(transport, sleep=_sleep).run(
@@ -105,17 +104,6 @@ def replica_count(value: Any) -> int:
     if replicas < 0:
         raise ValueError(f"ResourceProperties.Replicas must not be negative, got {replicas}")
     return replicas
-
-
-def assume_role(role_arn: str, region: str) -> Credentials:
-    """Short-lived credentials of ``role_arn`` from the regional STS endpoint (reached through the VPC endpoint)."""
-    import boto3  # imported here: only Create/Update need it
-
-    sts = boto3.client("sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com")
-    issued = sts.assume_role(RoleArn=role_arn, RoleSessionName="index-bootstrap", DurationSeconds=900)[
-        "Credentials"
-    ]
-    return Credentials(issued["AccessKeyId"], issued["SecretAccessKey"], issued["SessionToken"])
 
 
 def _sleep(seconds: float) -> None:

@@ -1,4 +1,5 @@
-"""The OpenSearch side of the ops tools: a schema's versions and aliases, atomic alias moves, paging.
+"""The OpenSearch side of the ops tools: a schema's versions and aliases, atomic alias moves, documents by id,
+sliced paging over a point in time, and the tombstone purge's conditional deletes.
 
 Alias plans are pure functions of the `GET <schema>-v*` answer, so a rerun after any crash recomputes
 what is left to do from the cluster's state instead of remembering it.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,11 @@ DOCUMENT_ORDER: tuple[dict[str, str], ...] = ({"pk": "asc"}, {"sk": "asc"})
 
 class OpsError(Exception):
     """OpenSearch refused a step or the cluster is not in a state the tool can work from."""
+
+
+class TransientFailure(OpsError):
+    """Still throttled or unavailable after the client's own retries: nothing was given up, the step is to be
+    retried later from where it stands (the workflows retry it with backoff; its name is their retry rule)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,9 @@ def swap_read_alias(state: AliasState, target: str) -> list[dict[str, Any]]:
 class Hit:
     doc_id: str
     source: Mapping[str, Any]
+    sort: Sequence[Any] | None = None
+    seq_no: int | None = None
+    primary_term: int | None = None
 
 
 class IndexClient:
@@ -137,9 +146,18 @@ class IndexClient:
         backoff_seconds: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self._transport = transport
         self._api = JsonApi(
-            transport, error=OpsError, max_attempts=max_attempts, backoff_seconds=backoff_seconds, sleep=sleep
+            transport,
+            error=OpsError,
+            transient=TransientFailure,
+            max_attempts=max_attempts,
+            backoff_seconds=backoff_seconds,
+            sleep=sleep,
         )
+
+    def close(self) -> None:
+        self._transport.close()
 
     def alias_state(self, schema: str) -> AliasState:
         return alias_state(schema, self._api.send("GET", index_pattern(schema)).json())
@@ -150,24 +168,97 @@ class IndexClient:
 
     def live_count(self, index: str) -> int:
         """Documents in `index` that readers would see (tombstones excluded)."""
-        answer = self._api.send(
-            "POST", f"{path_segment(index)}/_count", {"query": read_alias_filter()}
-        ).json()
+        return self.count(index, read_alias_filter())
+
+    def count(self, index: str, query: Mapping[str, Any]) -> int:
+        answer = self._api.send("POST", f"{path_segment(index)}/_count", {"query": query}).json()
         return int(answer["count"])
 
-    def documents(self, index: str, *, page_size: int = PAGE_SIZE) -> Iterator[Hit]:
-        """Every document of `index`, tombstones included, in (pk, sk) order, page by page (`search_after`).
+    def indices(self, pattern: str) -> list[str]:
+        """The concrete indices matching `pattern`, sorted."""
+        return sorted(self._api.send("GET", pattern).json())
 
-        Without a point-in-time the pages are not one snapshot: a document written while paging may or may
-        not be seen. Callers re-check each difference before acting on it.
-        """
-        body: dict[str, Any] = {"size": page_size, "sort": list(DOCUMENT_ORDER), "query": {"match_all": {}}}
-        while True:
-            response = self._api.send("POST", f"{path_segment(index)}/_search", body)
-            # Parsed as the engine holds numbers (fractions are doubles; exact decimals are in exactNumbers).
-            hits = json.loads(response.body)["hits"]["hits"]
-            for hit in hits:
-                yield Hit(hit["_id"], hit["_source"])
-            if len(hits) < page_size:
-                return
-            body["search_after"] = hits[-1]["sort"]
+    def get_documents(self, index: str, ids: Sequence[str]) -> dict[str, Mapping[str, Any] | None]:
+        """`_source` of each id in `index` (through an alias: its one index), None where there is none."""
+        if not ids:
+            return {}
+        response = self._api.send("POST", f"{path_segment(index)}/_mget", {"ids": list(ids)})
+        docs = json.loads(response.body)["docs"]  # numbers as the engine holds them
+        return {doc["_id"]: doc.get("_source") if doc.get("found") else None for doc in docs}
+
+    def open_point_in_time(self, index: str, keep_alive: str) -> str:
+        path = f"{path_segment(index)}/_search/point_in_time?keep_alive={keep_alive}"
+        return str(self._api.send("POST", path).json()["pit_id"])
+
+    def close_point_in_time(self, pit_id: str) -> None:
+        """Release it early (it expires by itself after its keep-alive anyway); a PIT already gone is fine."""
+        self._api.send("DELETE", "_search/point_in_time", {"pit_id": [pit_id]})
+
+    def point_in_time_page(
+        self,
+        pit_id: str,
+        *,
+        keep_alive: str,
+        query: Mapping[str, Any],
+        after: Sequence[Any] | None,
+        part: int,
+        parts: int,
+        page_size: int = PAGE_SIZE,
+    ) -> list[Hit]:
+        """One page of slice `part` of `parts` over a point in time, in (pk, sk) order after `after`."""
+        body: dict[str, Any] = {
+            "pit": {"id": pit_id, "keep_alive": keep_alive},
+            "size": page_size,
+            "sort": list(DOCUMENT_ORDER),
+            "query": query,
+        }
+        if parts > 1:  # the engine refuses a slice of one
+            body["slice"] = {"id": part, "max": parts}
+        if after is not None:
+            body["search_after"] = list(after)
+        hits = json.loads(self._api.send("POST", "_search", body).body)["hits"]["hits"]
+        return [Hit(hit["_id"], hit["_source"], hit.get("sort")) for hit in hits]
+
+    def search_page(
+        self,
+        index: str,
+        *,
+        query: Mapping[str, Any],
+        after: Sequence[Any] | None,
+        page_size: int = PAGE_SIZE,
+    ) -> list[Hit]:
+        """One page of `index` in (pk, sk) order after `after`, each hit with its sequence number and term."""
+        body: dict[str, Any] = {
+            "size": page_size,
+            "sort": list(DOCUMENT_ORDER),
+            "query": query,
+            "seq_no_primary_term": True,
+        }
+        if after is not None:
+            body["search_after"] = list(after)
+        hits = json.loads(self._api.send("POST", f"{path_segment(index)}/_search", body).body)["hits"]["hits"]
+        return [
+            Hit(hit["_id"], hit["_source"], hit.get("sort"), hit.get("_seq_no"), hit.get("_primary_term"))
+            for hit in hits
+        ]
+
+    def delete_unchanged(self, index: str, hits: Sequence[Hit]) -> list[Mapping[str, Any]]:
+        """One `_bulk` of deletes, each only if the document is still the one read (`if_seq_no` and
+        `if_primary_term` of the hit): a document changed since answers 409 and stays. The items, in order."""
+        lines = "".join(
+            json.dumps(
+                {
+                    "delete": {
+                        "_index": index,
+                        "_id": hit.doc_id,
+                        "if_seq_no": hit.seq_no,
+                        "if_primary_term": hit.primary_term,
+                    }
+                },
+                separators=(",", ":"),
+            )
+            + "\n"
+            for hit in hits
+        )
+        items = self._api.bulk(lines).json()["items"]
+        return [item["delete"] for item in items]

@@ -5,13 +5,18 @@ Differences, per document id `<pk>#<sk>`:
 - stale: the index's live document differs from the document the sync would build from the item;
 - deleted: the index has a live document for an item that no longer exists.
 
-Reading order matters for the repair. DynamoDB is scanned first, then the index is paged; before each
-repair the item is read again (GetItem, ConsistentRead) *after* its document was read. A change still
-in flight through the stream shows up as a difference; the re-read sees it, and either the document
-already agrees (nothing to do) or the repair writes the item's current state with `repair_seq` of the
-sequence number the document had when it was read. That current state is at least as new as the change
-that produced the stored document, and every later change has a larger 40-digit sequence number, which
-sorts after `<stored>r`: the stream's newer changes still win (see `ops.writes`).
+The run has two kinds of parts, all independent: **table parts** (scan segments or export files) read items and
+fetch their documents by id (`_mget`): missing and stale; **index slices** page the live documents of a point in
+time opened at prepare (`slice` i of n) and look their items up (`BatchGetItem`, consistent): deleted. Memory
+stays one page per part, whatever the table's size.
+
+Reading order matters for the repair. The item is read first, then its document; before each repair the item is
+read again (GetItem, ConsistentRead) *after* its document was read. A change still in flight through the
+stream shows up as a difference; the re-read sees it, and either the document already agrees (nothing to do)
+or the repair writes the item's current state with `repair_seq` of the sequence number the document had when
+it was read. That current state is at least as new as the change that produced the stored document, and
+every later change has a larger 40-digit sequence number, which sorts after `<stored>r`: the stream's newer
+changes still win (see `ops.writes`).
 
 Offloaded geometry is compared by URL: geometry objects are content-addressed
 (`geometries/<sha256>.geojson`), so the same URL means the same geometry; the document must carry one.
@@ -19,11 +24,11 @@ Offloaded geometry is compared by URL: geometry objects are content-addressed
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from datamodel.keys import document_id, parse_document_id
@@ -35,17 +40,23 @@ from search.documents import (
     engine_document,
     item_document,
 )
-from stream_sync.config import Settings
-from stream_sync.sync import Ports
+from search.indices import read_alias_filter
+from stream_sync.redrive import item_reader
+from stream_sync.sync import Fate, Ports
 
-from ops.index import Hit, IndexClient, OpsError
-from ops.table import Item, keys_of
+from ops.index import Hit, OpsError, TransientFailure
+from ops.reindex import indexable
+from ops.runs import Merged, PartState, Run
+from ops.sources import choose_source, table_pages
+from ops.table import Item, TablePage, keys_of
+from ops.workflow import DONE, FAILED, WORK_LEFT, Env
 from ops.writes import APPLIED, BACKFILL_SEQ, UNCHANGED, Write, apply_writes, repair_seq
 
 Kind = Literal["missing", "stale", "deleted"]
 KINDS: Final[tuple[Kind, ...]] = ("missing", "stale", "deleted")
-MAX_LISTED = 100
-FIX_BATCH = 500
+# A point in time's keep-alive, renewed by every page read through it; a slice idle longer loses it.
+POINT_IN_TIME_KEEP_ALIVE: Final = "1h"
+BATCH_GET_KEYS: Final = 100  # BatchGetItem's limit per request
 _ORDERING_FIELDS: Final = frozenset({"stream_seq", "tombstone"})
 _DEREFERENCED: Final = "<geometry dereferenced from geometryUrl>"
 
@@ -91,12 +102,6 @@ def stored_digest(source: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
-class Expected:
-    keys: Item
-    digest: str
-
-
-@dataclass(frozen=True)
 class Difference:
     kind: Kind
     doc_id: str
@@ -105,35 +110,40 @@ class Difference:
     stored_digest: str | None  # the live document's digest; None for no document or a tombstone
 
 
-def expected_documents(pages: Iterable[list[Item]], schema: str) -> dict[str, Expected]:
-    return {
-        document_id(item["pk"]["S"], item["sk"]["S"]): Expected(keys_of(item), item_digest(item, schema))
-        for page in pages
-        for item in page
-    }
+def _stored_seq(source: Mapping[str, Any]) -> str | None:
+    seq = source.get("stream_seq")
+    return seq if isinstance(seq, str) else None
 
 
-def differences(expected: Mapping[str, Expected], hits: Iterable[Hit]) -> list[Difference]:
-    """Every difference between the items (`expected`) and the documents (`hits`, read afterwards)."""
-    unseen = dict(expected)
+def table_differences(
+    items: Sequence[Item], documents: Mapping[str, Mapping[str, Any] | None], schema: str
+) -> list[Difference]:
+    """Missing and stale documents of `items` (read first), given their documents by id (read afterwards)."""
+    found: list[Difference] = []
+    for item in items:
+        doc_id = document_id(item["pk"]["S"], item["sk"]["S"])
+        source = documents.get(doc_id)
+        if source is None or source.get("tombstone") is True:
+            seq = None if source is None else _stored_seq(source)
+            found.append(Difference("missing", doc_id, keys_of(item), seq, None))
+            continue
+        digest = stored_digest(source)
+        if digest != item_digest(item, schema):
+            found.append(Difference("stale", doc_id, keys_of(item), _stored_seq(source), digest))
+    return found
+
+
+def index_differences(hits: Sequence[Hit], existing: set[str]) -> list[Difference]:
+    """Live documents (`hits`, read first) whose item is not among `existing` (looked up afterwards)."""
     found: list[Difference] = []
     for hit in hits:
-        seq = hit.source.get("stream_seq")
-        seq = seq if isinstance(seq, str) else None
-        live = hit.source.get("tombstone") is not True
-        entry = unseen.pop(hit.doc_id, None)
-        if entry is None:
-            if live:
-                pk, sk = parse_document_id(hit.doc_id)
-                keys = {"pk": {"S": pk}, "sk": {"S": sk}}
-                found.append(Difference("deleted", hit.doc_id, keys, seq, stored_digest(hit.source)))
-        elif not live:
-            found.append(Difference("missing", hit.doc_id, entry.keys, seq, None))
-        else:
-            digest = stored_digest(hit.source)
-            if digest != entry.digest:
-                found.append(Difference("stale", hit.doc_id, entry.keys, seq, digest))
-    found.extend(Difference("missing", doc_id, entry.keys, None, None) for doc_id, entry in unseen.items())
+        if hit.doc_id in existing or hit.source.get("tombstone") is True:
+            continue
+        pk, sk = parse_document_id(hit.doc_id)
+        keys = {"pk": {"S": pk}, "sk": {"S": sk}}
+        found.append(
+            Difference("deleted", hit.doc_id, keys, _stored_seq(hit.source), stored_digest(hit.source))
+        )
     return found
 
 
@@ -154,87 +164,173 @@ def plan_fix(difference: Difference, fresh: Item | None, schema: str) -> Write |
     return Write(difference.keys, fresh, repair_seq(difference.stored_seq))
 
 
-@dataclass
-class ReconcileReport:
-    schema: str
-    index: str
-    table_items: int = 0
-    found: list[Difference] = field(default_factory=list)
-    fixed: Counter[str] = field(default_factory=Counter)
-    failures: list[dict[str, str | None]] = field(default_factory=list)
-    fix_requested: bool = False
+def existing_items(dynamodb: Any, table: str, keys: Sequence[Item]) -> set[str]:
+    """Document ids of the `keys` whose item exists now (BatchGetItem, strongly consistent, only the keys read;
+    unprocessed keys are asked again, and still unprocessed after that are a transient failure)."""
+    found: set[str] = set()
+    for start in range(0, len(keys), BATCH_GET_KEYS):
+        pending: list[Item] = list(keys[start : start + BATCH_GET_KEYS])
+        for _attempt in range(5):
+            answer = dynamodb.batch_get_item(
+                RequestItems={
+                    table: {"Keys": pending, "ConsistentRead": True, "ProjectionExpression": "pk, sk"}
+                }
+            )
+            found.update(document_id(i["pk"]["S"], i["sk"]["S"]) for i in answer["Responses"].get(table, []))
+            pending = answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+            if not pending:
+                break
+        else:
+            raise TransientFailure(f"{len(pending)} keys still unprocessed by BatchGetItem (throttled)")
+    return found
 
-    @property
-    def clean(self) -> bool:
-        if not self.found:
-            return True
-        return self.fix_requested and not self.failures
 
-    def summary(self) -> dict[str, Any]:
-        by_kind = {kind: [d.doc_id for d in self.found if d.kind == kind] for kind in KINDS}
-        return {
-            "command": "reconcile",
-            "schema": self.schema,
-            "index": self.index,
-            "tableItems": self.table_items,
-            "differences": {kind: len(ids) for kind, ids in by_kind.items()},
-            "documentIds": {kind: ids[:MAX_LISTED] for kind, ids in by_kind.items()},
-            "fix": dict(self.fixed) if self.fix_requested else None,
-            "fixFailures": self.failures[:MAX_LISTED],
-            "clean": self.clean,
+class Reconcile:
+    name = "reconcile"
+
+    def prepare(self, env: Env, run: Run, request: Mapping[str, Any]) -> dict[str, Any]:
+        existing = run.record()
+        if existing is not None:
+            return existing
+        schema = indexable(str(request.get("schema")))
+        index = env.client.alias_state(schema).write_index
+        if index is None:
+            raise OpsError(f"the write alias of {schema!r} names no write index")
+        # DynamoDB first, then the index: the point in time opens before any item is read (see the module doc).
+        table = choose_source(env, str(request.get("source", "auto")))
+        pit = env.client.open_point_in_time(index, POINT_IN_TIME_KEEP_ALIVE)
+        slices = [{"kind": "slice", "number": n, "of": env.segments} for n in range(env.segments)]
+        record: dict[str, Any] = {
+            "operation": self.name,
+            "runId": run.run_id,
+            "schema": schema,
+            "index": index,
+            "fix": bool(request.get("fix", False)) and not bool(request.get("dryRun", False)),
+            "startedAt": env.now(),
+            "pointInTime": pit,
         }
+        record |= {key: value for key, value in table.items() if key != "tableParts"}
+        record["parts"] = [*table["tableParts"], *slices]
+        run.save_record(record)
+        return record
 
+    def pages(self, env: Env, run: dict[str, Any], state: PartState) -> Iterator[tuple[Any, Any]]:
+        if state.part["kind"] != "slice":
+            for page in table_pages(env, run, state.part, state.cursor):
+                yield page, page.cursor
+            return
+        after = state.cursor
+        while True:
+            try:
+                hits = env.client.point_in_time_page(
+                    run["pointInTime"],
+                    keep_alive=POINT_IN_TIME_KEEP_ALIVE,
+                    query=read_alias_filter(),
+                    after=after,
+                    part=int(state.part["number"]),
+                    parts=int(state.part["of"]),
+                )
+            except OpsError as error:
+                if "search_context_missing_exception" in str(error):
+                    raise OpsError(
+                        "the run's point in time is gone (idle over its keep-alive, or the domain restarted or "
+                        f"had a blue/green deployment): start a new run. {error}"
+                    ) from error
+                raise
+            if not hits:
+                return
+            after = list(hits[-1].sort or [])
+            yield hits, after
 
-def reconcile(
-    schema: str,
-    *,
-    client: IndexClient,
-    scan: Callable[[], Iterable[list[Item]]],
-    get_item: Callable[[Item], Item | None],
-    settings: Settings,
-    ports: Ports,
-    fix: bool = False,
-) -> ReconcileReport:
-    index = client.alias_state(schema).write_index
-    if index is None:
-        raise OpsError(f"the write alias of {schema!r} names no write index")
-    expected = expected_documents(scan(), schema)  # DynamoDB first, then the index: see the module doc
-    report = ReconcileReport(schema, index, table_items=len(expected), fix_requested=fix)
-    report.found = differences(expected, client.documents(index))
-    if fix:
-        for start in range(0, len(report.found), FIX_BATCH):
-            _fix(report, report.found[start : start + FIX_BATCH], get_item, settings, ports)
-    return report
-
-
-def _fix(
-    report: ReconcileReport,
-    batch: list[Difference],
-    get_item: Callable[[Item], Item | None],
-    settings: Settings,
-    ports: Ports,
-) -> None:
-    writes: list[Write] = []
-    for difference in batch:
-        try:
-            write = plan_fix(difference, get_item(difference.keys), report.schema)
-        except ValueError as error:
-            report.fixed["unfixable"] += 1
-            report.failures.append(
-                {"documentId": difference.doc_id, "fate": "unfixable", "reason": str(error)}
+    def process(
+        self, env: Env, run: dict[str, Any], state: PartState, page: TablePage | list[Hit], ports: Ports
+    ) -> None:
+        schema, index = run["schema"], run["index"]
+        if isinstance(page, TablePage):
+            documents = env.client.get_documents(
+                index, [document_id(i["pk"]["S"], i["sk"]["S"]) for i in page.items]
             )
-            continue
-        if write is None:
-            report.fixed["consistent-on-reread"] += 1
+            found = table_differences(page.items, documents, schema)
+            state.items += page.read
+            state.matched += len(page.items)
         else:
-            writes.append(write)
-    for result in apply_writes(writes, settings=settings, ports=ports):
-        if result.fate in APPLIED:
-            report.fixed["repaired"] += 1
-        elif result.fate in UNCHANGED:
-            report.fixed["superseded"] += 1  # a newer change reached the document first: it stands
-        else:
-            report.fixed[result.fate.value] += 1
-            report.failures.append(
-                {"documentId": result.doc_id, "fate": result.fate.value, "reason": result.reason}
-            )
+            keys = [
+                {"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in (parse_document_id(h.doc_id) for h in page)
+            ]
+            found = index_differences(page, existing_items(env.dynamodb, env.table, keys))
+            state.items += len(page)
+        fixes = self._fix(env, schema, found, ports) if run["fix"] else []
+        for difference in found:
+            state.counts[f"differences:{difference.kind}"] += 1
+            state.list(difference.kind, [difference.doc_id])
+        for outcome, failure in fixes:
+            state.counts[f"fix:{outcome}"] += 1
+            if failure is not None:
+                state.fail(failure)
+
+    @staticmethod
+    def _fix(
+        env: Env, schema: str, found: Sequence[Difference], ports: Ports
+    ) -> list[tuple[str, dict[str, Any] | None]]:
+        """Each difference's fix outcome: repaired, consistent-on-reread, superseded (a newer change reached the
+        document first and stands), rejected, unfixable; a write still failing transiently fails the page."""
+        get_item: Callable[[Item], Item | None] = item_reader(env.dynamodb, env.table)
+        outcomes: list[tuple[str, dict[str, Any] | None]] = []
+        writes: list[Write] = []
+        for difference in found:
+            try:
+                write = plan_fix(difference, get_item(difference.keys), schema)
+            except ValueError as error:
+                failure: dict[str, Any] = {
+                    "documentId": difference.doc_id,
+                    "fate": "unfixable",
+                    "reason": str(error),
+                }
+                outcomes.append(("unfixable", failure))
+                continue
+            if write is None:
+                outcomes.append(("consistent-on-reread", None))
+            else:
+                writes.append(write)
+        results = apply_writes(writes, settings=env.settings, ports=ports)
+        retry = [result for result in results if result.fate is Fate.RETRY]
+        if retry:
+            raise TransientFailure(f"{len(retry)} repairs still failing after retries: {retry[0].reason}")
+        for result in results:
+            if result.fate in APPLIED:
+                outcomes.append(("repaired", None))
+            elif result.fate in UNCHANGED:
+                outcomes.append(("superseded", None))
+            else:
+                refused: dict[str, Any] = {
+                    "documentId": result.doc_id,
+                    "fate": result.fate.value,
+                    "reason": result.reason,
+                }
+                outcomes.append((result.fate.value, refused))
+        return outcomes
+
+    def finish(self, env: Env, run: dict[str, Any], merged: Merged, error: str | None) -> dict[str, Any]:
+        pit = run.get("pointInTime")
+        if pit:
+            with contextlib.suppress(OpsError):  # it expires by itself after its keep-alive anyway
+                env.client.close_point_in_time(pit)
+        differences = {kind: merged.counts.get(f"differences:{kind}", 0) for kind in KINDS}
+        found = any(differences.values())
+        clean = not found or (bool(run.get("fix")) and merged.failure_count == 0)
+        summary: dict[str, Any] = {
+            "command": self.name,
+            "schema": run.get("schema"),
+            "index": run.get("index"),
+            "source": run.get("source"),
+            "tableItems": merged.matched,
+            "differences": differences,
+            "documentIds": {kind: merged.listed.get(kind, []) for kind in KINDS},
+            "fix": merged.section("fix") if run.get("fix") else None,
+            "fixFailures": merged.failures,
+            "clean": clean and merged.finished and not error,
+            "errors": merged.errors,
+        }
+        if error or "index" not in run:
+            return summary | {"status": FAILED}
+        return summary | {"status": DONE if summary["clean"] else WORK_LEFT}

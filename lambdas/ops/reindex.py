@@ -1,10 +1,11 @@
 """The mapping-change flow of docs/operations.md for one schema, resumable from any step.
 
 1. The deployment created `<schema>-v<N>` (the newest version) without aliases.
-2. Move the write alias to it, atomically, so the stream sync writes every change there from now on.
-3. Backfill every item of the schema from a consistent scan, with sequence number forty zeros: a stream
-   change (always greater) wins whichever lands first, and documents already there are left alone.
-4. Swap the read alias, with the tombstone filter, atomically to the new version.
+2. prepare: move the write alias to it, atomically, so the stream sync writes every change there from now on.
+3. parts: backfill every item of the schema from a consistent scan (or an export taken after step 2), with
+   sequence number forty zeros: a stream change (always greater) wins whichever lands first, and documents
+   already there are left alone.
+4. finish: swap the read alias, with the tombstone filter, atomically to the new version.
 
 Each run reads the alias state and does only what is left, so a rerun after a crash at any step finishes
 the flow, and a rerun after it finished changes nothing. The old version is never deleted.
@@ -12,59 +13,27 @@ the flow, and a rerun after it finished changes nothing. The old version is neve
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from stream_sync.config import Settings
+from datamodel.registry import REGISTRY
 from stream_sync.sync import Fate, Ports
 
 from ops.index import (
     AliasState,
     IndexClient,
     OpsError,
+    TransientFailure,
     move_write_alias,
     read_alias_done,
     swap_read_alias,
     write_alias_done,
 )
-from ops.table import Item, keys_of
+from ops.runs import Merged, PartState, Run
+from ops.sources import choose_source, table_pages
+from ops.table import TablePage, keys_of
+from ops.workflow import DONE, FAILED, WORK_LEFT, Env
 from ops.writes import APPLIED, UNCHANGED, Write, apply_writes
-
-MAX_LISTED = 100
-
-
-@dataclass
-class ReindexReport:
-    schema: str
-    target: str
-    dry_run: bool = False
-    write_alias_moved: list[dict[str, Any]] = field(default_factory=list)
-    read_alias_swapped: list[dict[str, Any]] = field(default_factory=list)
-    planned: list[str] = field(default_factory=list)
-    backfill: Counter[str] = field(default_factory=Counter)
-    failed: list[dict[str, str | None]] = field(default_factory=list)
-    table_items: int | None = None
-    index_live_documents: int | None = None
-    complete: bool = False
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "command": "reindex",
-            "schema": self.schema,
-            "target": self.target,
-            "dryRun": self.dry_run,
-            "complete": self.complete,
-            "planned": self.planned,
-            "writeAliasActions": self.write_alias_moved,
-            "readAliasActions": self.read_alias_swapped,
-            "backfill": dict(self.backfill),
-            "failed": self.failed[:MAX_LISTED],
-            "failedCount": len(self.failed),
-            "tableItems": self.table_items,
-            "indexLiveDocuments": self.index_live_documents,
-        }
 
 
 def _apply_alias_actions(
@@ -79,62 +48,117 @@ def _apply_alias_actions(
             raise
 
 
-def reindex(
-    schema: str,
-    *,
-    client: IndexClient,
-    scan: Callable[[], Iterable[list[Item]]],
-    settings: Settings,
-    ports: Ports,
-    dry_run: bool = False,
-    max_rejected: int = 0,
-) -> ReindexReport:
-    state = client.alias_state(schema)
-    target = state.newest
-    report = ReindexReport(schema, target, dry_run=dry_run)
-    if write_alias_done(state, target) and read_alias_done(state, target):
-        report.complete = True
-        return report
+def indexable(name: str) -> str:
+    schema = REGISTRY.get(name)
+    if schema is None or not schema.indexable:
+        raise OpsError(f"{name!r} is not an indexable schema (known: {', '.join(sorted(REGISTRY))})")
+    return schema.name
 
-    write_actions = move_write_alias(state, target)
-    read_actions = swap_read_alias(state, target)
-    report.planned = [
-        *(["move write alias"] if write_actions else []),
-        "backfill from DynamoDB",
-        "swap read alias",
-    ]
-    if dry_run:
-        report.write_alias_moved, report.read_alias_swapped = write_actions, read_actions
-        return report
 
-    if write_actions:
-        _apply_alias_actions(client, schema, write_actions, lambda s: write_alias_done(s, target))
-        report.write_alias_moved = write_actions
+class Reindex:
+    name = "reindex"
 
-    items = 0
-    for page in scan():
-        items += len(page)
-        results = apply_writes([Write(keys_of(item), item) for item in page], settings=settings, ports=ports)
+    def prepare(self, env: Env, run: Run, request: Mapping[str, Any]) -> dict[str, Any]:
+        existing = run.record()
+        if existing is not None:
+            return existing  # a resumed run goes on with its plan (finish re-checks the aliases)
+        schema = indexable(str(request.get("schema")))
+        state = env.client.alias_state(schema)
+        target = state.newest
+        record: dict[str, Any] = {
+            "operation": self.name,
+            "runId": run.run_id,
+            "schema": schema,
+            "target": target,
+            "dryRun": bool(request.get("dryRun", False)),
+            "maxRejected": int(request.get("maxRejected", 0)),
+            "startedAt": env.now(),
+            "source": "none",
+            "parts": [],
+            "planned": [],
+            "writeAliasActions": [],
+            "readAliasActions": [],
+        }
+        if write_alias_done(state, target) and read_alias_done(state, target):
+            record["alreadyComplete"] = True
+            run.save_record(record)
+            return record
+        write_actions = move_write_alias(state, target)
+        record["planned"] = [
+            *(["move write alias"] if write_actions else []),
+            "backfill from DynamoDB",
+            "swap read alias",
+        ]
+        if record["dryRun"]:
+            record["writeAliasActions"] = write_actions
+            record["readAliasActions"] = swap_read_alias(state, target)
+            run.save_record(record)
+            return record
+        if write_actions:
+            _apply_alias_actions(env.client, schema, write_actions, lambda s: write_alias_done(s, target))
+            record["writeAliasActions"] = write_actions
+        # Read after the write alias moved: every change before this point is in what is read.
+        table = choose_source(env, str(request.get("source", "auto")))
+        record |= {key: value for key, value in table.items() if key != "tableParts"}
+        record["parts"] = table["tableParts"]
+        run.save_record(record)
+        return record
+
+    def pages(self, env: Env, run: dict[str, Any], state: PartState) -> Iterator[tuple[Any, Any]]:
+        for page in table_pages(env, run, state.part, state.cursor):
+            yield page, page.cursor
+
+    def process(self, env: Env, run: dict[str, Any], state: PartState, page: TablePage, ports: Ports) -> None:
+        writes = [Write(keys_of(item), item) for item in page.items]
+        results = apply_writes(writes, settings=env.settings, ports=ports)
+        retry = [result for result in results if result.fate is Fate.RETRY]
+        if retry:
+            raise TransientFailure(
+                f"{len(retry)} of {len(results)} writes still failing after retries, e.g. {retry[0].doc_id}: "
+                f"{retry[0].reason}"
+            )
+        state.items += page.read
+        state.matched += len(page.items)
         for result in results:
-            report.backfill[result.fate.value] += 1
+            state.counts[f"backfill:{result.fate.value}"] += 1
             if result.fate not in APPLIED | UNCHANGED:
-                report.failed.append(
-                    {"documentId": result.doc_id, "fate": result.fate.value, "reason": result.reason}
-                )
-    report.table_items = items
-    report.index_live_documents = client.live_count(target)
+                state.fail({"documentId": result.doc_id, "fate": result.fate.value, "reason": result.reason})
 
-    transient = [f for f in report.failed if f["fate"] != Fate.REJECTED.value]
-    if transient or len(report.failed) > max_rejected:
-        return report  # the read alias stays where it is; a rerun retries the backfill
-
-    # Recomputed: the state may have changed while the backfill ran (another operator, a manual rollback).
-    state = client.alias_state(schema)
-    if not write_alias_done(state, target):
-        raise OpsError(f"the write alias left {target} during the backfill; the read alias was not moved")
-    read_actions = swap_read_alias(state, target)
-    if read_actions:
-        _apply_alias_actions(client, schema, read_actions, lambda s: read_alias_done(s, target))
-    report.read_alias_swapped = read_actions
-    report.complete = True
-    return report
+    def finish(self, env: Env, run: dict[str, Any], merged: Merged, error: str | None) -> dict[str, Any]:
+        summary: dict[str, Any] = {
+            "command": self.name,
+            "schema": run.get("schema"),
+            "target": run.get("target"),
+            "dryRun": run.get("dryRun", False),
+            "source": run.get("source"),
+            "complete": False,
+            "planned": run.get("planned", []),
+            "writeAliasActions": run.get("writeAliasActions", []),
+            "readAliasActions": [],
+            "backfill": merged.section("backfill"),
+            "failed": merged.failures,
+            "failedCount": merged.failure_count,
+            "tableItems": merged.matched,
+            "indexLiveDocuments": None,
+            "errors": merged.errors,
+        }
+        if run.get("alreadyComplete"):
+            return summary | {"complete": True, "status": DONE}
+        if error or "target" not in run:
+            return summary | {"status": FAILED}
+        if run["dryRun"]:
+            return summary | {"readAliasActions": run.get("readAliasActions", []), "status": DONE}
+        target = run["target"]
+        summary["indexLiveDocuments"] = env.client.live_count(target)
+        if not merged.finished or merged.failure_count > int(run.get("maxRejected", 0)):
+            return summary | {"status": WORK_LEFT}  # the read alias stays where it is; fix, then rerun
+        # Recomputed: the state may have changed while the backfill ran (another operator, a manual rollback).
+        state = env.client.alias_state(run["schema"])
+        if not write_alias_done(state, target):
+            raise OpsError(f"the write alias left {target} during the backfill; the read alias was not moved")
+        read_actions = swap_read_alias(state, target)
+        if read_actions:
+            _apply_alias_actions(
+                env.client, run["schema"], read_actions, lambda s: read_alias_done(s, target)
+            )
+        return summary | {"readAliasActions": read_actions, "complete": True, "status": DONE}

@@ -17,7 +17,7 @@ so a repair is an ordinary synthetic record whose SequenceNumber is the repair l
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -65,15 +65,6 @@ class WriteResult:
     reason: str | None = None
 
 
-def _known(item: Item | None) -> Callable[[Item], Item | None]:
-    """A `get_item` for `current_state_record` that answers with a state already read."""
-
-    def get_item(_keys: Item) -> Item | None:
-        return item
-
-    return get_item
-
-
 def apply_writes(writes: Sequence[Write], *, settings: Settings, ports: Ports) -> list[WriteResult]:
     """Apply every write (one per document) and report each one's fate.
 
@@ -85,12 +76,13 @@ def apply_writes(writes: Sequence[Write], *, settings: Settings, ports: Ports) -
     if len({write.doc_id for write in writes}) != len(writes):
         raise ValueError("one write per document: the sync's batch path would coalesce the others")
     records = []
+    read_at = ports.now()  # the states were read just before: a tombstone's deletedAt is never earlier
     for write in writes:
         if write.seq != BACKFILL_SEQ and not (
             write.seq.endswith(REPAIR_SUFFIX) and STORED_SEQ.fullmatch(write.seq)
         ):
             raise ValueError(f"a write's seq is forty zeros or a repair_seq, not {write.seq!r:.60}")
-        records.append(current_state_record(write.keys, write.seq, None, _known(write.item)))
+        records.append(current_state_record(write.keys, write.seq, write.item, read_at))
     result = process_batch(
         records, settings=settings, ports=ports, remaining_seconds=lambda: 900.0, dead_letter=False
     )

@@ -15,7 +15,9 @@ RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 class JsonApi:
     """Sends JSON bodies; throttling, unavailability and transport failures are retried with backoff.
 
-    Failures raise ``error`` (the caller's exception type) with the method, path and OpenSearch's reason.
+    Failures raise ``error`` (the caller's exception type) with the method, path and OpenSearch's reason; when
+    the last attempt was still throttled or unavailable they raise ``transient`` (default: ``error``), so a caller
+    that can retry later (a workflow step) can tell "try again" from "refused".
     """
 
     def __init__(
@@ -26,9 +28,11 @@ class JsonApi:
         max_attempts: int,
         backoff_seconds: float,
         sleep: Callable[[float], None] = time.sleep,
+        transient: type[Exception] | None = None,
     ) -> None:
         self._transport = transport
         self._error = error
+        self._transient = transient or error
         self._max_attempts = max_attempts
         self._backoff_seconds = backoff_seconds
         self._sleep = sleep
@@ -37,8 +41,11 @@ class JsonApi:
         """The response of a successful call; any other final answer raises ``error``."""
         response = self.request(method, path, body)
         if not response.ok:
-            raise self._error(f"{method} {path} failed: {response.error_reason()}")
+            raise self._failure(response)(f"{method} {path} failed: {response.error_reason()}")
         return response
+
+    def _failure(self, response: Response) -> type[Exception]:
+        return self._transient if response.status in RETRYABLE_STATUSES else self._error
 
     def bulk(self, ndjson: str) -> Response:
         """`POST _bulk` with NDJSON lines; the request must succeed (the items are for the caller to read)."""
@@ -46,7 +53,7 @@ class JsonApi:
             "POST", "_bulk", ndjson.encode("ascii"), {"Content-Type": NDJSON_CONTENT_TYPE}
         )
         if not response.ok:
-            raise self._error(f"POST _bulk failed: {response.error_reason()}")
+            raise self._failure(response)(f"POST _bulk failed: {response.error_reason()}")
         return response
 
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
@@ -62,7 +69,7 @@ class JsonApi:
                 response = self._transport.request(method, path, payload, headers)
             except TransportError as failure:
                 if attempt == self._max_attempts:
-                    raise self._error(f"{method} {path} failed: {failure}") from failure
+                    raise self._transient(f"{method} {path} failed: {failure}") from failure
             else:
                 if response.status not in RETRYABLE_STATUSES or attempt == self._max_attempts:
                     return response

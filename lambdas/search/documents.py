@@ -39,6 +39,7 @@ GEOMETRY_ATTRIBUTE: Final = "geometry"
 LOCATION_ATTRIBUTE: Final = "location"
 SCHEMA_FIELD: Final = "schema"
 EXACT_NUMBERS_FIELD: Final = indices.EXACT_NUMBERS_FIELD
+DELETED_AT_FIELD: Final = indices.DELETED_AT_FIELD
 
 
 class RecordError(Exception):
@@ -336,6 +337,7 @@ RESERVED_FIELDS: Final = {
     EXACT_NUMBERS_FIELD: "the sync writes the exact text of decimals there",
     "stream_seq": "the stored script keeps the applied stream sequence number there",
     "tombstone": "the stored script marks deleted items there",
+    DELETED_AT_FIELD: "the sync stamps tombstones with their deletion time there",
 }
 
 
@@ -365,13 +367,24 @@ def _target(pk: str) -> tuple[str, bool, str]:
 
 
 def build_document(change: Change, geometry_bucket: str | None) -> None:
-    """Fill `change.doc` from the record: the full new image plus `schema`, or a tombstone's keys.
+    """Fill `change.doc` from the record: the full new image plus `schema`, or a tombstone's keys and
+    `deletedAt` (the REMOVE record's ApproximateCreationDateTime, whole seconds).
 
     An item that references its geometry by URL gets `geometry_url` set; the caller fetches the object
     and calls `attach_geometry`.
     """
     if change.tombstone:
-        change.doc = {"pk": change.pk, "sk": change.sk, SCHEMA_FIELD: change.schema}
+        if change.created_at is None:
+            raise RecordError(
+                "malformed-record",
+                "REMOVE record without ApproximateCreationDateTime: its tombstone needs it",
+            )
+        change.doc = {
+            "pk": change.pk,
+            "sk": change.sk,
+            SCHEMA_FIELD: change.schema,
+            DELETED_AT_FIELD: int(change.created_at),
+        }
         return
     image = change.record["dynamodb"].get("NewImage")
     if image is None:

@@ -30,10 +30,14 @@ TEMPLATE_PRIORITY: Final = 200
 FINGERPRINT_META_KEY: Final = "mapping_fingerprint"
 # Top-level object holding the exact text of the decimals a double cannot hold (see search.documents).
 EXACT_NUMBERS_FIELD: Final = "exactNumbers"
+# When a tombstone's item was deleted (epoch seconds): what the tombstone purge compares with its bound.
+DELETED_AT_FIELD: Final = "deletedAt"
 
 # params: seq (stream SequenceNumber zero-padded to 40 digits, so string order is numeric order),
-# tombstone (true for a REMOVE), doc (the whole document; for a tombstone at least pk, sk, schema).
+# tombstone (true for a REMOVE), doc (the whole document; for a tombstone pk, sk, schema and deletedAt).
 # The stored document is replaced as a whole, never merged, so attributes removed upstream disappear.
+# A tombstone keeps `deletedAt` (epoch seconds of the deletion) so the purge can tell when no late change
+# can reach it any more (ops.purge).
 APPLY_SCRIPT_SOURCE: Final = """\
 String incoming = params.seq;
 def stored = ctx._source.stream_seq;
@@ -45,6 +49,7 @@ if (stored != null && stored.compareTo(incoming) >= 0) {
     replacement.put('pk', params.doc.get('pk'));
     replacement.put('sk', params.doc.get('sk'));
     replacement.put('schema', params.doc.get('schema'));
+    replacement.put('deletedAt', params.doc.get('deletedAt'));
     replacement.put('tombstone', true);
   } else {
     replacement.putAll(params.doc);
@@ -80,6 +85,7 @@ def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any
             "pk": doc.get("pk"),
             "sk": doc.get("sk"),
             "schema": doc.get("schema"),
+            DELETED_AT_FIELD: doc.get(DELETED_AT_FIELD),
             "tombstone": True,
         }
     else:
@@ -148,6 +154,7 @@ def _field_mappings() -> dict[str, Any]:
         "location": {"type": "geo_point"},
         "bbox": {"type": "double"},
         "expiresAt": {"type": "long"},
+        DELETED_AT_FIELD: {"type": "long"},
         EXACT_NUMBERS_FIELD: {"type": "object", "enabled": False},  # kept in _source, never indexed
     }
 

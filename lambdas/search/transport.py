@@ -77,6 +77,18 @@ class Response:
         return f"HTTP {self.status}: {self.body[:500].decode('utf-8', 'replace')}"
 
 
+def assume_role(role_arn: str, region: str, *, session_name: str, duration_seconds: int = 900) -> Credentials:
+    """Short-lived credentials of ``role_arn`` from the regional STS endpoint (reached through the VPC endpoint);
+    the functions that act as the FGAC admin role sign with them."""
+    import boto3  # imported here: the sync never assumes a role
+
+    sts = boto3.client("sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com")
+    issued = sts.assume_role(
+        RoleArn=role_arn, RoleSessionName=session_name, DurationSeconds=duration_seconds
+    )["Credentials"]
+    return Credentials(issued["AccessKeyId"], issued["SecretAccessKey"], issued["SessionToken"])
+
+
 def path_segment(value: str) -> str:
     """Percent-encode one path segment (document ids contain `#` and `::`)."""
     return quote(value, safe="")

@@ -37,8 +37,11 @@ def _client_config(settings: Settings) -> Any:
 
 
 class BulkClient:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, credentials: Any = None) -> None:
         self._settings = settings
+        self._credentials = (
+            credentials  # None: the function's own role (the sync); the ops worker's admin role
+        )
         self._transport: Any = None
 
     def __call__(self, body: bytes) -> HttpReply:
@@ -52,6 +55,7 @@ class BulkClient:
                 self._settings.opensearch_endpoint,
                 self._settings.region,
                 timeout_seconds=self._settings.request_timeout_seconds,
+                credentials=self._credentials,
             )
         try:
             response = self._transport.request("POST", BULK_PATH, body, {"Content-Type": self._content_type})
@@ -131,9 +135,10 @@ class DeadLetterQueue:
         return failed
 
 
-def build_ports(settings: Settings) -> Ports:
+def build_ports(settings: Settings, credentials: Any = None) -> Ports:
+    """The sync's I/O over real clients; `_bulk` signed with `credentials` (botocore's chain when None)."""
     return Ports(
-        bulk=BulkClient(settings),
+        bulk=BulkClient(settings, credentials),
         fetch_geometry=GeometryFetcher(settings),
         dead_letter=DeadLetterQueue(settings),
     )

@@ -16,6 +16,30 @@ class ConfigError(ValueError):
     """An environment variable is missing or invalid; the message names it."""
 
 
+def required_env(environ: Mapping[str, str], name: str) -> str:
+    """The variable's value; a ConfigError naming it when it is unset or blank."""
+    value = environ.get(name, "").strip()
+    if not value:
+        raise ConfigError(f"{name} is required")
+    return value
+
+
+def parsed_env(
+    environ: Mapping[str, str], name: str, parse: Callable[[str], _T], default: _T | None = None
+) -> _T:
+    """The variable parsed, or `default` when it is unset (required when there is no default); a ConfigError
+    naming it when it does not parse."""
+    raw = environ.get(name, "").strip()
+    if not raw:
+        if default is None:
+            raise ConfigError(f"{name} is required")
+        return default
+    try:
+        return parse(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a valid {parse.__name__}") from None
+
+
 @dataclass(frozen=True)
 class Settings:
     opensearch_endpoint: str
@@ -70,19 +94,10 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         def required(name: str) -> str:
-            value = environ.get(name, "").strip()
-            if not value:
-                raise ConfigError(f"{name} is required")
-            return value
+            return required_env(environ, name)
 
         def optional(name: str, parse: Callable[[str], _T], default: _T) -> _T:
-            raw = environ.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                return parse(raw)
-            except ValueError:
-                raise ConfigError(f"{name}={raw!r} is not a valid {parse.__name__}") from None
+            return parsed_env(environ, name, parse, default)
 
         region = environ.get("AWS_REGION", "").strip() or environ.get("AWS_DEFAULT_REGION", "").strip()
         if not region:

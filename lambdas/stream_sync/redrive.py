@@ -56,8 +56,8 @@ class MessageReport:
     error: str | None = None
 
 
-def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Keys, str, Any]]:
-    """(keys, SequenceNumber, ApproximateCreationDateTime) of every record a DLQ message names."""
+def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Keys, str]]:
+    """(keys, SequenceNumber) of every record a DLQ message names."""
     record = body.get("record")
     if isinstance(record, Mapping):
         stream = record.get("dynamodb")
@@ -66,7 +66,7 @@ def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Key
         seq = stream.get("SequenceNumber")
         if not isinstance(seq, str) or not seq.isdigit():
             raise UnreadableMessageError("dead-lettered record has no SequenceNumber")
-        return [(dict(stream["Keys"]), seq, stream.get("ApproximateCreationDateTime"))]
+        return [(dict(stream["Keys"]), seq)]
     info = body.get("DDBStreamBatchInfo")
     if isinstance(info, Mapping):
         try:
@@ -79,25 +79,24 @@ def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Key
             raise UnreadableMessageError(
                 f"stream range {start}..{end} of {shard} is no longer readable (24 h retention): reconcile instead"
             )
-        return [
-            (
-                dict(r["dynamodb"]["Keys"]),
-                r["dynamodb"]["SequenceNumber"],
-                r["dynamodb"].get("ApproximateCreationDateTime"),
-            )
-            for r in records
-        ]
+        return [(dict(r["dynamodb"]["Keys"]), r["dynamodb"]["SequenceNumber"]) for r in records]
     raise UnreadableMessageError("neither a dead-lettered record nor DDBStreamBatchInfo")
 
 
 def current_state_record(
-    keys: Keys, sequence_number: str, created_at: Any, get_item: GetItem
+    keys: Keys, sequence_number: str, item: dict[str, Any] | None, read_at: float
 ) -> dict[str, Any]:
-    """A synthetic stream record carrying the item's current state and the dead-lettered sequence number."""
-    item = get_item(keys)
-    stream: dict[str, Any] = {"Keys": keys, "SequenceNumber": sequence_number}
-    if created_at is not None:
-        stream["ApproximateCreationDateTime"] = created_at
+    """A synthetic stream record carrying the item's current state (`item`, None when it is gone) under the
+    dead-lettered sequence number.
+
+    Its ApproximateCreationDateTime is `read_at`, when that state was read: a tombstone's `deletedAt` then
+    never predates the deletion it records (the dead-lettered record itself may be older than the delete).
+    """
+    stream: dict[str, Any] = {
+        "ApproximateCreationDateTime": read_at,
+        "Keys": keys,
+        "SequenceNumber": sequence_number,
+    }
     if item is not None:
         stream["NewImage"] = item
     return {
@@ -131,7 +130,7 @@ def redrive_messages(
             reports[position].error = str(error)
             continue
         try:
-            fresh = [current_state_record(keys, seq, created, get_item) for keys, seq, created in targets]
+            fresh = [current_state_record(keys, seq, get_item(keys), ports.now()) for keys, seq in targets]
         except Exception as error:  # throttled or failed reads: this message stays, the others go on
             reports[position].error = f"reading the current item failed: {error!r:.300}"
             continue
@@ -186,6 +185,15 @@ def stream_range_reader(streams: Any) -> ReadRange:
     return read_range
 
 
+def streams_client(region: str) -> Any:
+    """A DynamoDB Streams client; inside the VPC through its interface endpoint, whose endpoint-specific DNS name
+    `DYNAMODB_STREAMS_ENDPOINT` gives (DynamoDB Streams endpoints have no private DNS name)."""
+    import boto3
+
+    endpoint = os.environ.get("DYNAMODB_STREAMS_ENDPOINT", "").strip() or None
+    return boto3.client("dynamodbstreams", region_name=region, endpoint_url=endpoint)
+
+
 def item_reader(dynamodb: Any, table: str) -> GetItem:
     def get_item(keys: Keys) -> dict[str, Any] | None:
         item: dict[str, Any] | None = dynamodb.get_item(TableName=table, Key=keys, ConsistentRead=True).get(
@@ -203,6 +211,61 @@ def _describe(message: Message, read_range: ReadRange) -> MessageReport:
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         report.error = str(error)
     return report
+
+
+def receive(
+    sqs: Any, queue_url: str, count: int, *, visibility_timeout: int, wait_seconds: int
+) -> list[Message]:
+    """Up to `count` (at most 10) messages, hidden from other consumers for `visibility_timeout` seconds."""
+    received = sqs.receive_message(
+        QueueUrl=queue_url,
+        MaxNumberOfMessages=min(10, count),
+        VisibilityTimeout=visibility_timeout,
+        WaitTimeSeconds=wait_seconds,
+    ).get("Messages", [])
+    return [Message(m["MessageId"], m["ReceiptHandle"], m["Body"]) for m in received]
+
+
+def release(sqs: Any, queue_url: str, messages: Sequence[Message]) -> None:
+    """Make received messages visible again at once."""
+    if messages:
+        sqs.change_message_visibility_batch(
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
+                for i, m in enumerate(messages)
+            ],
+        )
+
+
+def handle_batch(
+    messages: Sequence[Message],
+    *,
+    queue_url: str,
+    sqs: Any,
+    settings: Settings,
+    ports: Ports,
+    read_range: ReadRange,
+    get_item: GetItem,
+    dry_run: bool = False,
+) -> list[MessageReport]:
+    """Redrive one received batch and delete the messages that are done; a dry run only describes them and
+    makes them visible again at once, leaving the queue as it found it."""
+    if dry_run:
+        reports = [_describe(m, read_range) for m in messages]
+        release(sqs, queue_url, messages)
+        return reports
+    reports = redrive_messages(
+        messages, settings=settings, ports=ports, read_range=read_range, get_item=get_item
+    )
+    done = [
+        {"Id": str(i), "ReceiptHandle": m.receipt_handle}
+        for i, (m, r) in enumerate(zip(messages, reports, strict=True))
+        if r.deleted
+    ]
+    if done:
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=done)
+    return reports
 
 
 def redrive_queue(
@@ -224,41 +287,34 @@ def redrive_queue(
     seen: set[str] = set()
     read_range, get_item = stream_range_reader(streams), item_reader(dynamodb, table)
     while len(reports) < max_messages:
-        received = sqs.receive_message(
-            QueueUrl=queue_url,
-            MaxNumberOfMessages=min(10, max_messages - len(reports)),
-            VisibilityTimeout=visibility_timeout,
-            WaitTimeSeconds=wait_seconds,
-        ).get("Messages", [])
-        if not received:
+        messages = receive(
+            sqs,
+            queue_url,
+            max_messages - len(reports),
+            visibility_timeout=visibility_timeout,
+            wait_seconds=wait_seconds,
+        )
+        if not messages:
             break
-        messages = [Message(m["MessageId"], m["ReceiptHandle"], m["Body"]) for m in received]
-        if dry_run:
-            fresh = [m for m in messages if m.message_id not in seen]
-            seen.update(m.message_id for m in messages)
-            batch_reports = [_describe(m, read_range) for m in fresh]
-            # Make them visible again at once: a dry run leaves the queue as it found it.
-            sqs.change_message_visibility_batch(
-                QueueUrl=queue_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
-                    for i, m in enumerate(messages)
-                ],
-            )
-            if not fresh:
-                break
-        else:
-            batch_reports = redrive_messages(
-                messages, settings=settings, ports=ports, read_range=read_range, get_item=get_item
-            )
-            done = [
-                {"Id": str(i), "ReceiptHandle": m.receipt_handle}
-                for i, (m, r) in enumerate(zip(messages, batch_reports, strict=True))
-                if r.deleted
-            ]
-            if done:
-                sqs.delete_message_batch(QueueUrl=queue_url, Entries=done)
-        reports.extend(batch_reports)
+        handled = handle_batch(
+            messages,
+            queue_url=queue_url,
+            sqs=sqs,
+            settings=settings,
+            ports=ports,
+            read_range=read_range,
+            get_item=get_item,
+            dry_run=dry_run,
+        )
+        if not dry_run:
+            reports.extend(handled)
+            continue
+        # a dry run sees the same messages again: stop when a batch has nothing new
+        fresh = [r for m, r in zip(messages, handled, strict=True) if m.message_id not in seen]
+        seen.update(m.message_id for m in messages)
+        if not fresh:
+            break
+        reports.extend(fresh)
     return reports
 
 
@@ -286,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ports=build_ports(settings),
         sqs=boto3.client("sqs", region_name=settings.region),
         dynamodb=boto3.client("dynamodb", region_name=settings.region),
-        streams=boto3.client("dynamodbstreams", region_name=settings.region),
+        streams=streams_client(settings.region),
         max_messages=args.max_messages,
         visibility_timeout=args.visibility_timeout,
         wait_seconds=args.wait_seconds,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,6 +118,17 @@ def test_deploy_target_gives_the_workflow_the_configured_role_and_region(config:
         f"region={config.region}",
         f"account={config.account}",
     ]
+
+
+def test_the_infra_commands_import_the_config_without_pythonpath() -> None:
+    """`python -m infra.report --deploy-target` (the deploy workflow), `infra.cost`, `infra.guard` run from the
+    repository root without PYTHONPATH, and the config imports the schema registry from lambdas/."""
+    environ = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    root = Path(__file__).resolve().parents[2]
+    imported = subprocess.run(
+        [sys.executable, "-c", "import infra.config"], cwd=root, env=environ, capture_output=True, text=True
+    )
+    assert imported.returncode == 0, imported.stderr
 
 
 def test_deploy_target_of_an_unknown_environment_names_the_known_ones() -> None:

@@ -50,6 +50,10 @@ def with_sync(config: EnvironmentConfig, **changes: object) -> EnvironmentConfig
     return replace(config, sync=replace(config.sync, **changes))
 
 
+def with_ops(config: EnvironmentConfig, **changes: object) -> EnvironmentConfig:
+    return replace(config, ops=replace(config.ops, **changes))
+
+
 # --- the shipped environments -------------------------------------------------------------------------------
 
 
@@ -332,6 +336,29 @@ def test_existing_vpc_without_one_route_table_per_subnet_is_rejected(config: Env
         )
 
 
+@pytest.mark.parametrize(
+    "endpoint", ["vpce-0a1b.dynamodb.ca-central-1.vpce.amazonaws.com", "streams.example.com"]
+)
+def test_an_existing_vpcs_streams_endpoint_must_be_an_endpoint_dns_name(
+    config: EnvironmentConfig, endpoint: str
+) -> None:
+    with rejects(f"{config.name}.network.existing_dynamodb_streams_endpoint"):
+        with_network(
+            config,
+            existing_vpc_id="vpc-0123456789abcdef0",
+            existing_isolated_subnet_ids=("subnet-01",),
+            existing_availability_zones=("ca-central-1a",),
+            existing_route_table_ids=("rtb-01",),
+            existing_dynamodb_streams_endpoint=endpoint,
+        )
+
+
+def test_a_streams_endpoint_is_only_named_for_an_existing_vpc(config: EnvironmentConfig) -> None:
+    endpoint = "vpce-0a1b2c3d-4e5f.streams.dynamodb.ca-central-1.vpce.amazonaws.com"
+    with rejects(f"{config.name}.network.existing_dynamodb_streams_endpoint"):
+        with_network(config, existing_dynamodb_streams_endpoint=endpoint)
+
+
 def test_fully_described_existing_vpc_is_accepted(config: EnvironmentConfig) -> None:
     described = with_network(
         config,
@@ -339,6 +366,7 @@ def test_fully_described_existing_vpc_is_accepted(config: EnvironmentConfig) -> 
         existing_isolated_subnet_ids=("subnet-01", "subnet-02", "subnet-03"),
         existing_availability_zones=("ca-central-1a", "ca-central-1b", "ca-central-1d"),
         existing_route_table_ids=("rtb-01", "rtb-02", "rtb-03"),
+        existing_dynamodb_streams_endpoint="vpce-0a1b2c3d-4e5f.streams.dynamodb.ca-central-1.vpce.amazonaws.com",
     )
     assert described.network.existing_vpc_id == "vpc-0123456789abcdef0"
 
@@ -506,7 +534,7 @@ def test_two_read_roles_of_one_name_are_rejected(config: EnvironmentConfig) -> N
         with_readers(config, reader(config), reader(config))
 
 
-@pytest.mark.parametrize("purpose", ["stream-sync", "index-bootstrap", "search-admin"])
+@pytest.mark.parametrize("purpose", ["stream-sync", "index-bootstrap", "search-admin", "ops-worker"])
 def test_a_platform_role_cannot_be_a_reader(config: EnvironmentConfig, purpose: str) -> None:
     arn = config.role_arn(f"{config.search.domain_name}-{purpose}")
     position = len(config.search.read_roles)
@@ -542,6 +570,42 @@ def test_invalid_sync_setting_names_its_field(
 ) -> None:
     with rejects(f"{config.name}.sync.{field}"):
         with_sync(config, **changes)
+
+
+# --- ops workflows ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_concurrency", 0),
+        ("max_concurrency", 41),  # an inline map runs at most 40 iterations at once
+        ("scan_segments", 0),
+        ("scan_read_units_per_second", 5),
+        ("scan_max_hours", 0),
+        ("worker_memory_mb", 256),
+        ("purge_schedule", "every day"),
+        ("purge_schedule", "rate(1 fortnight)"),
+    ],
+)
+def test_invalid_ops_settings_name_their_field(config: EnvironmentConfig, field: str, value: object) -> None:
+    with rejects(f"{config.name}.ops.{field}"):
+        with_ops(config, **{field: value})
+
+
+def test_a_scan_may_take_at_most_half_of_a_provisioned_tables_read_capacity() -> None:
+    test = environments()["test"]
+    assert test.table.provisioned is not None
+    with rejects("test.ops.scan_read_units_per_second"):
+        with_ops(test, scan_read_units_per_second=test.table.provisioned.max_read // 2 + 1)
+
+
+def test_the_export_crossover_is_what_the_scan_reads_in_its_time_budget(config: EnvironmentConfig) -> None:
+    ops = config.ops
+    assert ops.export_above_bytes == ops.scan_read_units_per_second * 4096 * ops.scan_max_hours * 3600
+    assert ops.read_units_per_segment * min(ops.max_concurrency, ops.scan_segments) == (
+        ops.scan_read_units_per_second
+    )
 
 
 def with_monitoring(config: EnvironmentConfig, **changes: object) -> EnvironmentConfig:

@@ -13,11 +13,12 @@ from aws_cdk.assertions import Template
 from infra.config import EnvironmentConfig
 from infra.environments import environments
 from tests.infra.test_index_bootstrap import framework_function, handler_function
+from tests.infra.test_ops_workflows import worker_function
 from tests.infra.test_stream_sync import data_key_arn, resolve, sync_function
 
 FUNCTION = "AWS::Lambda::Function"
 README = Path(__file__).resolve().parents[2] / "README.md"
-FUNCTION_NAMES = ("stream sync", "index bootstrap", "bootstrap provider")
+FUNCTION_NAMES = ("stream sync", "index bootstrap", "bootstrap provider", "ops worker")
 
 
 def functions(stateless: Template) -> dict[str, dict[str, Any]]:
@@ -26,6 +27,7 @@ def functions(stateless: Template) -> dict[str, dict[str, Any]]:
         "stream sync": sync_function(stateless)[1],
         "index bootstrap": handler_function(stateless)[1],
         "bootstrap provider": framework_function(stateless)[1],
+        "ops worker": worker_function(stateless)[1],
     }
     assert len(stateless.find_resources(FUNCTION)) == len(found)
     return found

@@ -22,8 +22,10 @@ BLOCK_ALL = {
 
 
 def geometry_bucket_id(template: Template) -> str:
-    """The geometry bucket is the one whose access is logged (the log bucket is its destination)."""
-    logged = template.find_resources(BUCKET, {"Properties": {"LoggingConfiguration": Match.any_value()}})
+    """The geometry bucket is the one whose access is logged under `geometry/` (the log bucket is its destination)."""
+    logged = template.find_resources(
+        BUCKET, {"Properties": {"LoggingConfiguration": {"LogFilePrefix": "geometry/"}}}
+    )
     assert len(logged) == 1, sorted(logged)
     return next(iter(logged))
 
@@ -47,8 +49,8 @@ def bucket_ids(template: Template) -> list[str]:
     return [geometry_bucket_id(template), access_log_bucket_id(template)]
 
 
-def test_stateful_stack_has_the_geometry_and_access_log_buckets_only(stateful: Template) -> None:
-    stateful.resource_count_is(BUCKET, 2)
+def test_stateful_stack_has_the_geometry_access_log_and_ops_buckets_only(stateful: Template) -> None:
+    stateful.resource_count_is(BUCKET, 3)  # the ops bucket: tests/infra/test_ops_bucket.py
     assert access_log_bucket_id(stateful) != geometry_bucket_id(stateful)
 
 
@@ -165,17 +167,24 @@ def test_objects_are_auto_deleted_only_where_data_is_disposable(
         return
     for logical_id in bucket_ids(stateful):
         stateful.has_resource_properties(AUTO_DELETE, {"BucketName": {"Ref": logical_id}})
-    stateful.resource_count_is(AUTO_DELETE, 2)
+    stateful.resource_count_is(AUTO_DELETE, 3)  # and the ops bucket's
 
 
 def test_auto_delete_objects_is_present_in_dev_only(stateful: Template, env: str) -> None:
     assert bool(stateful.find_resources(AUTO_DELETE)) is (env == "dev")
 
 
-def test_access_log_bucket_admits_s3_log_delivery_from_the_geometry_bucket_only(
-    stateful: Template, config: EnvironmentConfig
+@pytest.mark.parametrize("source", ["geometry", "ops"])
+def test_access_log_bucket_admits_s3_log_delivery_from_the_platform_buckets(
+    stateful: Template, config: EnvironmentConfig, source: str
 ) -> None:
     # With ACLs disabled, S3 delivers server access logs only where the bucket policy admits the logging service.
+    logged = {
+        bucket["Properties"]["LoggingConfiguration"]["LogFilePrefix"].strip("/"): logical_id
+        for logical_id, bucket in stateful.find_resources(
+            BUCKET, {"Properties": {"LoggingConfiguration": Match.any_value()}}
+        ).items()
+    }
     log_bucket = access_log_bucket_id(stateful)
     log_arn = {"Fn::GetAtt": [log_bucket, "Arn"]}
     stateful.has_resource_properties(
@@ -191,9 +200,7 @@ def test_access_log_bucket_admits_s3_log_delivery_from_the_geometry_bucket_only(
                             "Action": "s3:PutObject",
                             "Resource": {"Fn::Join": ["", [log_arn, Match.string_like_regexp(r"^/.+/\*$")]]},
                             "Condition": {
-                                "ArnLike": {
-                                    "aws:SourceArn": {"Fn::GetAtt": [geometry_bucket_id(stateful), "Arn"]}
-                                },
+                                "ArnLike": {"aws:SourceArn": {"Fn::GetAtt": [logged[source], "Arn"]}},
                                 "StringEquals": {"aws:SourceAccount": config.account},
                             },
                         }

@@ -285,6 +285,8 @@ def test_framework_role_has_exactly_the_permissions_it_needs(stateful: Template,
     assert framework_id != handler_id
 
 
-def test_stateless_stack_has_exactly_the_sync_handler_and_framework_functions(stateless: Template) -> None:
-    # A third function would be a hidden CDK provider (log retention, auto-delete) nobody hardened.
-    stateless.resource_count_is(FUNCTION, 3)
+def test_stateless_stack_has_exactly_the_sync_handler_framework_and_ops_worker_functions(
+    stateless: Template,
+) -> None:
+    # A fifth function would be a hidden CDK provider (log retention, auto-delete) nobody hardened.
+    stateless.resource_count_is(FUNCTION, 4)

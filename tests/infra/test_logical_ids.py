@@ -13,6 +13,8 @@ PINNED = {
     "Table7ABB320E": "AWS::DynamoDB::Table",
     "GeometryBucket1F491C5F": "AWS::S3::Bucket",
     "GeometryBucketAccessLogsDBD8D12C": "AWS::S3::Bucket",
+    # Ops workflow runs: their summaries (the record of every repair and purge) and a run's exports.
+    "OpsBucket4D3C0B7D": "AWS::S3::Bucket",
     "SearchC313AE8E": "AWS::OpenSearchService::Domain",
     "NetworkFlowLogs2BEC3212": "AWS::Logs::LogGroup",
     "SearchSearchSlowLogsBB1667C5": "AWS::Logs::LogGroup",

@@ -17,6 +17,7 @@ from aws_cdk.assertions import Template
 from stream_sync.telemetry import METRIC_NAMES
 
 from infra.config import EnvironmentConfig
+from infra.constructs.ops_workflows import OPERATIONS
 from tests.infra.test_index_bootstrap import framework_dead_letter_queue_id
 from tests.infra.test_stream_sync import dead_letter_queue_id, one, resolve, sync_function
 
@@ -25,6 +26,7 @@ COMPOSITE = "AWS::CloudWatch::CompositeAlarm"
 DASHBOARD = "AWS::CloudWatch::Dashboard"
 DOMAIN = "AWS::OpenSearchService::Domain"
 TABLE = "AWS::DynamoDB::Table"
+STATE_MACHINE = "AWS::StepFunctions::StateMachine"
 GTE = "GreaterThanOrEqualToThreshold"
 MASTER_KINDS = {"MasterCPUUtilization", "MasterJVMMemoryPressure", "MasterOldGenJVMMemoryPressure"}
 
@@ -197,14 +199,25 @@ def metric_stats(properties: dict[str, Any]) -> list[dict[str, Any]]:
     return [query["MetricStat"]["Metric"] for query in properties["Metrics"] if "MetricStat" in query]
 
 
-def expected_dimensions(namespace: str, kind: str, context: dict[str, Any]) -> dict[str, Any]:
+def expected_dimensions(
+    namespace: str, kind: str, context: dict[str, Any], subject: str | None = None
+) -> dict[str, Any]:
     """The dimensions a metric of ``namespace`` is published with (the sync's own metrics have none)."""
     return {
         "AWS/ES": context["domain"],
         "AWS/DynamoDB": {"TableName": context["table"]},
         "AWS/Lambda": {"FunctionName": context["function"]},
         "AWS/SQS": {"QueueName": context["queues"].get(kind.removesuffix("DeadLetters"))},
+        "AWS/States": {"StateMachineArn": context["state_machines"].get(subject)},
     }.get(namespace, {})
+
+
+def state_machines(stateless: Template) -> dict[str, dict[str, Any]]:
+    """Operation -> the Ref of its workflow's state machine."""
+    return {
+        machine["Properties"]["StateMachineName"].rsplit("-", 1)[1]: {"Ref": logical_id}
+        for logical_id, machine in stateless.find_resources(STATE_MACHINE).items()
+    }
 
 
 @pytest.fixture
@@ -219,6 +232,7 @@ def context(stateful: Template, stateless: Template, config: EnvironmentConfig) 
             "StreamSync": {"Fn::GetAtt": [dead_letter_queue_id(stateless), "QueueName"]},
             "Bootstrap": {"Fn::GetAtt": [framework_dead_letter_queue_id(stateless), "QueueName"]},
         },
+        "state_machines": state_machines(stateless),
     }
 
 
@@ -231,6 +245,7 @@ def test_the_environment_has_exactly_the_expected_alarms(
     expected = {
         *expected_alarms(config, stateful, stateless),
         *(f"refdata-{config.name}-{k}" for k in MATH_ALARMS),
+        *(f"refdata-{config.name}-OpsRunFailed-{operation}" for operation in OPERATIONS),
     }
     assert set(alarms_by_name(stateless)) == expected
 
@@ -307,6 +322,26 @@ def test_system_errors_alarm_sums_every_table_operation_within_cloudwatchs_ten_m
     assert properties["Threshold"] == config.monitoring.table_system_errors
 
 
+def test_a_failed_or_timed_out_run_of_each_ops_workflow_alarms(
+    stateless: Template, config: EnvironmentConfig, context: dict[str, Any]
+) -> None:
+    found = alarms_by_name(stateless)
+    for operation in OPERATIONS:
+        _, properties = found[f"refdata-{config.name}-OpsRunFailed-{operation}"]
+        members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
+        (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+        assert expression == f"{operation}Failed + {operation}TimedOut"
+        assert {i: (m["Metric"]["MetricName"], m["Stat"], m["Period"]) for i, m in members.items()} == {
+            f"{operation}Failed": ("ExecutionsFailed", "Sum", 300),
+            f"{operation}TimedOut": ("ExecutionsTimedOut", "Sum", 300),
+        }
+        assert all(
+            dimensions(m["Metric"]) == {"StateMachineArn": context["state_machines"][operation]}
+            for m in members.values()
+        )
+        assert (properties["Threshold"], properties["TreatMissingData"]) == (1, "notBreaching")
+
+
 def test_master_alarms_exist_exactly_where_the_domain_has_dedicated_masters(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
@@ -331,7 +366,8 @@ def test_every_alarm_reads_its_metrics_with_the_dimensions_they_are_published_wi
             found = dimensions(metric)
             found.pop("GlobalSecondaryIndexName", None)
             found.pop("Operation", None)
-            wanted = expected_dimensions(metric["Namespace"], name.split("-")[2], context)
+            kind, *subject = name.split("-")[2:4]
+            wanted = expected_dimensions(metric["Namespace"], kind, context, *subject)
             assert found == wanted, f"{name} reads {metric['MetricName']} with {found}"
 
 
@@ -461,6 +497,7 @@ def test_dashboard_graphs_name_the_real_resources(
         "Operation": found["Operation"],
         "DomainName": as_json(context["domain"]["DomainName"]),
         "ClientId": as_json(context["domain"]["ClientId"]),
+        "StateMachineArn": as_json(*context["state_machines"].values()),
     }
 
 

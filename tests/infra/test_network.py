@@ -172,13 +172,54 @@ def test_gateway_endpoint_serves_every_isolated_route_table(stateful: Template, 
     )
 
 
-def test_interface_endpoints_are_sqs_lambda_and_sts_only(
+def test_interface_endpoints_are_sqs_lambda_sts_and_dynamodb_streams_only(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
     interfaces = stateful.find_resources(ENDPOINT, {"Properties": {"VpcEndpointType": "Interface"}})
     assert sorted(endpoint["Properties"]["ServiceName"] for endpoint in interfaces.values()) == sorted(
-        f"com.amazonaws.{config.region}.{service}" for service in INTERFACE_SERVICES
+        f"com.amazonaws.{config.region}.{service}" for service in (*INTERFACE_SERVICES, "dynamodb-streams")
     )
+
+
+def test_the_dynamodb_streams_endpoint_is_named_by_its_own_dns_name(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    """DynamoDB Streams endpoints offer no private DNS name: the ops worker calls the endpoint's regional name,
+    the first of its DnsEntries (`<hosted zone>:<name>`), which the handoff passes on."""
+    (endpoint_id,) = stateful.find_resources(
+        ENDPOINT,
+        {
+            "Properties": {
+                "ServiceName": f"com.amazonaws.{config.region}.dynamodb-streams",
+                "PrivateDnsEnabled": False,
+                "SecurityGroupIds": [endpoint_security_group(stateful)],
+                "SubnetIds": Match.array_equals(refs(stateful, SUBNET)),
+            }
+        },
+    )
+    (worker,) = stateless.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "ops.worker.handler"}}
+    )
+    variables = resolve(stateful, stateless, stateless.find_resources("AWS::Lambda::Function")[worker])
+    assert variables["Properties"]["Environment"]["Variables"]["DYNAMODB_STREAMS_ENDPOINT"] == {
+        "Fn::Join": [
+            "",
+            [
+                "https://",
+                {
+                    "Fn::Select": [
+                        1,
+                        {
+                            "Fn::Split": [
+                                ":",
+                                {"Fn::Select": [0, {"Fn::GetAtt": [endpoint_id, "DnsEntries"]}]},
+                            ]
+                        },
+                    ]
+                },
+            ],
+        ]
+    }
 
 
 @pytest.mark.parametrize("service", INTERFACE_SERVICES)
@@ -225,7 +266,7 @@ def test_endpoint_security_group_admits_only_function_groups_on_https(
     function_groups = [
         {"Fn::GetAtt": [logical_id, "GroupId"]} for logical_id in stateless.find_resources(SECURITY_GROUP)
     ]
-    assert len(rules) == 2
+    assert len(rules) == 3  # the sync, the index bootstrap and the ops worker
     for rule in rules:
         assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", 443, 443)
         assert rule["SourceSecurityGroupId"] in function_groups

@@ -16,6 +16,7 @@ from infra.environments import environments
 ROLE = "AWS::IAM::Role"
 ADMIN_ROLE_DESCRIPTION = "OpenSearch fine-grained access control master user"
 BOOTSTRAP_ROLE_DESCRIPTION = "Index bootstrap custom resource"
+OPS_WORKER_ROLE_DESCRIPTION = "Ops workflows worker (reindex, reconcile, redrive, tombstone purge)"
 
 
 def role(template: Template, description: str) -> tuple[str, dict[str, Any]]:
@@ -40,18 +41,25 @@ def access_for(config: EnvironmentConfig) -> Template:
 def test_roles_have_fixed_names_per_environment(stateful: Template, config: EnvironmentConfig) -> None:
     names = {resource["Properties"].get("RoleName") for resource in stateful.find_resources(ROLE).values()}
     base = config.search.domain_name
-    assert {f"{base}-search-admin", f"{base}-stream-sync", f"{base}-index-bootstrap"} <= names
+    expected = {
+        f"{base}-search-admin",
+        f"{base}-stream-sync",
+        f"{base}-index-bootstrap",
+        f"{base}-ops-worker",
+    }
+    assert expected <= names
 
 
-def test_admin_role_trusts_only_the_bootstrap_role_and_the_configured_principals(
+def test_admin_role_trusts_only_the_bootstrap_and_ops_worker_roles_and_the_configured_principals(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
     bootstrap_id, _ = role(stateful, BOOTSTRAP_ROLE_DESCRIPTION)
+    worker_id, _ = role(stateful, OPS_WORKER_ROLE_DESCRIPTION)
     assert trust_statements(stateful) == [
         {
             "Action": "sts:AssumeRole",
             "Effect": "Allow",
-            "Principal": {"AWS": {"Fn::GetAtt": [bootstrap_id, "Arn"]}},
+            "Principal": {"AWS": [{"Fn::GetAtt": [bootstrap_id, "Arn"]}, {"Fn::GetAtt": [worker_id, "Arn"]}]},
         },
         {
             "Action": "sts:AssumeRole",
@@ -77,11 +85,11 @@ def test_by_default_the_identity_center_administrators_may_assume_the_admin_role
     ]
 
 
-def test_without_admin_principals_only_the_bootstrap_assumes_the_admin_role() -> None:
+def test_without_admin_principals_only_the_bootstrap_and_the_ops_worker_assume_the_admin_role() -> None:
     dev = environments()["dev"]
     template = access_for(replace(dev, search=replace(dev.search, admin_principals=())))
     (statement,) = trust_statements(template)
-    assert set(statement["Principal"]["AWS"]) == {"Fn::GetAtt"}
+    assert [set(principal) for principal in statement["Principal"]["AWS"]] == [{"Fn::GetAtt"}, {"Fn::GetAtt"}]
 
 
 def test_a_principal_of_another_account_is_trusted_through_that_account_only() -> None:

@@ -203,7 +203,7 @@ def test_domain_admits_only_platform_functions_on_https(stateful: Template, stat
         {"Fn::GetAtt": [logical_id, "GroupId"]}
         for logical_id in stateless.find_resources("AWS::EC2::SecurityGroup")
     ]
-    assert len(rules) == 2
+    assert len(rules) == 3  # the sync, the index bootstrap and the ops worker
     for rule in rules:
         assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", 443, 443)
         assert rule["SourceSecurityGroupId"] in function_groups

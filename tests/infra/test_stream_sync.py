@@ -95,22 +95,27 @@ def subnet_refs(stateful: Template) -> list[dict[str, str]]:
 
 
 def permissions(policy: dict[str, Any]) -> set[tuple[str, str, str]]:
-    """A policy document as (effect, action, resource) triples, independent of how statements are merged."""
+    """A policy document as (effect, action, resource) triples, independent of how statements are merged; a
+    statement's condition is part of its resource (`<resource> when <condition>`), so it is never ignored."""
     triples = set()
     for statement in policy["Statement"]:
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         resources = (
             statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
         )
-        assert "Condition" not in statement, statement
         for action in actions:
             for resource in resources:
-                triples.add((statement["Effect"], action, json.dumps(resource, sort_keys=True)))
+                triples.add((statement["Effect"], action, _scoped(resource, statement.get("Condition"))))
     return triples
 
 
-def allow(actions: list[str], resource: Any) -> set[tuple[str, str, str]]:
-    return {("Allow", action, json.dumps(resource, sort_keys=True)) for action in actions}
+def allow(actions: list[str], resource: Any, when: dict[str, Any] | None = None) -> set[tuple[str, str, str]]:
+    return {("Allow", action, _scoped(resource, when)) for action in actions}
+
+
+def _scoped(resource: Any, condition: dict[str, Any] | None) -> str:
+    text = json.dumps(resource, sort_keys=True)
+    return text if condition is None else f"{text} when {json.dumps(condition, sort_keys=True)}"
 
 
 def policy_attached_to(template: Template, stateful: Template, role: dict[str, Any]) -> dict[str, Any]:
@@ -202,7 +207,9 @@ def test_function_environment_is_exactly_the_documented_variables(
         "OPENSEARCH_ENDPOINT": {"Fn::Join": ["", ["https://", domain_endpoint(stateful)]]},
         "DLQ_URL": {"Ref": dead_letter_queue_id(stateless)},
         "GEOMETRY_BUCKET": {
-            "Ref": one(stateful, "AWS::S3::Bucket", {"LoggingConfiguration": Match.any_value()})[0]
+            "Ref": one(stateful, "AWS::S3::Bucket", {"LoggingConfiguration": {"LogFilePrefix": "geometry/"}})[
+                0
+            ]
         },
         "BULK_MAX_BYTES": str(config.search.bulk_max_bytes),
         "REQUEST_TIMEOUT_SECONDS": str(config.sync.request_timeout_seconds),
@@ -346,7 +353,7 @@ def test_sync_role_has_exactly_the_permissions_it_needs(
     policy = resolve(
         stateful, stateless, policy_attached_to(stateless, stateful, sync_role)["PolicyDocument"]
     )
-    bucket = one(stateful, "AWS::S3::Bucket", {"LoggingConfiguration": Match.any_value()})[0]
+    bucket = one(stateful, "AWS::S3::Bucket", {"LoggingConfiguration": {"LogFilePrefix": "geometry/"}})[0]
     bucket_arn = ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": bucket}]
     domain_bulk = {
         "Fn::Join": [

@@ -13,7 +13,8 @@ _ITEM_WRITE_LOCK = threading.RLock()
 
 
 def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
-    """Credentials moto accepts, the region, and the streams endpoint mode moto serves (TOOLCHAIN.md)."""
+    """Credentials moto accepts, the region, and the streams endpoint mode moto serves (TOOLCHAIN.md); and
+    botocore's service models parsed once per test run instead of once per test (`shared_service_models`)."""
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -24,6 +25,23 @@ def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     atomic_item_writes(monkeypatch)
+    shared_service_models(monkeypatch)
+
+
+@functools.cache
+def _loader(search_path: str | None) -> Any:
+    from botocore.loaders import create_loader
+
+    return create_loader(search_path)
+
+
+def shared_service_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto replaces boto3's default session on every start, so the first client of each service in each test
+    would parse its JSON model again (40-80 ms a service). Every session gets the same loader instead: its
+    caches hold the parsed models, which botocore never modifies."""
+    import botocore.session
+
+    monkeypatch.setattr(botocore.session, "create_loader", _loader)
 
 
 def atomic_item_writes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,12 +22,15 @@ Emulated, with the engine's semantics (checked against OpenSearch's and Lucene's
   field scores idf / (1 + k1) (no norms); `terms`, `range`, `exists`, `prefix` and the geo queries score a
   constant 1 (times `boost`); filter context scores 0;
 - `sort` on keyword, numeric, date and boolean fields (min for ascending, max for descending; `missing`
-  `_last` or `_first`), `_score`, `_geo_distance`; `search_after`; `size`, `from`, `track_total_hits`.
+  `_last` or `_first`), `_score`, `_geo_distance`; `search_after`; `size`, `from`, `track_total_hits`;
+- `seq_no_primary_term` (each hit's `_seq_no` and `_primary_term`); `slice` (`{"id", "max"}`, only with a point
+  in time, which the server keeps: tests/support/opensearch_server.py), a document in slice `crc32(_id) % max`
+  (the engine hashes `_id` with murmur3: the same partition into disjoint slices that cover the index, other
+  members).
 
 Not emulated, each answering 400 with a reason that says so: other queries and parameters, date math (`now`,
 `||`), custom date formats and time zones, WKT and geohash values, circles, shapes spanning more than 180° of
-longitude (the engine splits them at the dateline), aggregations, highlighting, `_source` filtering, scroll and
-point in time. Not reproduced: Lucene's lossy field-length norms (exact lengths here; Lucene's are exact below
+longitude (the engine splits them at the dateline), aggregations, highlighting, `_source` filtering, scroll. Not reproduced: Lucene's lossy field-length norms (exact lengths here; Lucene's are exact below
 24 tokens), the ~1 cm quantization of indexed coordinates, the `line`/`col` of parse errors; ties without a sort
 keep index order.
 """
@@ -37,6 +40,7 @@ from __future__ import annotations
 import calendar
 import math
 import re
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +62,19 @@ DEFAULT_TRACK_TOTAL_HITS = 10000
 _NUMERIC = frozenset({"double", "float", "half_float", "scaled_float", "long", "integer", "short", "byte"})
 _INTEGERS = frozenset({"long", "integer", "short", "byte"})
 _STRINGS = frozenset({"keyword", "text"})
-_SEARCH_KEYS = frozenset({"query", "size", "from", "sort", "search_after", "track_total_hits"})
+_SEARCH_KEYS = frozenset(
+    {
+        "query",
+        "size",
+        "from",
+        "sort",
+        "search_after",
+        "track_total_hits",
+        "pit",
+        "slice",
+        "seq_no_primary_term",
+    }
+)
 _TOKEN = re.compile(r"\w+(?:['.’]\w+)*")
 _DATE = re.compile(
     r"(?P<year>[+-]?\d{4,9})(?:-(?P<month>\d{2})(?:-(?P<day>\d{2})(?:T(?P<hour>\d{2})(?::(?P<minute>\d{2})"
@@ -81,6 +97,18 @@ def not_emulated(what: str) -> OpenSearchError:
 
 def _parsing(reason: str) -> OpenSearchError:
     return OpenSearchError(400, "parsing_exception", reason)
+
+
+def java_boolean(value: Any) -> bool:
+    """Booleans.parseBoolean: only `true` and `false`."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if text not in ("true", "false"):
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            f"Failed to parse value [{value}] as only [true] or [false] are allowed.",
+        )
+    return text == "true"
 
 
 class ShardFailure(Exception):
@@ -930,6 +958,7 @@ class Visible:
     alias_filters: Sequence[Mapping[str, Any]]
     document_filter: Mapping[str, Any] | None
     fields: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    seq_nos: Mapping[str, int]  # each document's sequence number (its primary term is always 1)
 
 
 def visible_document(view: Visible, source: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -986,6 +1015,33 @@ def _page(body: Mapping[str, Any]) -> tuple[int, int]:
     return start, size
 
 
+def _slice(body: Mapping[str, Any]) -> tuple[int, int] | None:
+    """SliceBuilder's checks: `{"id": i, "max": n}` with 0 <= i < n and n > 1, on a point-in-time search."""
+    spec = body.get("slice")
+    if spec is None:
+        return None
+    if (
+        not isinstance(spec, Mapping)
+        or not isinstance(spec.get("id"), int)
+        or not isinstance(spec.get("max"), int)
+    ):
+        raise _parsing("[slice] needs integer [id] and [max]")
+    slice_id, maximum = spec["id"], spec["max"]
+    if maximum <= 1:
+        raise OpenSearchError(400, "illegal_argument_exception", "max must be greater than 1")
+    if slice_id < 0:
+        raise OpenSearchError(400, "illegal_argument_exception", "id must be greater than or equal to 0")
+    if slice_id >= maximum:
+        raise OpenSearchError(400, "illegal_argument_exception", "max must be greater than id")
+    if "pit" not in body:
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            "[slice] can only be used with [scroll] or [point-in-time] requests",
+        )
+    return slice_id, maximum
+
+
 def search(
     views: Sequence[Visible], body: Mapping[str, Any] | None, *, count_only: bool = False
 ) -> dict[str, Any]:
@@ -1000,10 +1056,21 @@ def search(
             raise OpenSearchError(400, "parsing_exception", f"request does not support [{unknown[0]}]")
         raise not_emulated(f"search request parameter(s) {unknown}")
     start, size = (0, 0) if count_only else _page(body)
+    sliced = _slice(body)
+    with_seq_no = java_boolean(body.get("seq_no_primary_term", False))
     hits: list[_Hit] = []
     for view in views:
         try:
-            hits.extend(_run(view, body.get("query"), body.get("sort"), body.get("search_after")))
+            hits.extend(
+                _run(
+                    view,
+                    body.get("query"),
+                    body.get("sort"),
+                    body.get("search_after"),
+                    sliced=sliced,
+                    with_seq_no=with_seq_no,
+                )
+            )
         except ShardFailure as failure:
             raise _search_phase_failure(failure, view.index.name) from None
         except (KeyError, TypeError, ValueError) as malformed:  # a value of the wrong shape or type
@@ -1036,8 +1103,16 @@ class _Hit:
     follows: bool  # comes after `search_after` (True without one)
 
 
-def _run(view: Visible, query: Any, sort_spec: Any, after: Any) -> Iterable[_Hit]:
-    """One index's hits, keyed for sorting and marked whether they follow `after`."""
+def _run(
+    view: Visible,
+    query: Any,
+    sort_spec: Any,
+    after: Any,
+    *,
+    sliced: tuple[int, int] | None = None,
+    with_seq_no: bool = False,
+) -> Iterable[_Hit]:
+    """One index's hits (of slice `sliced`), keyed for sorting and marked whether they follow `after`."""
     compiler = QueryCompiler(view.index)
     sort_fields = SortCompiler(view.index).compile(sort_spec) if sort_spec is not None else None
     if after is not None and sort_fields is None:
@@ -1048,6 +1123,8 @@ def _run(view: Visible, query: Any, sort_spec: Any, after: Any) -> Iterable[_Hit
     security = None if view.document_filter is None else compiler.compile(view.document_filter, scoring=False)
     after_key = None if after is None or sort_fields is None else _after_key(sort_fields, after)
     for doc_id, raw in view.index.documents.items():
+        if sliced is not None and zlib.crc32(doc_id.encode()) % sliced[1] != sliced[0]:
+            continue
         if security is not None and security(raw) is None:
             continue
         source = view.fields(raw)  # alias filters and queries see only the fields the caller may see
@@ -1062,6 +1139,8 @@ def _run(view: Visible, query: Any, sort_spec: Any, after: Any) -> Iterable[_Hit
             "_score": score,
             "_source": source,
         }
+        if with_seq_no:
+            answer |= {"_seq_no": view.seq_nos[doc_id], "_primary_term": 1}
         key: tuple[Any, ...] = ()
         if sort_fields is not None:
             values = [criterion.value(source, score) for criterion in sort_fields]

@@ -43,7 +43,7 @@ def source_digest(source: str) -> str:
 # The painless sources the loopback server can compile: SHA-256 of the exact source -> its twin.
 TWINS: dict[str, Twin] = {
     # search.indices.APPLY_SCRIPT_SOURCE, implemented by search.indices.apply_sync_script
-    "11d25060d5c90fd79c5e3c7ed5189759f9eb1a447056aa557bb33ee005327694": Twin("update", apply_sync_script),
+    "a58f5242e9bcb7b7519946ec3670200d22773f8e5a66b8bcd130c888836c538a": Twin("update", apply_sync_script),
 }
 
 # Script contexts of an OpenSearch 2.x node (ScriptModule.CORE_CONTEXTS and the bundled modules).

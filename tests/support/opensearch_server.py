@@ -3,10 +3,11 @@
 No OpenSearch server can run here, so this in-memory HTTP server on 127.0.0.1 implements the documented
 request and response formats of the APIs the platform uses: composable index templates, indices and their
 settings (`PUT <index>/_settings`, replicas, write blocks), cluster settings (`action.auto_create_index`),
-aliases (`POST _aliases`, filters, write index), stored scripts (with and without a context), `_doc`, `_bulk`
-with per-item status and error, `_search` and `_count` with the query DSL, sorting and `search_after` the
-platform's query helpers use (tests/support/opensearch_query.py), `_cat/indices`, and the `filter_path`
-response filter (field paths with `*`; no exclusions, no `**`).
+aliases (`POST _aliases`, filters, write index), stored scripts (with and without a context), `_doc`, `_mget`,
+`_bulk` with per-item status and error and optimistic concurrency (`if_seq_no`/`if_primary_term` against each
+document's own sequence number), `_search` and `_count` with the query DSL, sorting, `search_after`,
+`seq_no_primary_term` and `slice` (tests/support/opensearch_query.py), point in time (create, search, delete,
+keep-alive), `_cat/indices`, and the `filter_path` response filter (field paths with `*`; no exclusions, no `**`).
 
 It is strict where the engine is strict, and answers in the engine's words (type, reason, `caused_by`):
 - documents are parsed against the index mappings, which grow dynamically (tests/support/opensearch_mapping.py);
@@ -17,21 +18,24 @@ It is strict where the engine is strict, and answers in the engine's words (type
 - with `fgac`, every signed request is attributed to an IAM role and checked by fine-grained access control
   (opensearch_security.py), including the implicit `indices:admin/create` of an auto-created index and the
   implicit `indices:admin/mapping/put` of a document that adds a field, and the document- and field-level
-  security of the caller's roles on every read (`_search`, `_count`, `_doc`; opensearch_dlsfls.py).
+  security of the caller's roles on every read (`_search`, `_count`, `_doc`, `_mget`; opensearch_dlsfls.py).
 It is not OpenSearch: queries support what opensearch_query.py lists (anything else answers 400 saying it is
 not emulated); documents are visible without refresh; `_source` keeps parsed values (a real `index` operation
-keeps the original bytes, and a script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index;
+keeps the original bytes, and a script-rebuilt source is written by Java, e.g. `1.0E7`); one shard per index (so
+one sequence-number series per index, primary term always 1); a point in time is a copy of its indices;
 painless is never executed.
 
 Like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization` header for
 service `es`; given credentials it also verifies the signature.
 
 Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `enqueue_fault`, `fail_item`,
-`fail_script`, `latency_seconds`) and inspect it through `requests`, `count()` and `document()`.
+`fail_script`, `latency_seconds`, `lose_points_in_time`) and inspect it through `requests`, `count()` and
+`document()`.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import fnmatch
@@ -56,7 +60,7 @@ from botocore.credentials import Credentials
 from tests.support.opensearch_dlsfls import check_role, read_restriction
 from tests.support.opensearch_errors import OpenSearchError, cause, index_not_found
 from tests.support.opensearch_mapping import parse_document
-from tests.support.opensearch_query import IndexView, Visible, visible_document
+from tests.support.opensearch_query import IndexView, Visible, java_boolean, visible_document
 from tests.support.opensearch_query import search as run_search
 from tests.support.opensearch_scripts import (
     ScriptRuntimeError,
@@ -85,6 +89,8 @@ __all__ = [
     "ROUTE_INDEX",
     "ROUTE_INDEX_TEMPLATE",
     "ROUTE_MAPPING",
+    "ROUTE_MGET",
+    "ROUTE_POINT_IN_TIME",
     "ROUTE_REFRESH",
     "ROUTE_ROOT",
     "ROUTE_SCRIPTS",
@@ -115,6 +121,8 @@ ROUTE_DOC = "_doc"
 ROUTE_SEARCH = "_search"
 ROUTE_COUNT = "_count"
 ROUTE_REFRESH = "_refresh"
+ROUTE_MGET = "_mget"
+ROUTE_POINT_IN_TIME = "_search/point_in_time"
 ROUTE_SECURITY = "_plugins/_security"
 ROUTE_UNKNOWN = "unknown"
 
@@ -189,18 +197,6 @@ def _alias_name_conflict(alias: str) -> OpenSearchError:
         "invalid_alias_name_exception",
         f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias",
     )
-
-
-def _java_boolean(value: Any) -> bool:
-    """Booleans.parseBoolean: only `true` and `false`."""
-    text = str(value).lower() if isinstance(value, bool) else str(value)
-    if text not in ("true", "false"):
-        raise OpenSearchError(
-            400,
-            "illegal_argument_exception",
-            f"Failed to parse value [{value}] as only [true] or [false] are allowed.",
-        )
-    return text == "true"
 
 
 def _auto_create_rules(value: str) -> tuple[bool, list[tuple[str, bool]]]:
@@ -285,7 +281,16 @@ class _Index:
     created_at: int
     docs: dict[str, dict[str, Any]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
-    seq_no: int = 0
+    seq_no: int = -1  # the shard's last sequence number; each write takes the next one
+    doc_seq_nos: dict[str, int] = field(default_factory=dict)  # each live document's own sequence number
+
+    def next_seq_no(self, doc_id: str, *, live: bool) -> int:
+        self.seq_no += 1
+        if live:
+            self.doc_seq_nos[doc_id] = self.seq_no
+        else:
+            self.doc_seq_nos.pop(doc_id, None)
+        return self.seq_no
 
     def setting(self, dotted: str) -> str | None:
         node: Any = self.settings
@@ -310,7 +315,19 @@ class _BulkOperation:
     doc_id: Any
     source: Any
     require_alias: bool
+    if_seq_no: Any = None
+    if_primary_term: Any = None
     answer: dict[str, Any] | None = None
+
+
+@dataclass
+class _PointInTime:
+    """Frozen copies of the indices it was opened on (what a search with this `pit` sees, through the aliases of
+    the names it was opened with), alive until `expires_at`."""
+
+    indices: dict[str, _Index]
+    named: list[str]
+    expires_at: float
 
 
 def _glob_match(name: str, pattern: str) -> bool:
@@ -372,6 +389,20 @@ def _validate_index_name(name: str) -> None:
             'any of [\\, /, *, ?, ", <, >, |,  , ,, #, :]',
             index=name,
         )
+
+
+def _time_value_seconds(text: Any, setting: str) -> float:
+    """A TimeValue (`30s`, `10m`, `1h`, `1d`, `500ms`) in seconds, refused in the engine's words otherwise."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", str(text))
+    if not match:
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            f"failed to parse setting [{setting}] with value [{text}] as a time value: unit is missing or "
+            "unrecognized",
+        )
+    return int(match.group(1)) * units[match.group(2)]
 
 
 def _flat_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -437,7 +468,9 @@ class _Cluster:
         self.indices: dict[str, _Index] = {}
         self.item_faults: dict[str, deque[ItemFault]] = {}
         self.script_faults: dict[str, deque[_ScriptFault]] = {}
+        self.points_in_time: dict[str, _PointInTime] = {}
         self._uuids = itertools.count(1)
+        self._contexts = itertools.count(1)
 
     # --- access control --------------------------------------------------------------------------
 
@@ -732,7 +765,7 @@ class _Cluster:
                     "breaking changes documentation for removed settings",
                 )
             if key.startswith("index.blocks.") and flat[key] is not None:
-                _java_boolean(flat[key])
+                java_boolean(flat[key])
         self._validated_settings(flat)
         for name in names:
             index = self.indices[name]
@@ -960,10 +993,12 @@ class _Cluster:
 
     # --- documents -------------------------------------------------------------------------------
 
-    def _visible(self, subject: Subject, name: str, named: Sequence[str]) -> Visible:
-        """Index `name` as `subject` sees it through the names of the request (`named`): the filters of the
-        aliases it used, and its document- and field-level security."""
-        index = self.indices[name]
+    def _visible(
+        self, subject: Subject, name: str, named: Sequence[str], frozen: _Index | None = None
+    ) -> Visible:
+        """Index `name` (or a point in time's `frozen` copy of it) as `subject` sees it through the names of the
+        request (`named`): the filters of the aliases it used, and its document- and field-level security."""
+        index = frozen or self.indices[name]
         restriction = read_restriction(subject, self.authorizer.roles(subject), name, tuple(index.aliases))
         return Visible(
             index=IndexView(name, index.mappings, index.docs),
@@ -974,6 +1009,7 @@ class _Cluster:
             ],
             document_filter=restriction.document_filter(),
             fields=restriction.visible,
+            seq_nos=index.doc_seq_nos,
         )
 
     def get_document(self, subject: Subject, target: str, doc_id: str) -> tuple[int, dict[str, Any]]:
@@ -995,20 +1031,106 @@ class _Cluster:
             "_index": index.name,
             "_id": doc_id,
             "_version": index.versions[doc_id],
-            "_seq_no": index.seq_no,
+            "_seq_no": index.doc_seq_nos[doc_id],
             "_primary_term": 1,
             "found": True,
             "_source": copy.deepcopy(dict(source)),
         }
 
+    def multi_get(self, subject: Subject, expression: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`POST <index>/_mget {"ids": [...]}`: one entry per id, in order, `found` or not."""
+        ids = body.get("ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(doc_id, str) for doc_id in ids):
+            raise OpenSearchError(
+                400, "action_request_validation_exception", "Validation Failed: 1: no documents to get;"
+            )
+        docs = []
+        for doc_id in ids:
+            status, answer = self.get_document(subject, expression, doc_id)
+            docs.append(
+                answer if status == 200 else {"_index": answer["_index"], "_id": doc_id, "found": False}
+            )
+        return {"docs": docs}
+
+    # --- point in time ---------------------------------------------------------------------------
+
+    def open_point_in_time(self, expression: str, keep_alive: Any, now: float) -> dict[str, Any]:
+        seconds = _time_value_seconds(keep_alive, "keep_alive")
+        if seconds > 86400:
+            raise OpenSearchError(
+                400,
+                "illegal_argument_exception",
+                f"Keep alive for request ({keep_alive}) is too large. It must be less than (1d). This limit can be "
+                "set by changing the [point_in_time.max_keep_alive] cluster level setting.",
+            )
+        names = self.resolve(expression)
+        pit_id = base64.urlsafe_b64encode(f"pit-{next(self._contexts)}-{expression}".encode()).decode()
+        self.points_in_time[pit_id] = _PointInTime(
+            indices={name: copy.deepcopy(self.indices[name]) for name in names},
+            named=expression.split(","),
+            expires_at=now + seconds,
+        )
+        shards = {"total": len(names), "successful": len(names), "skipped": 0, "failed": 0}
+        return {"pit_id": pit_id, "_shards": shards, "creation_time": int(now * 1000)}
+
+    def point_in_time(self, spec: Any, now: float) -> tuple[str, _PointInTime]:
+        """The live point in time a search's `pit` names, its keep-alive extended; a missing or expired one is
+        the engine's 404."""
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("id"), str):
+            raise OpenSearchError(400, "parsing_exception", "[pit] needs an [id]")
+        pit_id = spec["id"]
+        found = self.points_in_time.get(pit_id)
+        if found is None or found.expires_at <= now:
+            self.points_in_time.pop(pit_id, None)
+            raise OpenSearchError(
+                404,
+                "search_phase_execution_exception",
+                "all shards failed",
+                cause=cause("search_context_missing_exception", f"No search context found for id [{pit_id}]"),
+                phase="query",
+            )
+        if "keep_alive" in spec:
+            found.expires_at = now + _time_value_seconds(spec["keep_alive"], "keep_alive")
+        return pit_id, found
+
+    def close_points_in_time(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        ids = body.get("pit_id")
+        ids = [ids] if isinstance(ids, str) else ids
+        if not isinstance(ids, list) or not ids:
+            raise OpenSearchError(
+                400, "action_request_validation_exception", "Validation Failed: 1: no pit ids;"
+            )
+        return {
+            "pits": [{"successful": self.points_in_time.pop(i, None) is not None, "pit_id": i} for i in ids]
+        }
+
     def search(
-        self, subject: Subject, expression: str, body: Mapping[str, Any] | None, *, count_only: bool = False
+        self,
+        subject: Subject,
+        expression: str | None,
+        body: Mapping[str, Any] | None,
+        *,
+        count_only: bool = False,
+        now: float = 0.0,
     ) -> dict[str, Any]:
         """`_search` / `_count` over the concrete indices of `expression`, each through the filters of the aliases
-        the expression names and the caller's document- and field-level security."""
-        named = expression.split(",")
-        views = [self._visible(subject, name, named) for name in self.resolve(expression)]
-        return copy.deepcopy(run_search(views, body, count_only=count_only))
+        the expression names and the caller's document- and field-level security; or `_search` over the frozen
+        indices of the body's `pit` (then `expression` must be None: a search with a point in time names no
+        index)."""
+        if body is None or "pit" not in body:
+            named = (expression or "_all").split(",")
+            views = [self._visible(subject, name, named) for name in self.resolve(expression or "_all")]
+            return copy.deepcopy(run_search(views, body, count_only=count_only))
+        if expression is not None:
+            raise OpenSearchError(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: [indices] cannot be used with point in time. Do not specify any index with "
+                "point in time.;",
+            )
+        pit_id, pit = self.point_in_time(body["pit"], now)
+        views = [self._visible(subject, name, pit.named, frozen) for name, frozen in pit.indices.items()]
+        return {"pit_id": pit_id} | copy.deepcopy(run_search(views, body))
 
     # --- _bulk -----------------------------------------------------------------------------------
 
@@ -1083,7 +1205,7 @@ class _Cluster:
                     )
             require_alias = default_require_alias
             if "require_alias" in meta:
-                require_alias = _java_boolean(meta["require_alias"])
+                require_alias = java_boolean(meta["require_alias"])
             position += 1
             source: Any = None
             if op != "delete":
@@ -1098,8 +1220,21 @@ class _Cluster:
                 except ValueError:
                     source = _UNPARSEABLE
                 position += 1
+            refused = _compare_and_write_refusal(meta)
+            if refused is not None:
+                raise OpenSearchError(
+                    400, "action_request_validation_exception", f"Validation Failed: 1: {refused};"
+                )
             operations.append(
-                _BulkOperation(op, meta.get("_index", default_index), meta.get("_id"), source, require_alias)
+                _BulkOperation(
+                    op,
+                    meta.get("_index", default_index),
+                    meta.get("_id"),
+                    source,
+                    require_alias,
+                    meta.get("if_seq_no"),
+                    meta.get("if_primary_term"),
+                )
             )
         return operations
 
@@ -1201,20 +1336,46 @@ class _Cluster:
                 self._raise_item_fault(doc_id, index.name)
             if operation.source is _UNPARSEABLE:
                 raise OpenSearchError(400, "mapper_parsing_exception", "failed to parse", index=index.name)
+            if operation.if_seq_no is not None:
+                self._compare(index, doc_id, operation.if_seq_no, operation.if_primary_term)
             status, result = self._apply(subject, operation.op, index, doc_id, operation.source)
         except OpenSearchError as error:
             return _item_failure(index.name, doc_id, error)
-        index.seq_no += 1
+        # A noop writes nothing and takes no sequence number; every other outcome (a delete of a missing
+        # document included) is an operation on the shard.
+        seq_no = (
+            index.doc_seq_nos[doc_id]
+            if result == "noop"
+            else index.next_seq_no(doc_id, live=doc_id in index.docs)
+        )
         return {
             "_index": index.name,
             "_id": doc_id,
             "_version": index.versions.get(doc_id, 1),
             "result": result,
             "_shards": {"total": 1, "successful": 1, "failed": 0},
-            "_seq_no": index.seq_no,
+            "_seq_no": seq_no,
             "_primary_term": 1,
             "status": status,
         }
+
+    @staticmethod
+    def _compare(index: _Index, doc_id: str, if_seq_no: Any, if_primary_term: Any) -> None:
+        """Optimistic concurrency (InternalEngine): the write applies only to the document as last read."""
+        current = index.doc_seq_nos.get(doc_id) if doc_id in index.docs else None
+        if current == if_seq_no and if_primary_term == 1:
+            return
+        found = (
+            "but no document was found"
+            if current is None
+            else f"current document has seqNo [{current}] and primary term [1]"
+        )
+        raise OpenSearchError(
+            409,
+            "version_conflict_engine_exception",
+            f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]. {found}",
+            index=index.name,
+        )
 
     def _raise_item_fault(self, doc_id: str, index_name: str) -> None:
         queue = self.item_faults.get(doc_id)
@@ -1331,6 +1492,18 @@ class _Cluster:
             index.mappings = update
         index.docs[doc_id] = source if fresh else copy.deepcopy(source)
         index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
+
+
+def _compare_and_write_refusal(meta: Mapping[str, Any]) -> str | None:
+    """validateSeqNoBasedCASParams: `if_seq_no` needs `if_primary_term` and excludes `version`."""
+    if "if_seq_no" in meta:
+        if "version" in meta or "version_type" in meta:
+            return "compare and write operations can not use versioning"
+        if "if_primary_term" not in meta:
+            return "ifSeqNo is set, but primary term is [0]"
+    elif "if_primary_term" in meta:
+        return f"ifSeqNo is unassigned, but primary term is [{meta['if_primary_term']}]"
+    return None
 
 
 def _item_failure(index: Any, doc_id: Any, error: OpenSearchError) -> dict[str, Any]:
@@ -1531,6 +1704,10 @@ def _classify(segments: list[str]) -> str:
         return ROUTE_ALIAS
     if last == "_bulk":
         return ROUTE_BULK
+    if segments[-2:] == ["_search", "point_in_time"] and len(segments) <= 3:
+        return ROUTE_POINT_IN_TIME
+    if last == "_mget" and len(segments) <= 2:
+        return ROUTE_MGET
     if len(segments) == 3 and segments[1] == "_doc":
         return ROUTE_DOC
     if last == "_settings" and len(segments) <= 2:
@@ -1703,6 +1880,11 @@ class LoopbackOpenSearch:
             self.cluster.script_faults.setdefault(doc_id, deque()).append(
                 _ScriptFault(java_exception, reason, times)
             )
+
+    def lose_points_in_time(self) -> None:
+        """What a node restart or a blue/green deployment does on the service: every point in time is gone."""
+        with self.cluster.lock:
+            self.cluster.points_in_time.clear()
 
     def clear_faults(self) -> None:
         with self.cluster.lock:
@@ -1967,10 +2149,41 @@ class LoopbackOpenSearch:
             if route == ROUTE_DOC and method == "GET":
                 allow_indices(["indices:data/read/get"], segments[0])
                 return cluster.get_document(subject, segments[0], segments[2])
+            if route == ROUTE_SEARCH and len(segments) == 1 and "pit" in (request_body := body() or {}):
+                spec = request_body["pit"]
+                pit = cluster.points_in_time.get(spec.get("id")) if isinstance(spec, Mapping) else None
+                cluster.check_indices(
+                    subject, ["indices:data/read/search"], sorted(pit.indices) if pit else []
+                )
+                return 200, cluster.search(subject, None, request_body, now=time.time())
             if route in (ROUTE_SEARCH, ROUTE_COUNT) and method in ("GET", "POST"):
                 expression = segments[0] if len(segments) == 2 else "_all"
                 allow_indices(["indices:data/read/search"], expression)
-                return 200, cluster.search(subject, expression, body(), count_only=route == ROUTE_COUNT)
+                return 200, cluster.search(
+                    subject, expression, body(), count_only=route == ROUTE_COUNT, now=time.time()
+                )
+            if route == ROUTE_MGET and method in ("GET", "POST") and len(segments) == 2:
+                allow_cluster("indices:data/read/mget")
+                allow_indices(["indices:data/read/mget[shard]"], segments[0])
+                return 200, cluster.multi_get(subject, segments[0], body())
+            if route == ROUTE_POINT_IN_TIME and method == "POST" and len(segments) == 3:
+                allow_indices(["indices:data/read/point_in_time/create"], segments[0])
+                if "keep_alive" not in query:
+                    raise OpenSearchError(
+                        400,
+                        "action_request_validation_exception",
+                        "Validation Failed: 1: keep alive not specified;",
+                    )
+                return 200, cluster.open_point_in_time(segments[0], query["keep_alive"], time.time())
+            if route == ROUTE_POINT_IN_TIME and method == "DELETE" and len(segments) == 2:
+                request_body = body()
+                ids = request_body.get("pit_id")
+                named = [
+                    cluster.points_in_time.get(i) for i in ([ids] if isinstance(ids, str) else ids or [])
+                ]
+                indices = sorted({name for pit in named if pit is not None for name in pit.indices})
+                cluster.check_indices(subject, ["indices:data/read/point_in_time/delete"], indices)
+                return 200, cluster.close_points_in_time(request_body)
             if route == ROUTE_REFRESH and method in ("GET", "POST"):
                 allow_indices(["indices:admin/refresh"], segments[0] if len(segments) == 2 else "_all")
                 return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}

@@ -34,7 +34,8 @@ def hits(documents: Mapping[str, Mapping[str, Any]], body: Mapping[str, Any]) ->
 def answer(
     documents: Mapping[str, Mapping[str, Any]], body: Mapping[str, Any], **options: Any
 ) -> dict[str, Any]:
-    view = Visible(IndexView("i", MAPPINGS, documents), (), None, lambda source: source)
+    seq_nos = {doc_id: n for n, doc_id in enumerate(documents)}
+    view = Visible(IndexView("i", MAPPINGS, documents), (), None, lambda source: source, seq_nos)
     return search([view], body, **options)
 
 

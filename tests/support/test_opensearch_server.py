@@ -144,7 +144,7 @@ def test_scripted_update_replaces_the_whole_source(
 def test_tombstones_are_hidden_by_the_read_alias(client: OpenSearchTransport, places: str) -> None:
     doc = {"pk": "p", "sk": "1", "schema": "places", "name": "x"}
     bulk(client, sync_update("p#1", 1, doc) + sync_update("p#2", 1, doc | {"sk": "2"}), f"{places}/_bulk")
-    bulk(client, sync_update("p#1", 2, doc, tombstone=True), f"{places}/_bulk")
+    bulk(client, sync_update("p#1", 2, doc | {"deletedAt": 1_764_531_000}, tombstone=True), f"{places}/_bulk")
 
     read = send(client, "GET", "places/_search", {"query": {"match_all": {}}}).json()
     everything = send(client, "GET", "places-v1/_count").json()
@@ -156,6 +156,7 @@ def test_tombstones_are_hidden_by_the_read_alias(client: OpenSearchTransport, pl
         "pk": "p",
         "sk": "1",
         "schema": "places",
+        "deletedAt": 1_764_531_000,
         "tombstone": True,
         "stream_seq": "2".zfill(40),
     }
@@ -820,3 +821,126 @@ def test_a_write_block_refuses_every_item_for_that_index(
         "reason": f"index [places-v1] blocked by: [{text}];",
     }
     assert server.document(places, "p#1") is None
+
+
+# --- optimistic concurrency, range, _mget, point in time (what the tombstone purge and reconcile use) -------------
+
+
+def seeded(client: OpenSearchTransport, count: int = 6) -> str:
+    send(
+        client,
+        "PUT",
+        "things",
+        {"mappings": {"properties": {"n": {"type": "long"}, "k": {"type": "keyword"}}}},
+    )
+    lines: list[Any] = []
+    for n in range(count):
+        lines += [{"index": {"_index": "things", "_id": f"t{n}"}}, {"n": n, "k": f"k{n}"}]
+    assert bulk(client, lines).json()["errors"] is False
+    return "things"
+
+
+def test_each_document_keeps_its_own_sequence_number_and_a_noop_takes_none(
+    client: OpenSearchTransport, places: str
+) -> None:
+    first = bulk(client, sync_update("p#1", 2, {"pk": "p", "sk": "1"}), f"{places}/_bulk").json()["items"][0]
+    other = bulk(client, sync_update("p#2", 2, {"pk": "p", "sk": "2"}), f"{places}/_bulk").json()["items"][0]
+    replay = bulk(client, sync_update("p#1", 1, {"pk": "p", "sk": "1"}), f"{places}/_bulk").json()["items"][0]
+
+    assert (first["update"]["_seq_no"], other["update"]["_seq_no"]) == (0, 1)
+    assert replay["update"]["result"] == "noop" and replay["update"]["_seq_no"] == 0
+    assert send(client, "GET", "places-v1/_doc/p%231").json()["_seq_no"] == 0
+
+
+def test_a_conditional_delete_applies_only_to_the_document_as_last_read(client: OpenSearchTransport) -> None:
+    seeded(client, 2)
+    hits = send(client, "POST", "things/_search", {"seq_no_primary_term": True, "sort": ["k"]}).json()
+    (t0, t1) = [(hit["_id"], hit["_seq_no"], hit["_primary_term"]) for hit in hits["hits"]["hits"]]
+    bulk(client, [{"index": {"_index": "things", "_id": "t1"}}, {"n": 10, "k": "changed"}])
+
+    answer = bulk(
+        client,
+        [
+            {"delete": {"_index": "things", "_id": t0[0], "if_seq_no": t0[1], "if_primary_term": t0[2]}},
+            {"delete": {"_index": "things", "_id": t1[0], "if_seq_no": t1[1], "if_primary_term": t1[2]}},
+            {"delete": {"_index": "things", "_id": "gone", "if_seq_no": 0, "if_primary_term": 1}},
+        ],
+    ).json()
+
+    deleted, conflict, missing = (item["delete"] for item in answer["items"])
+    assert deleted["result"] == "deleted" and deleted["status"] == 200
+    assert conflict["status"] == 409 and conflict["error"]["type"] == "version_conflict_engine_exception"
+    assert conflict["error"]["reason"] == (
+        "[t1]: version conflict, required seqNo [1], primary term [1]. current document has seqNo [2] and "
+        "primary term [1]"
+    )
+    assert missing["status"] == 409 and missing["error"]["reason"].endswith("but no document was found")
+    assert send(client, "GET", "things/_doc/t1").json()["_source"]["k"] == "changed"
+
+
+def test_a_sequence_number_without_a_primary_term_fails_the_whole_request(
+    client: OpenSearchTransport,
+) -> None:
+    seeded(client, 1)
+    refused = bulk(client, [{"delete": {"_index": "things", "_id": "t0", "if_seq_no": 0}}])
+
+    assert refused.status == 400
+    assert "ifSeqNo is set, but primary term is [0]" in refused.json()["error"]["reason"]
+
+
+def test_mget_answers_every_id_in_order_found_or_not(client: OpenSearchTransport) -> None:
+    seeded(client, 2)
+
+    docs = send(client, "POST", "things/_mget", {"ids": ["t1", "nope", "t0"]}).json()["docs"]
+
+    assert [(doc["_id"], doc["found"]) for doc in docs] == [("t1", True), ("nope", False), ("t0", True)]
+    assert docs[0]["_source"] == {"n": 1, "k": "k1"} and "_source" not in docs[1]
+
+
+def test_a_point_in_time_is_a_frozen_view_whose_slices_partition_it(
+    client: OpenSearchTransport, server: LoopbackOpenSearch
+) -> None:
+    seeded(client, 12)
+    pit = send(client, "POST", "things/_search/point_in_time?keep_alive=1m").json()["pit_id"]
+    bulk(
+        client,
+        [
+            {"delete": {"_index": "things", "_id": "t0"}},
+            {"index": {"_index": "things", "_id": "new"}},
+            {"n": 99},
+        ],
+    )
+
+    def page(slice_id: int | None) -> list[str]:
+        body: dict[str, Any] = {"pit": {"id": pit, "keep_alive": "1m"}, "size": 100, "sort": ["k"]}
+        if slice_id is not None:
+            body["slice"] = {"id": slice_id, "max": 3}
+        answer = send(client, "POST", "_search", body).json()
+        assert answer["pit_id"] == pit
+        return [hit["_id"] for hit in answer["hits"]["hits"]]
+
+    everything = page(None)
+    slices = [page(i) for i in range(3)]
+
+    assert sorted(everything) == sorted(f"t{n}" for n in range(12))  # t0 still there, `new` not yet
+    assert sorted(doc for part in slices for doc in part) == sorted(everything) and all(slices)
+    assert send(client, "POST", "things/_search", {"pit": {"id": pit}}).status == 400  # no index with a pit
+    assert send(client, "POST", "things/_search", {"slice": {"id": 0, "max": 2}}).status == 400  # pit only
+    server.lose_points_in_time()  # a blue/green deployment or node restart
+    lost = send(client, "POST", "_search", {"pit": {"id": pit}})
+    assert (
+        lost.status == 404 and lost.json()["error"]["caused_by"]["type"] == "search_context_missing_exception"
+    )
+
+
+def test_a_point_in_time_is_deleted_by_id_and_needs_a_keep_alive(client: OpenSearchTransport) -> None:
+    seeded(client, 1)
+    assert send(client, "POST", "things/_search/point_in_time").status == 400
+    assert send(client, "POST", "things/_search/point_in_time?keep_alive=2d").status == 400  # over 24 h
+    pit = send(client, "POST", "things/_search/point_in_time?keep_alive=30s").json()["pit_id"]
+
+    closed = send(client, "DELETE", "_search/point_in_time", {"pit_id": [pit]}).json()
+    again = send(client, "DELETE", "_search/point_in_time", {"pit_id": [pit]}).json()
+
+    assert closed == {"pits": [{"successful": True, "pit_id": pit}]}
+    assert again == {"pits": [{"successful": False, "pit_id": pit}]}

@@ -6,10 +6,16 @@ from collections.abc import Iterator
 
 import pytest
 from moto import mock_aws
-from ops_harness import ADMIN_KEY, FGAC, REGION, OpsEnv
+from ops_harness import (
+    ADMIN_KEY,
+    ADMIN_ROLE_ARN,
+    FGAC,
+    REGION,
+    OpsEnv,
+)
 
-from tests.support.aws import use_fake_aws
-from tests.support.opensearch_server import LoopbackOpenSearch
+from tests.support.aws import moto_role_of_access_key, use_fake_aws
+from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 
 
 @pytest.fixture
@@ -19,10 +25,31 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def ops_env(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpsEnv]:
-    with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=FGAC) as server:
+    yield from _ops_env(monkeypatch, FGAC)
+
+
+@pytest.fixture
+def assumed_env(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpsEnv]:
+    """As `ops_env`, and credentials that moto's STS hands out for the admin role act as the admin role too
+    (the worker assumes it, as deployed)."""
+    fgac = FineGrainedAccessControl(
+        ADMIN_ROLE_ARN, lambda key: ADMIN_ROLE_ARN if key == ADMIN_KEY else moto_role_of_access_key(key)
+    )
+    yield from _ops_env(monkeypatch, fgac)
+
+
+def _ops_env(monkeypatch: pytest.MonkeyPatch, fgac: FineGrainedAccessControl) -> Iterator[OpsEnv]:
+    with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=fgac) as server:
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN_KEY)  # the tools run as the FGAC admin role
         env = OpsEnv(server)
         env.create_table()
         env.bootstrap()
         yield env
         env.transport.close()
+
+
+@pytest.fixture
+def changed(ops_env: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
+    """v1 in use and in sync with the table for two schemas; then a deployment creates geozone-v2."""
+    ops_env.make_geozone_v2(monkeypatch)
+    return ops_env

@@ -1,4 +1,4 @@
-"""`python -m ops`: flags, JSON summaries, exit statuses, and the redrive pass-through."""
+"""`python -m ops --local`: flags, JSON summaries, exit statuses, and the redrive pass-through."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ pytestmark = pytest.mark.integration
 
 
 def run(capsys: pytest.CaptureFixture[str], env: OpsEnv, *argv: str) -> tuple[int, dict[str, Any]]:
-    status = cli.main([*argv, "--table", TABLE, "--endpoint", env.server.endpoint, "--region", REGION])
+    status = cli.main(
+        [*argv, "--local", "--table", TABLE, "--endpoint", env.server.endpoint, "--region", REGION]
+    )
     return status, json.loads(capsys.readouterr().out.splitlines()[-1])
 
 
@@ -32,7 +34,7 @@ def test_reconcile_exits_1_on_differences_and_0_once_fixed(
     assert found[0] == 1 and found[1]["differences"] == {"missing": 1, "stale": 0, "deleted": 0}
     assert dry[0] == 1 and dry[1]["fix"] is None
     assert fixed[0] == 0 and fixed[1]["fix"] == {"repaired": 1}
-    assert clean[0] == 0 and clean[1]["clean"] is True
+    assert clean[0] == 0 and clean[1]["clean"] is True and clean[1]["status"] == "done"
 
 
 def test_reindex_when_nothing_changed_reports_complete(
@@ -56,7 +58,7 @@ def test_an_error_from_opensearch_is_a_json_line_and_exit_2(
 @pytest.mark.parametrize("schema", ["thread", "nope"])
 def test_only_indexable_schemas_are_accepted(schema: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["reconcile", "--schema", schema, "--table", TABLE])
+        cli.main(["reconcile", "--local", "--schema", schema, "--table", TABLE])
     assert exit_info.value.code == 2
     assert schema in capsys.readouterr().err
 
@@ -67,8 +69,15 @@ def test_missing_settings_are_named(
     for name in ("TABLE_NAME", "OPENSEARCH_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
 
-    assert cli.main(["reconcile", "--schema", "geozone"]) == 2
-    assert "--table, --endpoint, --region required" in capsys.readouterr().out
+    assert cli.main(["reconcile", "--local", "--schema", "geozone"]) == 2
+    assert "--endpoint, --region, --table required" in capsys.readouterr().out
+
+
+def test_a_run_is_either_deployed_or_local(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["purge", "--env", "dev", "--local"])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_redrive_is_the_stream_sync_redrive_with_settings_from_flags(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,6 +95,7 @@ def test_redrive_is_the_stream_sync_redrive_with_settings_from_flags(monkeypatch
     status = cli.main(
         [
             "redrive",
+            "--local",
             "--endpoint",
             "https://search",
             "--region",
@@ -105,7 +115,8 @@ def test_redrive_is_the_stream_sync_redrive_with_settings_from_flags(monkeypatch
 
 def test_an_aws_error_is_a_json_line_and_exit_2(ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]) -> None:
     endpoint = ops_env.server.endpoint
-    argv = ["reconcile", "--schema", "geozone", "--table", "nope", "--endpoint", endpoint, "--region", REGION]
+    argv = ["reconcile", "--local", "--schema", "geozone", "--table", "nope", "--endpoint", endpoint]
+    argv += ["--region", REGION]
 
     status = cli.main(argv)
 

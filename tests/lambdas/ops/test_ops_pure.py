@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ops.index import AliasState, Hit, alias_state, move_write_alias, swap_read_alias
-from ops.reconcile import Difference, Expected, differences, item_digest, plan_fix, stored_digest
+from ops.reconcile import (
+    Difference,
+    index_differences,
+    item_digest,
+    plan_fix,
+    stored_digest,
+    table_differences,
+)
 from ops.writes import BACKFILL_SEQ, Write, apply_writes, repair_seq
 from search.documents import Change, encode_update
 from search.indices import apply_sync_script, read_alias_filter
@@ -131,27 +138,34 @@ def test_offloaded_geometry_is_compared_by_url_but_must_be_present() -> None:
     assert item_digest(offloaded, "geozone") != stored_digest(stored("z", geometryUrl=url))
 
 
-def test_differences_classify_every_case() -> None:
-    expected = {
-        "geozone::c#1": Expected(KEYS, item_digest(item("same"), "geozone")),
-        "geozone::c#2": Expected(KEYS, item_digest(item("new"), "geozone")),
-        "geozone::c#3": Expected(KEYS, "x"),
-        "geozone::c#4": Expected(KEYS, "x"),
+def keyed(sk: str, name: str) -> dict[str, Any]:
+    return {"pk": {"S": "geozone::c"}, "sk": {"S": sk}, "name": {"S": name}}
+
+
+def test_table_differences_are_missing_or_stale_items() -> None:
+    items = [keyed("1", "same"), keyed("2", "new"), keyed("3", "x"), keyed("4", "x")]
+    documents = {
+        "geozone::c#1": stored("same") | {"sk": "1"},
+        "geozone::c#2": stored("old", seq="2".zfill(40)) | {"sk": "2"},
+        "geozone::c#3": {"tombstone": True, "stream_seq": "3".zfill(40)},
     }
-    hits = [
-        Hit("geozone::c#1", stored("same")),
-        Hit("geozone::c#2", stored("old", seq="2".zfill(40))),
-        Hit("geozone::c#3", {"tombstone": True, "stream_seq": "3".zfill(40)}),
-        Hit("geozone::c#5", stored("gone")),
-        Hit("geozone::c#6", {"tombstone": True, "stream_seq": "6".zfill(40)}),
-    ]
-    found = {(d.kind, d.doc_id, d.stored_seq) for d in differences(expected, hits)}
+    found = {(d.kind, d.doc_id, d.stored_seq) for d in table_differences(items, documents, "geozone")}
     assert found == {
         ("stale", "geozone::c#2", "2".zfill(40)),
         ("missing", "geozone::c#3", "3".zfill(40)),
         ("missing", "geozone::c#4", None),
-        ("deleted", "geozone::c#5", "1".zfill(40)),
     }
+
+
+def test_index_differences_are_live_documents_without_an_item() -> None:
+    hits = [
+        Hit("geozone::c#1", stored("kept")),
+        Hit("geozone::c#5", stored("gone")),
+        Hit("geozone::c#6", {"tombstone": True, "stream_seq": "6".zfill(40)}),
+    ]
+    (deleted,) = index_differences(hits, existing={"geozone::c#1"})
+    assert (deleted.kind, deleted.doc_id, deleted.stored_seq) == ("deleted", "geozone::c#5", "1".zfill(40))
+    assert deleted.keys == {"pk": {"S": "geozone::c"}, "sk": {"S": "5"}}
 
 
 @pytest.mark.parametrize(

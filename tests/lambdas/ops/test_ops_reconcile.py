@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from ops.table import Item
-from ops_harness import ZONE, OpsEnv, seq
+from ops_harness import ZONE, DynamoProxy, OpsEnv, seq
 
 pytestmark = pytest.mark.integration
 
@@ -29,28 +31,38 @@ def drifted(ops_env: OpsEnv) -> OpsEnv:
 
 
 def test_reconcile_reports_each_kind_of_difference(drifted: OpsEnv) -> None:
-    report = drifted.reconcile("geozone")
+    summary = drifted.reconcile("geozone")
 
-    summary = report.summary()
     assert summary["index"] == INDEX and summary["tableItems"] == 11
     assert summary["documentIds"] == {
-        "missing": [doc_id("recreated"), doc_id("missing")],
+        "missing": [doc_id("missing"), doc_id("recreated")],
         "stale": [doc_id("0000000001")],
         "deleted": [doc_id("0000000002")],
     }
-    assert not report.clean and summary["fix"] is None
+    assert not summary["clean"] and summary["fix"] is None and summary["status"] == "work-left"
+
+
+def test_table_segments_and_index_slices_find_the_same_differences(drifted: OpsEnv) -> None:
+    summary = drifted.reconcile("geozone", segments=3)
+
+    assert summary["parts"] == {"total": 6, "done": 6}  # three table segments, three point-in-time slices
+    assert summary["differences"] == {"missing": 2, "stale": 1, "deleted": 1} and summary["tableItems"] == 11
+    assert drifted.server.documents(INDEX) and not drifted.server.cluster.points_in_time  # closed at finish
 
 
 def test_fix_repairs_every_difference_and_a_second_run_is_clean(drifted: OpsEnv) -> None:
+    before = int(time.time())
     fixed = drifted.reconcile("geozone", fix=True)
     again = drifted.reconcile("geozone")
 
-    assert fixed.summary()["fix"] == {"repaired": 4} and fixed.clean
-    assert again.summary()["differences"] == {"missing": 0, "stale": 0, "deleted": 0} and again.clean
+    assert fixed["fix"] == {"repaired": 4} and fixed["clean"] and fixed["status"] == "done"
+    assert again["differences"] == {"missing": 0, "stale": 0, "deleted": 0} and again["clean"]
     assert drifted.visible(INDEX) == drifted.expected("geozone")
     stored = drifted.documents(INDEX)
     assert stored[doc_id("missing")]["stream_seq"] == seq(0)
     assert stored[doc_id("0000000001")]["stream_seq"] == seq(101) + "r"
+    deleted_at = stored[doc_id("0000000002")].pop("deletedAt")
+    assert before <= deleted_at <= time.time()  # when the repair found the item gone
     assert stored[doc_id("0000000002")] == {
         "pk": ZONE,
         "sk": "0000000002",
@@ -74,39 +86,53 @@ def test_a_repair_loses_to_every_newer_stream_change_and_beats_replays(drifted: 
 
 def test_a_change_that_lands_between_the_index_read_and_the_repair_wins(drifted: OpsEnv) -> None:
     sk = "0000000001"
-    reader = drifted.get_item()
 
-    def get_item(keys: Item) -> Item | None:
+    def before_get_item(keys: Item) -> None:
         if keys["sk"]["S"] == sk:  # the stream delivers a newer change while the repair is prepared
             newest = drifted.put(ZONE, sk, name={"S": "newest"})
             drifted.stream_apply(newest, ZONE, sk, seq(900))
-        return reader(keys)
 
-    report = drifted.reconcile("geozone", fix=True, get_item=get_item)
+    proxy = DynamoProxy(drifted.dynamodb, before_get_item=before_get_item)
+    summary = drifted.reconcile("geozone", fix=True, dynamodb=proxy)
 
-    assert report.summary()["fix"] == {"repaired": 3, "superseded": 1}
+    assert summary["fix"] == {"repaired": 3, "superseded": 1}
     document = drifted.documents(INDEX)[doc_id(sk)]
     assert document["name"] == "newest" and document["stream_seq"] == seq(900)
 
 
 def test_a_change_still_in_flight_is_left_to_the_stream(drifted: OpsEnv) -> None:
-    scanned = [page for page in drifted.scan("geozone")()]  # DynamoDB read before the change below
+    scanned = drifted.snapshot()  # DynamoDB read before the change below
     sk = "0000000004"
     changed = drifted.put(ZONE, sk, name={"S": "changed after the scan"})
     drifted.stream_apply(changed, ZONE, sk, seq(950))  # ... and synced before the index is read
 
-    report = drifted.reconcile("geozone", fix=True, scan=lambda: scanned)
+    summary = drifted.reconcile("geozone", fix=True, dynamodb=DynamoProxy(drifted.dynamodb, snapshot=scanned))
 
-    assert doc_id(sk) in report.summary()["documentIds"]["stale"]
-    assert report.summary()["fix"] == {"repaired": 4, "consistent-on-reread": 1}
+    assert doc_id(sk) in summary["documentIds"]["stale"]
+    assert summary["fix"] == {"repaired": 4, "consistent-on-reread": 1}
     assert drifted.documents(INDEX)[doc_id(sk)]["stream_seq"] == seq(950)
 
 
 def test_an_item_deleted_after_the_scan_is_not_resurrected(drifted: OpsEnv) -> None:
-    scanned = [page for page in drifted.scan("geozone")()]
+    scanned = drifted.snapshot()
     drifted.delete(ZONE, "missing")  # gone before the repair re-reads it
 
-    report = drifted.reconcile("geozone", fix=True, scan=lambda: scanned)
+    summary = drifted.reconcile("geozone", fix=True, dynamodb=DynamoProxy(drifted.dynamodb, snapshot=scanned))
 
-    assert report.summary()["fix"] == {"repaired": 3, "consistent-on-reread": 1}
+    assert summary["fix"] == {"repaired": 3, "consistent-on-reread": 1}
     assert doc_id("missing") not in drifted.documents(INDEX)
+
+
+def test_a_lost_point_in_time_fails_the_run_with_what_to_do(drifted: OpsEnv) -> None:
+    real = drifted.client.point_in_time_page
+
+    def page(*args: object, **kwargs: object) -> object:
+        drifted.server.lose_points_in_time()  # a blue/green deployment while the run goes on
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    drifted.client.point_in_time_page = page  # type: ignore[method-assign]
+    summary = drifted.reconcile("geozone")
+
+    assert summary["status"] == "failed" and not summary["clean"]
+    assert "slice-0000: the run's point in time is gone" in summary["error"]
+    assert "start a new run" in summary["error"]

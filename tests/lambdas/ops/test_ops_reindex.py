@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from index_bootstrap import bootstrap
 from ops.index import IndexClient
+from ops.reindex import Reindex
+from ops.runs import MemoryRunStore, Run
 from ops.table import keys_of
+from ops.workflow import finish_run, run_part
 from ops.writes import Write, apply_writes
-from ops_harness import PRODUCT, REGION, ZONE, OpsEnv, seq
+from ops_harness import REGION, ZONE, ZONES, DynamoProxy, OpsEnv, seq
 from search import indices
 from search.transport import OpenSearchTransport
 from stream_sync.sync import Fate, HttpReply
@@ -20,42 +20,26 @@ pytestmark = pytest.mark.integration
 
 FILTER = {"filter": indices.read_alias_filter()}
 WRITE = {"is_write_index": True}
-ZONES = 20
-
-
-def changed_mappings(schema: str) -> dict[str, Any]:
-    """A mapping change for geozone only (a new keyword field), with its new fingerprint."""
-    body = indices.index_mappings(schema)
-    if schema == "geozone":
-        body["properties"]["zoneCode"] = {"type": "keyword"}
-        body["_meta"][indices.FINGERPRINT_META_KEY] = indices.mapping_fingerprint(body)
-    return body
-
-
-@pytest.fixture
-def changed(ops_env: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
-    """v1 in use and in sync with the table for two schemas; then a deployment creates geozone-v2."""
-    for i in range(ZONES):
-        ops_env.put_and_sync(ZONE, f"{i:010d}", 100 + i, name={"S": f"zone {i}"}, area={"N": f"{i}.5"})
-    for day in ("2025-12-30", "2025-12-31"):
-        ops_env.put_and_sync(PRODUCT, f"1#{day}", 200, price={"N": "12"})
-    monkeypatch.setattr(bootstrap, "index_mappings", changed_mappings)
-    outcomes = {outcome.schema: outcome.action for outcome in ops_env.bootstrap()}
-    assert outcomes == {"geozone": "created_new_version", "booking": "unchanged", "productDate": "unchanged"}
-    assert ops_env.aliases("geozone-v2") == {}
-    return ops_env
 
 
 def test_reindex_moves_both_aliases_and_backfills_every_item(changed: OpsEnv) -> None:
-    report = changed.reindex("geozone")
+    summary = changed.reindex("geozone")
 
-    assert report.complete and report.target == "geozone-v2"
+    assert summary["complete"] and summary["target"] == "geozone-v2" and summary["status"] == "done"
     assert changed.aliases("geozone-v1") == {}
     assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
     assert changed.visible("geozone-v2") == changed.expected("geozone")
     assert {doc["stream_seq"] for doc in changed.documents("geozone-v2").values()} == {seq(0)}
-    assert report.summary()["backfill"] == {"indexed": ZONES}
-    assert report.table_items == report.index_live_documents == ZONES
+    assert summary["backfill"] == {"indexed": ZONES}
+    assert summary["tableItems"] == summary["indexLiveDocuments"] == ZONES
+
+
+def test_segments_read_the_table_in_parallel_to_the_same_result(changed: OpsEnv) -> None:
+    summary = changed.reindex("geozone", segments=4)
+
+    assert summary["complete"] and summary["parts"] == {"total": 4, "done": 4}
+    assert summary["backfill"] == {"indexed": ZONES} and summary["tableItems"] == ZONES
+    assert changed.visible("geozone-v2") == changed.expected("geozone")
 
 
 def test_reindex_leaves_other_schemas_and_the_old_version_alone(changed: OpsEnv) -> None:
@@ -74,21 +58,21 @@ def test_rerun_after_completion_is_a_no_op(changed: OpsEnv) -> None:
 
     again = changed.reindex("geozone")
 
-    assert again.complete and again.summary()["backfill"] == {} and again.planned == []
+    assert again["complete"] and again["backfill"] == {} and again["planned"] == []
     assert (changed.server.count(ROUTE_ALIASES), changed.server.count(ROUTE_BULK)) == requests
 
 
 def test_reindex_of_a_schema_without_a_new_version_is_a_no_op(changed: OpsEnv) -> None:
-    report = changed.reindex("productDate")
+    summary = changed.reindex("productDate")
 
-    assert report.complete and report.target == "productdate-v1"
+    assert summary["complete"] and summary["target"] == "productdate-v1"
     assert changed.server.count(ROUTE_ALIASES) == 0
 
 
 def test_a_stream_change_applied_during_the_backfill_is_not_overwritten(changed: OpsEnv) -> None:
     sk = f"{3:010d}"
+    before = changed.snapshot()
     newer = changed.put(ZONE, sk, name={"S": "renamed while the backfill ran"})
-    scanned_before_the_change = [[{**newer, "name": {"S": "zone 3"}}]]
     real_bulk = changed.ports.bulk
     applied: list[str] = []
 
@@ -98,10 +82,10 @@ def test_a_stream_change_applied_during_the_backfill_is_not_overwritten(changed:
         return real_bulk(body)
 
     changed.ports.bulk = bulk
-    report = changed.reindex("geozone", scan=lambda: scanned_before_the_change)
+    summary = changed.reindex("geozone", dynamodb=DynamoProxy(changed.dynamodb, snapshot=before))
 
     assert applied == ["created"]
-    assert report.complete and report.summary()["backfill"] == {"stale-skipped": 1}
+    assert summary["complete"] and summary["backfill"] == {"indexed": ZONES - 1, "stale-skipped": 1}
     document = changed.documents("geozone-v2")[f"{ZONE}#{sk}"]
     assert document["name"] == "renamed while the backfill ran" and document["stream_seq"] == seq(500)
 
@@ -111,15 +95,31 @@ def test_a_rerun_after_a_failed_backfill_finishes_the_flow(changed: OpsEnv) -> N
 
     first = changed.reindex("geozone")
 
-    assert not first.complete and first.summary()["failedCount"] > 0
+    assert not first["complete"] and first["status"] == "work-left"
+    assert "TransientFailure" in first["errors"][0]  # the page is not given up: the part stops before it
     assert changed.aliases("geozone-v1") == {"geozone": FILTER}  # readers stay on v1
     assert changed.aliases("geozone-v2") == {"geozone-write": WRITE}  # the sync writes to v2 already
 
     second = changed.reindex("geozone")
 
-    assert second.complete and second.write_alias_moved == []
+    assert second["complete"] and second["writeAliasActions"] == []
     assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
     assert changed.visible("geozone-v2") == changed.expected("geozone")
+
+
+def test_a_part_stopped_by_its_deadline_resumes_after_its_last_page(changed: OpsEnv) -> None:
+    run = Run(MemoryRunStore(), "reindex", "resumed")
+    env = changed.env()
+    record = Reindex().prepare(env, run, {"schema": "geozone"})
+    (part,) = record["parts"]
+
+    first = run_part(Reindex(), env, run, part, ports=changed.ports, deadline=lambda: True)
+    second = run_part(Reindex(), env, run, part, ports=changed.ports)
+    summary = finish_run(Reindex(), env, run)
+
+    assert not first.done and first.cursor is not None and first.counts == {"backfill:indexed": first.matched}
+    assert second.done and second.matched == ZONES  # one page each time: nothing read twice
+    assert summary["complete"] and summary["backfill"] == {"indexed": ZONES}
 
 
 def test_an_alias_move_whose_response_was_lost_is_recognised_as_done(changed: OpsEnv) -> None:
@@ -128,9 +128,9 @@ def test_an_alias_move_whose_response_was_lost_is_recognised_as_done(changed: Op
     client = IndexClient(impatient, backoff_seconds=0.5)
     changed.server.delay_next(ROUTE_ALIASES, 0.3)
 
-    report = changed.reindex("geozone", client=client)
+    summary = changed.reindex("geozone", client=client)
 
-    assert report.complete
+    assert summary["complete"]
     assert changed.server.count(ROUTE_ALIASES) == 3  # write move, its retry (404), read swap
     assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
     impatient.close()
@@ -139,11 +139,11 @@ def test_an_alias_move_whose_response_was_lost_is_recognised_as_done(changed: Op
 def test_dry_run_reports_the_plan_and_changes_nothing(changed: OpsEnv) -> None:
     bulks = changed.server.count(ROUTE_BULK)
 
-    report = changed.reindex("geozone", dry_run=True)
+    summary = changed.reindex("geozone", dry_run=True)
 
-    assert not report.complete
-    assert report.planned == ["move write alias", "backfill from DynamoDB", "swap read alias"]
-    assert report.write_alias_moved == [
+    assert not summary["complete"] and summary["status"] == "done"
+    assert summary["planned"] == ["move write alias", "backfill from DynamoDB", "swap read alias"]
+    assert summary["writeAliasActions"] == [
         {"remove": {"index": "geozone-v1", "alias": "geozone-write"}},
         {"add": {"index": "geozone-v2", "alias": "geozone-write", "is_write_index": True}},
     ]
@@ -159,11 +159,11 @@ def test_the_backfill_dereferences_offloaded_geometry(changed: OpsEnv) -> None:
     url = changed.put_geometry("geometries/square.geojson", square)
     changed.put(ZONE, "big", geometryUrl={"S": url})
 
-    report = changed.reindex("geozone")
+    summary = changed.reindex("geozone")
 
-    assert report.complete
+    assert summary["complete"]
     assert changed.documents("geozone-v2")[f"{ZONE}#big"]["geometry"] == square
-    assert changed.reconcile("geozone").clean  # compared by (content-addressed) URL, not fetched again
+    assert changed.reconcile("geozone")["clean"]  # compared by (content-addressed) URL, not fetched again
 
 
 def test_an_item_that_cannot_be_indexed_holds_the_read_alias_unless_allowed(changed: OpsEnv) -> None:
@@ -171,8 +171,8 @@ def test_an_item_that_cannot_be_indexed_holds_the_read_alias_unless_allowed(chan
 
     held = changed.reindex("geozone")
 
-    assert not held.complete
-    assert held.summary()["failed"] == [
+    assert not held["complete"] and held["status"] == "work-left"
+    assert held["failed"] == [
         {
             "documentId": f"{ZONE}#bad",
             "fate": "rejected",
@@ -183,7 +183,7 @@ def test_an_item_that_cannot_be_indexed_holds_the_read_alias_unless_allowed(chan
 
     allowed = changed.reindex("geozone", max_rejected=1)
 
-    assert allowed.complete and allowed.summary()["backfill"] == {"stale-skipped": ZONES, "rejected": 1}
+    assert allowed["complete"] and allowed["backfill"] == {"stale-skipped": ZONES, "rejected": 1}
     assert changed.aliases("geozone-v2") == {"geozone": FILTER, "geozone-write": WRITE}
 
 

@@ -162,9 +162,10 @@ def test_exact_numbers_are_keyed_by_json_pointer() -> None:
         {"exactNumbers": {"M": {}}},
         {"stream_seq": {"S": "9" * 40}},
         {"tombstone": {"BOOL": True}},
+        {"deletedAt": {"N": "1"}},
         {"schema": {"S": "booking"}},
     ],
-    ids=["exactNumbers", "stream_seq", "tombstone", "another schema"],
+    ids=["exactNumbers", "stream_seq", "tombstone", "deletedAt", "another schema"],
 )
 def test_an_item_with_a_field_the_sync_writes_is_a_permanent_failure(attribute: dict[str, Any]) -> None:
     with pytest.raises(documents.RecordError) as refused:
@@ -201,9 +202,19 @@ def test_modify_replaces_the_document_so_removed_attributes_disappear() -> None:
 def test_remove_becomes_a_tombstone_with_keys_and_schema() -> None:
     change = transform(stream_record("REMOVE", None, {"name": {"S": "old"}}))
     assert change.tombstone and not change.expired
-    assert change.doc == {"pk": PK, "sk": SK, "schema": "geozone"}
+    assert change.doc == {"pk": PK, "sk": SK, "schema": "geozone", "deletedAt": 1_764_531_000}
     _action, update = bulk_lines(change)
     assert update["script"]["params"]["tombstone"] is True
+
+
+def test_a_remove_without_its_creation_time_is_a_permanent_failure() -> None:
+    removed = stream_record("REMOVE", None, {"name": {"S": "old"}})
+    del removed["dynamodb"]["ApproximateCreationDateTime"]
+
+    with pytest.raises(documents.RecordError) as refused:
+        transform(removed)
+
+    assert refused.value.kind == "malformed-record" and "ApproximateCreationDateTime" in refused.value.detail
 
 
 def test_ttl_expiry_is_a_remove_by_the_dynamodb_service() -> None:

@@ -195,11 +195,25 @@ def test_script_ignores_an_older_or_equal_change(incoming: int) -> None:
 
 
 def test_script_writes_a_minimal_tombstone_for_a_remove() -> None:
-    doc = {"pk": "p", "sk": "1", "schema": "geozone", "name": "x", "geometry": {"type": "Point"}}
+    doc = {
+        "pk": "p",
+        "sk": "1",
+        "schema": "geozone",
+        "deletedAt": 7,
+        "name": "x",
+        "geometry": {"type": "Point"},
+    }
 
     result = apply_sync_script(None, {"seq": seq(9), "tombstone": True, "doc": doc})
 
-    assert result == {"pk": "p", "sk": "1", "schema": "geozone", "stream_seq": seq(9), "tombstone": True}
+    assert result == {
+        "pk": "p",
+        "sk": "1",
+        "schema": "geozone",
+        "deletedAt": 7,
+        "stream_seq": seq(9),
+        "tombstone": True,
+    }
 
 
 def test_script_lets_a_newer_upsert_revive_a_tombstone() -> None:

@@ -151,7 +151,11 @@ def dynamodb_value(value: Any) -> Any:
 def stream_record(item: dict[str, Any], seq: int, event: str = "INSERT") -> dict[str, Any]:
     serialize = TypeSerializer().serialize
     image = {key: serialize(dynamodb_value(value)) for key, value in item.items()}
-    body: dict[str, Any] = {"Keys": {k: image[k] for k in ("pk", "sk")}, "SequenceNumber": str(seq)}
+    body: dict[str, Any] = {
+        "Keys": {k: image[k] for k in ("pk", "sk")},
+        "SequenceNumber": str(seq),
+        "ApproximateCreationDateTime": 1_764_531_000 + seq,  # a tombstone's deletedAt
+    }
     body["OldImage" if event == "REMOVE" else "NewImage"] = image
     return {"eventID": str(seq), "eventName": event, "dynamodb": body}
 

@@ -72,6 +72,7 @@ def test_remove_writes_a_tombstone_and_counts_as_deleted() -> None:
         "pk": "geozone::bcparks_1",
         "sk": "a",
         "schema": "geozone",
+        "deletedAt": 1_764_531_000,  # the REMOVE record's ApproximateCreationDateTime
         "tombstone": True,
         "stream_seq": "2".zfill(40),
     }

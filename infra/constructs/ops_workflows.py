@@ -1,0 +1,614 @@
+"""The ops workflows: reindex, reconcile, redrive and tombstone purge as Step Functions state machines whose steps
+run in one Lambda worker inside the VPC (``ops.worker``), and the purge's schedule.
+
+Every state machine has the same shape (``lambdas/ops/workflow.py``): **Prepare** (decides and records the plan)
+→ for reindex and reconcile, when the plan's source is ``export``: **ExportTable** (``ExportTableToPointInTime``
+through the Step Functions SDK integration, the run id as its idempotency token) → **WaitForExport** /
+**DescribeExport** until it completes → **ExportReady** (records the manifest) → **Files** (a distributed map over
+the export's ``manifest-files.json``, one child execution per data file) → **Parts** (an inline map over the plan's
+parts: scan segments, point-in-time slices, consumers, indices) → **Finish** (adds the parts up, does the last
+step, writes the summary) → succeed, or **RunFailed** when the summary says failed. Each part is a loop: **Part**
+works until its time is nearly up and answers ``done``; a step that fails (including after its retries) goes to
+**FinishAfterFailure**, which still writes the summary with what failed.
+
+Maps run ``ops.max_concurrency`` parts at once, and with ``reserve_concurrency`` the worker's reserved
+concurrency is the same number: however many runs are going, the domain sees at most that many workers. A
+throttled part (``TransientFailure``: OpenSearch or DynamoDB still throttling after the worker's own retries) and a
+throttled invocation (``Lambda.TooManyRequestsException``) are retried with backoff from the part's last saved
+page: nothing is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.config import OpsSettings
+from infra.constructs.vpc_function import (
+    UNRESERVED_CONCURRENCY_FINDINGS,
+    UNRESERVED_CONCURRENCY_REASON,
+    Reach,
+    VpcFunction,
+)
+from infra.iam import attach_policy
+from infra.nag import acknowledge, finding_resource
+
+OPERATIONS = ("reindex", "reconcile", "redrive", "purge")
+TABLE_OPERATIONS = frozenset({"reindex", "reconcile"})  # read the table: scan or export
+WORKER_TIMEOUT = Duration.minutes(15)
+DEADLINE_MARGIN_SECONDS = 240  # a part stops starting pages with this much of its 15 minutes left
+# well inside the tombstone purge's bound (an export run refuses older snapshots)
+RUN_TIMEOUT = Duration.days(7)
+EXPORT_POLL_SECONDS = 60
+TOKEN_MARK = "${Token["
+PARTS_RESULT = {"parts.$": "States.ArrayLength($)"}  # what a map keeps of its iterations: how many ran
+SERVICE_ERRORS = (
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+)
+THROTTLED_INVOCATION = "Lambda.TooManyRequestsException"
+TRANSIENT_FAILURE = "TransientFailure"  # ops.index.TransientFailure: the error name Lambda reports
+# What Step Functions needs to deliver its logs to CloudWatch Logs (vended log delivery accepts only "*").
+LOG_DELIVERY_ACTIONS = (
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+)
+XRAY_ACTIONS = (
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+)
+
+
+def state_machine_name(prefix: str, operation: str) -> str:
+    return f"{prefix}-{operation}"
+
+
+class OpsWorkflows(Construct):
+    """The worker, one state machine per operation (``state_machines``), their role and logs, the purge schedule."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: OpsSettings,
+        name_prefix: str,
+        worker_role: iam.IRole,
+        admin_role: iam.IRole,
+        table: dynamodb.ITable,
+        geometry_bucket: s3.IBucket,
+        ops_bucket: s3.IBucket,
+        dead_letter_queue: sqs.IQueue,
+        key: kms.IKey,
+        domain_endpoint: str,
+        streams_endpoint: str | None,
+        bulk_max_bytes: int,
+        request_timeout_seconds: int,
+        tombstone_min_age_seconds: int,
+        reserve_concurrency: bool,
+        reaches: Sequence[Reach],
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stream_arn = table.table_stream_arn
+        assert stream_arn is not None, "the table must have a stream"
+        runs = ops_bucket.arn_for_objects("runs/*")
+        exports = ops_bucket.arn_for_objects("exports/*")
+        geometries = geometry_bucket.arn_for_objects("geometries/*")
+        self.worker = VpcFunction(
+            self,
+            "Worker",
+            description="Ops workflows worker (reindex, reconcile, redrive, tombstone purge)",
+            handler="ops.worker.handler",
+            role=worker_role,
+            vpc=vpc,
+            subnets=subnets,
+            key=key,
+            log_retention=log_retention,
+            removal_policy=removal_policy,
+            memory_mb=settings.worker_memory_mb,
+            timeout=WORKER_TIMEOUT,
+            reserved_concurrency=settings.max_concurrency if reserve_concurrency else None,
+            reaches=reaches,
+            environment={
+                "TABLE_NAME": table.table_name,
+                "OPENSEARCH_ENDPOINT": f"https://{domain_endpoint}",
+                "ADMIN_ROLE_ARN": admin_role.role_arn,
+                "OPS_BUCKET": ops_bucket.bucket_name,
+                "GEOMETRY_BUCKET": geometry_bucket.bucket_name,
+                "DLQ_URL": dead_letter_queue.queue_url,
+                **({"DYNAMODB_STREAMS_ENDPOINT": f"https://{streams_endpoint}"} if streams_endpoint else {}),
+                "BULK_MAX_BYTES": str(bulk_max_bytes),
+                "REQUEST_TIMEOUT_SECONDS": str(request_timeout_seconds),
+                "SCAN_SEGMENTS": str(settings.scan_segments),
+                "EXPORT_ABOVE_BYTES": str(settings.export_above_bytes),
+                "READ_UNITS_PER_SEGMENT": f"{settings.read_units_per_segment:g}",
+                "TOMBSTONE_MIN_AGE_SECONDS": str(tombstone_min_age_seconds),
+                "DEADLINE_MARGIN_SECONDS": str(DEADLINE_MARGIN_SECONDS),
+            },
+            statements=[
+                iam.PolicyStatement(
+                    actions=[
+                        "dynamodb:Scan",
+                        "dynamodb:GetItem",
+                        "dynamodb:BatchGetItem",
+                        "dynamodb:DescribeTable",
+                    ],
+                    resources=[table.table_arn],
+                ),
+                iam.PolicyStatement(
+                    actions=["dynamodb:GetShardIterator", "dynamodb:GetRecords"], resources=[stream_arn]
+                ),
+                iam.PolicyStatement(
+                    actions=[
+                        "sqs:ReceiveMessage",
+                        "sqs:DeleteMessage",
+                        "sqs:ChangeMessageVisibility",
+                        "sqs:GetQueueAttributes",
+                    ],
+                    resources=[dead_letter_queue.queue_arn],
+                ),
+                iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[runs]),
+                iam.PolicyStatement(actions=["s3:GetObject"], resources=[exports, geometries]),
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[ops_bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": ["runs/*"]}},
+                ),
+                iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
+            ],
+        )
+        acknowledge(
+            self.worker.function,
+            "Step Functions invokes the worker synchronously and handles each failure (retries with backoff, then "
+            "the workflow's failure path writes the run's summary); an asynchronous-invocation DLQ would never "
+            "receive anything.",
+            "Serverless-LambdaDLQ",
+            "NIST.800.53.R5-LambdaDLQ",
+            "HIPAA.Security-LambdaDLQ",
+        )
+        acknowledge(
+            self.worker.policy,
+            "A run keeps its records under runs/<operation>/<run id>/ and reads its export under exports/<operation>/"
+            "<run id>/; run ids exist only at run time, so each grant is to that prefix of the ops bucket only.",
+            *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in (runs, exports)),
+        )
+        acknowledge(
+            self.worker.policy,
+            "Geometry objects are content-addressed under 'geometries/' and their names are unknown until items are "
+            "written, so a backfill reading them needs that prefix's wildcard (and nothing else in the bucket).",
+            f"AwsSolutions-IAM5[Resource::{finding_resource(self, geometries)}]",
+        )
+
+        self.role = iam.Role(
+            self, "StateMachineRole", assumed_by=iam.ServicePrincipal("states.amazonaws.com")
+        )
+        self.log_group = logs.LogGroup(
+            self, "Logs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
+        )
+        prefix = name_prefix
+        self.state_machines: dict[str, sfn.StateMachine] = {}
+        targets = Targets(
+            worker_arn=self.worker.arn,
+            ops_bucket=ops_bucket.bucket_name,
+            table_arn=table.table_arn,
+            key_arn=key.key_arn,
+            partition=Aws.PARTITION,
+            max_concurrency=settings.max_concurrency,
+        )
+        for operation in OPERATIONS:
+            body = ObjectDefinition(
+                definition(operation, targets),
+                f"ops {operation}: see docs/operations.md",
+            )
+            machine = sfn.StateMachine(
+                self,
+                f"{operation.title()}StateMachine",
+                state_machine_name=state_machine_name(prefix, operation),
+                definition_body=body,
+                role=self.role.without_policy_updates(),
+                logs=sfn.LogOptions(
+                    destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
+                ),
+                tracing_enabled=True,
+                timeout=RUN_TIMEOUT,
+            )
+            resource = machine.node.default_child
+            assert isinstance(resource, sfn.CfnStateMachine)
+            resource.definition_substitutions = body.substitutions
+            self.state_machines[operation] = machine
+        machine_arns = [_state_machine_arn(prefix, operation) for operation in OPERATIONS]
+        executions = [_execution_arn(prefix, operation) for operation in OPERATIONS]
+        self.policy = attach_policy(
+            self,
+            "StateMachinePolicy",
+            self.role,
+            [
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.worker.arn]),
+                iam.PolicyStatement(
+                    actions=["dynamodb:ExportTableToPointInTime"], resources=[table.table_arn]
+                ),
+                iam.PolicyStatement(
+                    actions=["dynamodb:DescribeExport"], resources=[f"{table.table_arn}/export/*"]
+                ),
+                # DynamoDB writes the export with the caller's permissions; the distributed map reads its manifest.
+                iam.PolicyStatement(
+                    actions=["s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl", "s3:GetObject"],
+                    resources=[exports],
+                ),
+                iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
+                # The distributed map runs each export file as a child execution of the same state machine.
+                iam.PolicyStatement(actions=["states:StartExecution"], resources=machine_arns),
+                iam.PolicyStatement(
+                    actions=["states:DescribeExecution", "states:StopExecution"], resources=executions
+                ),
+                iam.PolicyStatement(actions=list(LOG_DELIVERY_ACTIONS), resources=["*"]),
+                iam.PolicyStatement(actions=list(XRAY_ACTIONS), resources=["*"]),
+            ],
+        )
+        for machine in self.state_machines.values():
+            machine.node.add_dependency(self.policy)  # its first execution has its permissions
+        acknowledge(
+            self.policy,
+            "CloudWatch Logs vended log delivery (the state machines' logs) and X-Ray accept only '*'.",
+            "AwsSolutions-IAM5[Resource::*]",
+        )
+        acknowledge(
+            self.policy,
+            "DynamoDB writes a run's export under exports/<operation>/<run id>/ (run ids exist only at run time) and "
+            "names the export itself (table/<name>/export/<id>) when it starts it: the grants are to those paths.",
+            f"AwsSolutions-IAM5[Resource::{finding_resource(self, exports)}]",
+            f"AwsSolutions-IAM5[Resource::{finding_resource(self, f'{table.table_arn}/export/*')}]",
+        )
+        acknowledge(
+            self.policy,
+            "Step Functions names the child executions a distributed map starts (one per export file) at run time: "
+            "the grant is to these state machines' executions only.",
+            *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in executions),
+        )
+        self._schedule_purge(settings.purge_schedule, prefix)
+        if not reserve_concurrency:
+            acknowledge(self.worker.function, UNRESERVED_CONCURRENCY_REASON, *UNRESERVED_CONCURRENCY_FINDINGS)
+
+    def _schedule_purge(self, expression: str, prefix: str) -> None:
+        """EventBridge Scheduler starts the purge workflow (input ``{}``: the execution's name is the run id)."""
+        role = iam.Role(
+            self,
+            "PurgeScheduleRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
+            ),
+        )
+        policy = attach_policy(
+            self,
+            "PurgeSchedulePolicy",
+            role,
+            [
+                iam.PolicyStatement(
+                    actions=["states:StartExecution"], resources=[_state_machine_arn(prefix, "purge")]
+                )
+            ],
+        )
+        self.purge_schedule = scheduler.CfnSchedule(
+            self,
+            "PurgeSchedule",
+            description="Tombstone purge (ops purge): deletes tombstones no late change can reach any more",
+            schedule_expression=expression,
+            schedule_expression_timezone="UTC",
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            state="ENABLED",
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=self.state_machines["purge"].state_machine_arn,
+                role_arn=role.role_arn,
+                input="{}",
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_retry_attempts=5, maximum_event_age_in_seconds=3600
+                ),
+            ),
+        )
+        self.purge_schedule.node.add_dependency(policy)
+
+
+class ObjectDefinition(sfn.DefinitionBody):
+    """A definition rendered as the JSON object `Definition` (CDK writes the string `DefinitionString`), so cfn-lint
+    validates it against the States Language schema, which it cannot do inside a joined string. Values
+    CloudFormation assigns (the worker's and the table's ARNs, the bucket's name, the partition) become `${ValueN}`
+    placeholders of `DefinitionSubstitutions` (`substitutions`, which the caller sets on the resource).
+
+    The definition is plain States Language data (`definition`), not CDK state constructs: the same JSON, without
+    the hundred jsii calls per workflow that would cost each environment's synth a tenth of a second."""
+
+    def __init__(self, states: dict[str, Any], comment: str) -> None:
+        super().__init__()
+        self._states = states
+        self._comment = comment
+        self.substitutions: dict[str, str] = {}
+
+    def bind(
+        self,
+        scope: Construct,
+        sfn_principal: iam.IPrincipal,
+        sfn_props: sfn.StateMachineProps,
+        graph: sfn.StateGraph | None = None,
+    ) -> sfn.DefinitionConfig:
+        body = {**self._states, "Comment": self._comment}
+        if sfn_props.timeout is not None:
+            body["TimeoutSeconds"] = sfn_props.timeout.to_seconds()
+        return sfn.DefinitionConfig(definition=self._placeholders(body))
+
+    def _placeholders(self, value: object) -> object:
+        if isinstance(value, dict):
+            return {key: self._placeholders(member) for key, member in value.items()}
+        if isinstance(value, list):
+            return [self._placeholders(member) for member in value]
+        # CDK encodes a token in a string as "${Token[...]}" (checked here rather than with a jsii call per string).
+        if isinstance(value, str) and TOKEN_MARK in value:
+            names = {token: name for name, token in self.substitutions.items()}
+            name = names.get(value) or f"Value{len(self.substitutions)}"
+            self.substitutions[name] = value
+            return f"${{{name}}}"
+        return value
+
+
+def _state_machine_arn(prefix: str, operation: str) -> str:
+    name = state_machine_name(prefix, operation)
+    return f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:stateMachine:{name}"
+
+
+def _execution_arn(prefix: str, operation: str) -> str:
+    name = state_machine_name(prefix, operation)
+    return f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:execution:{name}/*"
+
+
+def _worker_task(
+    worker_arn: str, operation: str, parameters: dict[str, Any], result_path: str, **fields: Any
+) -> dict[str, Any]:
+    """A Task invoking the worker for one step; its retries: Lambda's own transient errors, and throttling (an
+    invocation over the worker's reserved concurrency, or a `TransientFailure` the worker reports)."""
+    return {
+        "Type": "Task",
+        "Resource": worker_arn,
+        "Parameters": {**parameters, "operation": operation},
+        "ResultPath": result_path,
+        "Retry": [
+            {"ErrorEquals": list(SERVICE_ERRORS), "IntervalSeconds": 2, "MaxAttempts": 6, "BackoffRate": 2},
+            {
+                "ErrorEquals": [THROTTLED_INVOCATION, TRANSIENT_FAILURE],
+                "IntervalSeconds": 30,
+                "MaxAttempts": 8,
+                "BackoffRate": 2,
+                "MaxDelaySeconds": 300,
+                "JitterStrategy": "FULL",
+            },
+        ],
+        **fields,
+    }
+
+
+CAUGHT = {"Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "FinishAfterFailure"}]}
+
+
+def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
+    """A map's item processor: invoke the worker on one part until it answers done; end with {} so a map's results
+    stay small however many parts it runs."""
+    return {
+        "StartAt": f"{label}Part",
+        "States": {
+            f"{label}Part": _worker_task(
+                worker_arn,
+                operation,
+                {"step": "part", "runId.$": "$.runId", "part.$": "$.part"},
+                "$.progress",
+                Next=f"{label}PartDone",
+            ),
+            f"{label}PartDone": {
+                "Type": "Choice",
+                "Choices": [
+                    {"Variable": "$.progress.done", "BooleanEquals": True, "Next": f"{label}PartFinished"}
+                ],
+                "Default": f"{label}Part",
+            },
+            f"{label}PartFinished": {"Type": "Pass", "Result": {}, "End": True},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What the workflows' states name: the worker, the ops bucket, the table and the data key (tokens in the
+    construct, rendered by `ObjectDefinition`), the partition, and how many parts a map runs at once."""
+
+    worker_arn: str
+    ops_bucket: str
+    table_arn: str
+    key_arn: str
+    partition: str
+    max_concurrency: int
+
+
+def definition(operation: str, targets: Targets) -> dict[str, Any]:
+    """The States Language definition of one operation's workflow (the shape in the module doc)."""
+    worker_arn, max_concurrency = targets.worker_arn, targets.max_concurrency
+    states: dict[str, Any] = {
+        "Prepare": _worker_task(
+            worker_arn,
+            operation,
+            {"step": "prepare", "input.$": "$", "executionName.$": "$$.Execution.Name"},
+            "$.plan",
+            Next="Source" if operation in TABLE_OPERATIONS else "Parts",
+            **CAUGHT,
+        ),
+        "Parts": {
+            "Type": "Map",
+            "ItemsPath": "$.plan.parts",
+            "ItemSelector": {"runId.$": "$.plan.runId", "part.$": "$$.Map.Item.Value"},
+            "MaxConcurrency": max_concurrency,
+            "ItemProcessor": {
+                "ProcessorConfig": {"Mode": "INLINE"},
+                **_part_loop(worker_arn, operation, "Inline"),
+            },
+            "ResultSelector": PARTS_RESULT,
+            "ResultPath": "$.partsRun",
+            "Next": "Finish",
+            **CAUGHT,
+        },
+        "Finish": _worker_task(
+            worker_arn,
+            operation,
+            {"step": "finish", "runId.$": "$.plan.runId"},
+            "$.finished",
+            Next="RunStatus",
+        ),
+        "FinishAfterFailure": _worker_task(
+            worker_arn,
+            operation,
+            {
+                "step": "finish",
+                "input.$": "$$.Execution.Input",
+                "executionName.$": "$$.Execution.Name",
+                "error.$": "$.error",
+            },
+            "$.finished",
+            Next="RunStatus",
+        ),
+        "RunStatus": {
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.finished.status", "StringEquals": "failed", "Next": "RunFailed"}],
+            "Default": "RunDone",
+        },
+        "RunFailed": {"Type": "Fail", "Error": "RunFailed", "CausePath": "$.finished.reason"},
+        "RunDone": {"Type": "Succeed"},
+    }
+    if operation in TABLE_OPERATIONS:
+        states |= _export_states(operation, targets)
+    return {"StartAt": "Prepare", "States": states}
+
+
+def _export_states(operation: str, targets: Targets) -> dict[str, Any]:
+    """Reading the table from a DynamoDB export: start it (or go on with the run's), wait for it, record it, run
+    each data file as a part in a distributed map, then the plan's other parts."""
+    worker_arn, ops_bucket, partition = targets.worker_arn, targets.ops_bucket, targets.partition
+    return {
+        "Source": {
+            "Type": "Choice",
+            "Choices": [
+                {
+                    "And": [
+                        {"Variable": "$.plan.source", "StringEquals": "export"},
+                        {"Variable": "$.plan.exportArn", "IsNull": False},
+                    ],
+                    "Next": "ExportStarted",
+                },
+                {"Variable": "$.plan.source", "StringEquals": "export", "Next": "ExportTable"},
+            ],
+            "Default": "Parts",
+        },
+        "ExportStarted": {
+            "Type": "Pass",
+            "Parameters": {"arn.$": "$.plan.exportArn"},
+            "ResultPath": "$.export",
+            "Next": "WaitForExport",
+        },
+        "ExportTable": {
+            "Type": "Task",
+            "Resource": f"arn:{partition}:states:::aws-sdk:dynamodb:exportTableToPointInTime",
+            "Parameters": {
+                "TableArn": targets.table_arn,
+                "S3Bucket": ops_bucket,
+                "S3Prefix.$": f"States.Format('exports/{operation}/{{}}', $.plan.runId)",
+                "S3SseAlgorithm": "KMS",
+                "S3SseKmsKeyId": targets.key_arn,
+                "ExportFormat": "DYNAMODB_JSON",
+                "ExportType": "FULL_EXPORT",
+                # A retried or resumed run within eight hours gets the same export, not a second one.
+                "ClientToken.$": "$.plan.runId",
+            },
+            "ResultSelector": {"arn.$": "$.ExportDescription.ExportArn"},
+            "ResultPath": "$.export",
+            "Next": "WaitForExport",
+            **CAUGHT,
+        },
+        "WaitForExport": {"Type": "Wait", "Seconds": EXPORT_POLL_SECONDS, "Next": "DescribeExport"},
+        "DescribeExport": {
+            "Type": "Task",
+            "Resource": f"arn:{partition}:states:::aws-sdk:dynamodb:describeExport",
+            "Parameters": {"ExportArn.$": "$.export.arn"},
+            "ResultSelector": {
+                "arn.$": "$.ExportDescription.ExportArn",
+                "status.$": "$.ExportDescription.ExportStatus",
+                "description.$": "$.ExportDescription",
+            },
+            "ResultPath": "$.export",
+            "Next": "ExportStatus",
+            **CAUGHT,
+        },
+        "ExportStatus": {
+            "Type": "Choice",
+            "Choices": [
+                {"Variable": "$.export.status", "StringEquals": "COMPLETED", "Next": "ExportReady"},
+                {"Variable": "$.export.status", "StringEquals": "FAILED", "Next": "ExportFailed"},
+            ],
+            "Default": "WaitForExport",
+        },
+        "ExportFailed": {
+            "Type": "Pass",
+            "Parameters": {"Error": "ExportFailed", "Cause.$": "States.JsonToString($.export.description)"},
+            "ResultPath": "$.error",
+            "Next": "FinishAfterFailure",
+        },
+        "ExportReady": _worker_task(
+            worker_arn,
+            operation,
+            {"step": "export-ready", "runId.$": "$.plan.runId", "export.$": "$.export.description"},
+            "$.exportReady",
+            Next="Files",
+            **CAUGHT,
+        ),
+        "Files": {
+            "Type": "Map",
+            "ItemReader": {
+                "Resource": f"arn:{partition}:states:::s3:getObject",
+                "ReaderConfig": {"InputType": "JSONL"},
+                "Parameters": {"Bucket": ops_bucket, "Key.$": "$.exportReady.manifestFilesKey"},
+            },
+            "ItemSelector": {
+                "runId.$": "$.plan.runId",
+                "part": {"kind": "file", "key.$": "$$.Map.Item.Value.dataFileS3Key"},
+            },
+            "MaxConcurrency": targets.max_concurrency,
+            "ItemProcessor": {
+                "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                **_part_loop(worker_arn, operation, "Export"),
+            },
+            "ResultSelector": PARTS_RESULT,
+            "ResultPath": "$.filesRun",
+            "Next": "Parts",
+            **CAUGHT,
+        },
+    }

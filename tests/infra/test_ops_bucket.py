@@ -1,0 +1,81 @@
+"""The ops bucket: a stateful record of runs (retained where data is), encrypted with the data key, TLS-only,
+access-logged, exports expiring first."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match, Template
+
+from infra.config import EnvironmentConfig
+from infra.constructs.ops_bucket import EXPORT_DAYS, NONCURRENT_VERSION_DAYS, RUN_RECORD_DAYS
+from tests.infra.test_ops_workflows import ops_bucket
+from tests.infra.test_stream_sync import data_key_arn
+
+BUCKET = "AWS::S3::Bucket"
+
+
+def test_runs_are_encrypted_with_the_data_key_private_versioned_and_access_logged(stateful: Template) -> None:
+    properties = stateful.find_resources(BUCKET)[ops_bucket(stateful)]["Properties"]
+    (logs_id,) = stateful.find_resources(
+        BUCKET,
+        {"Properties": {"OwnershipControls": Match.any_value(), "LoggingConfiguration": Match.absent()}},
+    )
+    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {
+            "BucketKeyEnabled": True,
+            "ServerSideEncryptionByDefault": {
+                "KMSMasterKeyID": data_key_arn(stateful),
+                "SSEAlgorithm": "aws:kms",
+            },
+        }
+    ]
+    assert properties["PublicAccessBlockConfiguration"] == dict.fromkeys(
+        ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"), True
+    )
+    assert properties["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert properties["LoggingConfiguration"] == {
+        "DestinationBucketName": {"Ref": logs_id},
+        "LogFilePrefix": "ops/",
+    }
+
+
+def test_exports_expire_after_a_week_and_run_records_after_a_year(stateful: Template) -> None:
+    rules = stateful.find_resources(BUCKET)[ops_bucket(stateful)]["Properties"]["LifecycleConfiguration"][
+        "Rules"
+    ]
+    assert {rule["Id"]: rule for rule in rules} == {
+        "Exports": {
+            "Id": "Exports",
+            "Prefix": "exports/",
+            "ExpirationInDays": EXPORT_DAYS,
+            "Status": "Enabled",
+        },
+        "RunRecords": {
+            "Id": "RunRecords",
+            "Prefix": "runs/",
+            "ExpirationInDays": RUN_RECORD_DAYS,
+            "Status": "Enabled",
+        },
+        "Versions": {
+            "Id": "Versions",
+            "NoncurrentVersionExpiration": {"NoncurrentDays": NONCURRENT_VERSION_DAYS},
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+            "Status": "Enabled",
+        },
+    }
+
+
+def test_only_tls_requests_reach_the_bucket(stateful: Template) -> None:
+    bucket = ops_bucket(stateful)
+    (policy,) = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in stateful.find_resources("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": bucket}
+    ]
+    deny = next(s for s in policy if s["Effect"] == "Deny")
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} and deny["Action"] == "s3:*"
+
+
+def test_the_bucket_is_retained_where_data_is(stateful: Template, config: EnvironmentConfig) -> None:
+    resource = stateful.find_resources(BUCKET)[ops_bucket(stateful)]
+    expected = "Retain" if config.retains_data else "Delete"
+    assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == (expected, expected)
