@@ -45,9 +45,11 @@ def test_settings_read_every_variable() -> None:
             "DLQ_MAX_MESSAGE_BYTES": "1048576",
             "METRICS_NAMESPACE": "X/Y",
             "LOG_LEVEL": "debug",
+            "SCHEMA_TABLES": '{"geozone": "refdata", "booking": "refdata-bookings"}',
         }
     )
     assert (config.geometry_bucket, config.bulk_max_bytes, config.max_attempts) == ("geo", 5_000_000, 3)
+    assert config.schema_tables.table_of("booking") == "refdata-bookings"
     assert config.dead_letter_age_seconds == 3000.0
     assert config.log_level == "DEBUG" and config.dlq_max_message_bytes == 1048576
 
@@ -61,6 +63,12 @@ def test_settings_read_every_variable() -> None:
         ({**ENV, "BULK_MAX_BYTES": "10"}, "BULK_MAX_BYTES must be at least"),
         ({**ENV, "MAX_RECORD_AGE_SECONDS": "5"}, "MAX_RECORD_AGE_SECONDS"),
         ({**ENV, "LOG_LEVEL": "LOUD"}, "LOG_LEVEL"),
+        ({**ENV, "SCHEMA_TABLES": "refdata"}, "SCHEMA_TABLES not JSON"),
+        ({**ENV, "SCHEMA_TABLES": '["refdata"]'}, "SCHEMA_TABLES must be a JSON object"),
+        (
+            {**ENV, "SCHEMA_TABLES": '{"bookings": "t"}'},
+            r"SCHEMA_TABLES names schemas the registry does not know: \['bookings'\]",
+        ),
     ],
 )
 def test_invalid_settings_name_the_variable(env: dict[str, str], message: str) -> None:
