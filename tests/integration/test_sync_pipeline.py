@@ -72,10 +72,12 @@ def test_two_tables_feed_one_domain_each_through_its_own_stream(pipeline: Pipeli
     assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in reference} == {ZONE}
     assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in bookings} == {BOOKING}
 
-    final, _ = pipeline.deliver(bookings)  # each table's event source mapping invokes the one function
+    final, (invocation,) = pipeline.deliver(bookings)  # each table's mapping invokes the one function
     assert account(final, bookings, pipeline.dlq_messages()) == {"indexed": 1, "coalesced": 1}
-    final, _ = pipeline.deliver(reference)
+    assert invocation.summary["table"] == BOOKINGS
+    final, (invocation,) = pipeline.deliver(reference)
     assert account(final, reference, pipeline.dlq_messages()) == {"indexed": 1}
+    assert invocation.summary["table"] == TABLE
 
     booking = pipeline.server.document("booking", f"{BOOKING}#{BOOKING_SK}")
     assert booking is not None and booking["startDate"] == "2026-07-02"

@@ -117,6 +117,11 @@ def test_summary_log_lists_record_ids_by_outcome_and_emf_carries_the_counts() ->
     result = BatchResult(
         [outcome(Fate.INDEXED, "1"), outcome(Fate.DEAD_LETTERED, "2"), outcome(Fate.RETRY, "3")]
     )
+    for item in result.outcomes:
+        item.record = {
+            **item.record,
+            "eventSourceARN": "arn:aws:dynamodb:ca-central-1:1:table/refdata-bookings/stream/x",
+        }
     result.outcomes[1].reason_kind, result.outcomes[1].reason = "mapping-rejected", "bad field"
     result.bulk_requests, result.lag_seconds = 1, 2.5
     lines: list[str] = []
@@ -129,6 +134,7 @@ def test_summary_log_lists_record_ids_by_outcome_and_emf_carries_the_counts() ->
         "retry": ["event-3"],
     }
     assert summary["batchItemFailures"] == [{"itemIdentifier": "3"}]
+    assert summary["table"] == "refdata-bookings"  # which table's stream: one mapping per table
     failed = [line for line in parsed if line.get("message") == "record outcome"]
     assert {line["outcome"] for line in failed} == {"dead-lettered", "retry"}
     emf = parsed[-1]
