@@ -51,7 +51,12 @@ class PagedTable:
 
     def describe_table(self, TableName: str) -> dict[str, Any]:
         return {
-            "Table": {"TableName": TableName, "TableSizeBytes": self._bytes, "ItemCount": len(self._items)}
+            "Table": {
+                "TableName": TableName,
+                "TableArn": f"arn:aws:dynamodb:{REGION}:123456789012:table/{TableName}",
+                "TableSizeBytes": self._bytes,
+                "ItemCount": len(self._items),
+            }
         }
 
     def scan(self, **request: Any) -> dict[str, Any]:
@@ -86,6 +91,7 @@ def measure_reindex(
     from search.transport import OpenSearchTransport
     from stream_sync.aws import build_ports
     from stream_sync.config import Settings
+    from stream_sync.tables import SchemaTables
 
     items = [_item(f"geozone::bench_{i % 50}", f"{i:08d}", i, 1) for i in range(items_count)]
     table = PagedTable(items, scan_latency)
@@ -111,7 +117,7 @@ def measure_reindex(
                     settings=settings,
                     ports=lambda: build_ports(settings),
                     dynamodb=table,
-                    table="bench",
+                    tables=SchemaTables.single("bench"),
                     segments=segments,
                     scan_page_items=PAGE_ITEMS,
                 )

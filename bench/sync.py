@@ -191,6 +191,10 @@ def _configure(endpoint: str, bulk_max_bytes: int = 10 * 1024 * 1024) -> None:
             "DLQ_URL": f"https://sqs.{REGION}.amazonaws.com/123456789012/bench-dlq",
             "BULK_MAX_BYTES": str(bulk_max_bytes),
             "REQUEST_TIMEOUT_SECONDS": "30",
+            # As deployed: every record's table is checked against the one holding its schema (wrong-table).
+            "SCHEMA_TABLES": json.dumps(
+                {"geozone": "refdata", "productDate": "refdata", "booking": "bookings"}
+            ),
         }
     )
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")

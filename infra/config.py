@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
-from datamodel.registry import REGISTRY
+from datamodel.registry import COUNTER, REGISTRY
 from search.readers import check_role_name
 
 ACCOUNT_ID = re.compile(r"^\d{12}$")
@@ -31,6 +31,9 @@ ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
 SSO_ADMINISTRATORS = "aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_AdministratorAccess_*"
 STREAMS_ENDPOINT = re.compile(r"^vpce-[0-9a-z-]+\.streams\.dynamodb\.[a-z0-9-]+\.vpce\.amazonaws\.com$")
 CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/(1[6-9]|2[0-8])$")
+TABLE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{0,31}$")
+# The construct id of the main table (``EnvironmentConfig.table``); an additional table's is ``Table<name>``.
+MAIN_TABLE = "Table"
 
 # CloudWatch Logs accepts only these retention periods.
 LOG_RETENTION_DAYS = (
@@ -184,6 +187,73 @@ class TableSettings:
             "must be between 1 and 36500",
         )
         _validate_nested(self, path)
+
+
+def data_schemas() -> tuple[str, ...]:
+    """Every schema a source table holds: all but the counter, which lives beside the data it numbers (in every
+    table that holds a counted schema), so it is never claimed."""
+    return tuple(name for name in REGISTRY if name != COUNTER)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceTable:
+    """A source table beside the main one (``EnvironmentConfig.additional_tables``): the same hardening, its own
+    stream and event source mapping (admitting its own indexable schemas) and its own alarms, synced into the same
+    domain. It holds exactly the schemas it claims; the main table holds every schema no additional table claims.
+
+    ``name`` is PascalCase and part of the table's construct id (``Table<name>``), hence of its logical id: it is
+    the table's identity and never changes once deployed.
+    """
+
+    name: str
+    schemas: tuple[str, ...]
+    settings: TableSettings = field(default_factory=TableSettings)
+
+    @property
+    def construct_id(self) -> str:
+        return f"{MAIN_TABLE}{self.name}"
+
+    def validate(self, path: str) -> None:
+        _require(
+            bool(TABLE_NAME.fullmatch(self.name)),
+            f"{path}.name",
+            f"{self.name!r} must be PascalCase: 1-32 of A-Z a-z 0-9, starting with a capital letter",
+        )
+        _require(bool(self.schemas), f"{path}.schemas", "must name at least one schema")
+        known = data_schemas()
+        for index, schema in enumerate(self.schemas):
+            _require(
+                schema in known,
+                f"{path}.schemas[{index}]",
+                f"{schema!r} is not one of {sorted(known)}"
+                + (" (the counter lives in every table beside what it numbers)" if schema == COUNTER else ""),
+            )
+        _require(
+            any(REGISTRY[schema].indexable for schema in self.schemas),
+            f"{path}.schemas",
+            "must hold at least one indexable schema: a source table exists to feed the search domain",
+        )
+        self.settings.validate(f"{path}.settings")
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One source table as the stacks build it: its construct id, settings, the schemas it holds, and where its
+    settings live in config (for error messages)."""
+
+    construct_id: str
+    settings: TableSettings
+    schemas: tuple[str, ...]
+    path: str
+
+    @property
+    def label(self) -> str:
+        """How alarms and the dashboard name it: empty for the main table (today's names), else its name."""
+        return self.construct_id.removeprefix(MAIN_TABLE)
+
+    @property
+    def indexable_schemas(self) -> tuple[str, ...]:
+        return tuple(name for name in self.schemas if REGISTRY[name].indexable)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -605,6 +675,8 @@ class EnvironmentConfig:
     log_retention_days: int
     table: TableSettings
     search: SearchSettings
+    # Source tables beside the main one (``table``), each holding the schemas it claims (README, "Add a table").
+    additional_tables: tuple[SourceTable, ...] = ()
     network: NetworkSettings = field(default_factory=NetworkSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
     ops: OpsSettings = field(default_factory=OpsSettings)
@@ -652,17 +724,19 @@ class EnvironmentConfig:
             f"{self.deploy_role!r} must be an IAM role ARN or a role path/name (no wildcards)",
         )
         _validate_nested(self, path)
+        self._validate_claims(path)
         if self.production:
             _require(
                 self.removal_policy is RemovalPolicy.RETAIN,
                 f"{path}.removal_policy",
                 "a production environment must retain its data ('retain')",
             )
-            _require(
-                self.table.backup_enabled,
-                f"{path}.table.backup_enabled",
-                "a production environment must back up its table",
-            )
+            for plan in self.source_tables:
+                _require(
+                    plan.settings.backup_enabled,
+                    f"{plan.path}.backup_enabled",
+                    "a production environment must back up its tables",
+                )
             _require(
                 self.search.availability_zone_count == 3,
                 f"{path}.search.availability_zone_count",
@@ -678,14 +752,16 @@ class EnvironmentConfig:
             f"{path}.search.availability_zone_count",
             "cannot exceed network.max_azs",
         )
-        provisioned = self.table.provisioned
-        if provisioned is not None:
-            _require(
-                self.ops.scan_read_units_per_second <= provisioned.max_read // 2,
-                f"{path}.ops.scan_read_units_per_second",
-                f"must be at most half of table.provisioned.max_read ({provisioned.max_read // 2}): a repair scan "
-                "must leave the table's own readers their capacity",
-            )
+        for plan in self.source_tables:
+            provisioned = plan.settings.provisioned
+            if provisioned is not None:
+                field_path = plan.path.removeprefix(f"{path}.")
+                _require(
+                    self.ops.scan_read_units_per_second <= provisioned.max_read // 2,
+                    f"{path}.ops.scan_read_units_per_second",
+                    f"must be at most half of {field_path}.provisioned.max_read ({provisioned.max_read // 2}): a "
+                    "repair scan must leave the table's own readers their capacity",
+                )
         for lag in ("iterator_age_seconds", "replication_lag_seconds"):
             _require(
                 getattr(self.monitoring, lag) < self.sync.max_record_age_seconds,
@@ -701,6 +777,55 @@ class EnvironmentConfig:
                     f"{path}.search.read_roles[{index}].iam_role_arns[{position}]",
                     f"{arn!r} is one of the platform's own search roles",
                 )
+
+    def _validate_claims(self, path: str) -> None:
+        """Every schema belongs to exactly one table: two tables holding one schema could write one document id."""
+        names: dict[str, int] = {}
+        holder: dict[str, str] = {}
+        for index, table in enumerate(self.additional_tables):
+            here = f"{path}.additional_tables[{index}]"
+            _require(
+                table.name not in names,
+                f"{here}.name",
+                f"{table.name!r} is already the name of additional_tables[{names.get(table.name)}]",
+            )
+            names[table.name] = index
+            for position, schema in enumerate(table.schemas):
+                _require(
+                    schema not in holder,
+                    f"{here}.schemas[{position}]",
+                    f"{schema!r} is already held by {holder.get(schema)}",
+                )
+                holder[schema] = f"additional_tables[{index}] ({table.name})"
+        _require(
+            any(REGISTRY[name].indexable for name in data_schemas() if name not in holder),
+            f"{path}.additional_tables",
+            "leave the main table (table) at least one indexable schema: it feeds the search domain too",
+        )
+
+    @property
+    def source_tables(self) -> tuple[TablePlan, ...]:
+        """Every source table, the main one first: each with the schemas it holds (the main table: every schema no
+        additional table claims)."""
+        claimed = {schema for table in self.additional_tables for schema in table.schemas}
+        main = TablePlan(
+            MAIN_TABLE,
+            self.table,
+            tuple(name for name in data_schemas() if name not in claimed),
+            f"{self.name}.table",
+        )
+        return (
+            main,
+            *(
+                TablePlan(
+                    table.construct_id,
+                    table.settings,
+                    tuple(name for name in data_schemas() if name in table.schemas),
+                    f"{self.name}.additional_tables[{index}].settings",
+                )
+                for index, table in enumerate(self.additional_tables)
+            ),
+        )
 
     @property
     def retains_data(self) -> bool:

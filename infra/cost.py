@@ -325,6 +325,13 @@ def _provisioned(
 
 
 def dynamodb_table(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
+    """One source table's writes, reads, storage, recovery and insights (each item named by the table's construct,
+    so an environment with several tables shows each one's)."""
+    name = construct(logical_id)
+    return [replace(item, item=f"{name}: {item.item}") for item in _table_items(ctx, logical_id, resource)]
+
+
+def _table_items(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     p, w = props(resource), ctx.workload
     indexes = [i for i in p.get("GlobalSecondaryIndexes", []) if isinstance(i, dict)]
     # Every write also writes each index the item appears in (assumed: every item): a KEYS_ONLY or INCLUDE
@@ -419,8 +426,9 @@ def backup_plan(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> l
     return items
 
 
-def _driven_by_event_source(ctx: Context, logical_id: str) -> bool:
-    return any(
+def _event_sources(ctx: Context, logical_id: str) -> int:
+    """How many event source mappings (one per table stream) invoke the function."""
+    return sum(
         logical_id in referenced_names(props(mapping).get("FunctionName"))
         for _, mapping in ctx.resources_of("AWS::Lambda::EventSourceMapping")
     )
@@ -430,11 +438,13 @@ def lambda_function(ctx: Context, logical_id: str, resource: Mapping[str, Any]) 
     p, w = props(resource), ctx.workload
     memory_gb = number(p.get("MemorySize"), 128) / 1024
     architecture = (p.get("Architectures") or ["x86_64"])[0]
-    if _driven_by_event_source(ctx, logical_id):
+    streams = _event_sources(ctx, logical_id)
+    if streams:
+        # Every table is written `writes_per_month` times, and each of its stream's records reaches the function.
         invocations, ms, why = (
-            w.writes_per_month / w.records_per_batch,
+            streams * w.writes_per_month / w.records_per_batch,
             w.ms_per_batch,
-            "one per stream batch",
+            "one per stream batch" + (f" of {streams} streams" if streams > 1 else ""),
         )
     else:
         invocations, ms, why = w.other_invocations, w.other_ms, "not event-driven"

@@ -12,6 +12,7 @@ from infra.config import (
     ReadRole,
     RemovalPolicy,
     SearchSettings,
+    SourceTable,
     SyncSettings,
     TableSettings,
 )
@@ -44,6 +45,9 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
             removal_policy=RemovalPolicy.DESTROY,
             log_retention_days=30,
             table=TableSettings(),
+            # As in the production system the seeds come from, bookings (transactional) live apart from the
+            # reference data; dev ships two tables so every check runs on a two-table environment.
+            additional_tables=(SourceTable(name="Bookings", schemas=("booking",)),),
             network=NetworkSettings(cidr="10.40.0.0/16", max_azs=2, flow_log_retention_days=30),
             search=SearchSettings(
                 domain_name="refdata-dev",

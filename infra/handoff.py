@@ -15,6 +15,8 @@ never mirrors a grant into a resource policy.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aws_cdk import Annotations, Aws, Fn, Token
@@ -32,13 +34,20 @@ def parameter_prefix(environment: str) -> str:
     return f"/refdata/{environment}/stateful"
 
 
+def stream_parameter(construct_id: str) -> str:
+    """The name of a table's stream-ARN parameter: ``table-stream-arn`` for the main table ("Table"), as before
+    there were several; ``table-<name in kebab case>-stream-arn`` for ``Table<Name>``."""
+    name = re.sub(r"(?<!^)(?=[A-Z])", "-", construct_id.removeprefix("Table")).lower()
+    return f"table-{name}-stream-arn" if name else "table-stream-arn"
+
+
 @dataclass(frozen=True)
 class StatefulValues:
     """The stateful resources the stateless stack uses, as seen from the stateless stack."""
 
     key: kms.IKey
     alarm_topic: sns.ITopic
-    table: dynamodb.ITable
+    tables: Mapping[str, dynamodb.ITable]  # by construct id, the main table ("Table") first
     geometry_bucket: s3.IBucket
     vpc: ec2.IVpc
     subnets: ec2.SubnetSelection
@@ -65,7 +74,7 @@ class Handoff(Construct):
         environment: str,
         key: kms.IKey,
         alarm_topic: sns.ITopic,
-        table: dynamodb.ITable,
+        tables: Mapping[str, dynamodb.ITable],
         geometry_bucket: s3.IBucket,
         vpc: ec2.IVpc,
         search_endpoint: str,
@@ -80,13 +89,15 @@ class Handoff(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.prefix = parameter_prefix(environment)
-        assert table.table_stream_arn is not None, "the table must have a stream"
+        streams = {construct_id: table.table_stream_arn for construct_id, table in tables.items()}
+        assert all(streams.values()), "every table must have a stream"
+        self._table_ids = list(tables)
         self._zones = list(vpc.availability_zones)
         self._subnet_count = len(vpc.isolated_subnets)
         values = {
             "data-key-arn": key.key_arn,
             "alarm-topic-arn": alarm_topic.topic_arn,
-            "table-stream-arn": table.table_stream_arn,
+            **{stream_parameter(construct_id): arn for construct_id, arn in streams.items()},
             "geometry-bucket-name": geometry_bucket.bucket_name,
             "vpc-id": vpc.vpc_id,
             **{
@@ -140,17 +151,20 @@ class Handoff(Construct):
             )
         bucket_name = read("geometry-bucket-name")
         ops_bucket_name = read("ops-bucket-name")
-        stream_arn = read("table-stream-arn")
-        return StatefulValues(
-            key=kms.Key.from_key_arn(reader, "DataKey", read("data-key-arn")),
-            alarm_topic=sns.Topic.from_topic_arn(reader, "AlarmTopic", read("alarm-topic-arn")),
-            table=dynamodb.Table.from_table_attributes(
+        tables: dict[str, dynamodb.ITable] = {}
+        for construct_id in self._table_ids:
+            stream_arn = read(stream_parameter(construct_id))
+            tables[construct_id] = dynamodb.Table.from_table_attributes(
                 reader,
-                "Table",
+                construct_id,
                 # arn:<partition>:dynamodb:<region>:<account>:table/<name>/stream/<label>
                 table_name=Fn.select(1, Fn.split("/", stream_arn)),
                 table_stream_arn=stream_arn,
-            ),
+            )
+        return StatefulValues(
+            key=kms.Key.from_key_arn(reader, "DataKey", read("data-key-arn")),
+            alarm_topic=sns.Topic.from_topic_arn(reader, "AlarmTopic", read("alarm-topic-arn")),
+            tables=tables,
             geometry_bucket=s3.Bucket.from_bucket_attributes(
                 reader,
                 "GeometryBucket",

@@ -9,6 +9,7 @@ runbook has one section per kind.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -75,13 +76,23 @@ TABLE_OPERATIONS = (
 )
 
 
+@dataclass(frozen=True)
+class WatchedTable:
+    """A source table: its label in alarm names ("" for the main table, else its config name), the table, and its
+    global secondary indexes."""
+
+    label: str
+    table: dynamodb.ITable
+    indexes: Sequence[str]
+
+
 def alarm_name(environment: str, kind: str, subject: str | None = None) -> str:
     return "-".join(part for part in ("refdata", environment, kind, subject) if part)
 
 
 class Monitoring(Construct):
-    """Alarms on the search domain, the table, the stream sync, the dead-letter queues and the ops workflows of one
-    environment.
+    """Alarms on the search domain, each source table, the stream sync, the dead-letter queues and the ops workflows
+    of one environment.
 
     Subscribe on-call to the stateful stack's alarm topic (output ``AlarmTopicArn``); to receive only the
     composite "platform degraded" signal, give the subscription a message-body filter on its ``AlarmName``.
@@ -97,8 +108,7 @@ class Monitoring(Construct):
         settings: MonitoringSettings,
         topic: sns.ITopic,
         search: SearchSettings,
-        table: dynamodb.ITable,
-        table_indexes: Sequence[str],
+        tables: Sequence[WatchedTable],
         sync_function: lambda_.IFunction,
         sync_timeout: Duration,
         sync_metrics_namespace: str,
@@ -112,7 +122,7 @@ class Monitoring(Construct):
         self.alarms: list[cloudwatch.Alarm] = []
         sections = [
             self._watch_domain(search, account),
-            self._watch_table(table, table_indexes),
+            *(self._watch_table(watched) for watched in tables),
             self._watch_sync(sync_function, sync_timeout, sync_metrics_namespace),
             self._watch_queues(dead_letter_queues),
             self._watch_ops(ops_workflows),
@@ -283,12 +293,15 @@ class Monitoring(Construct):
         nodes = who.removeprefix("A ").capitalize()
         return alarms, Graph(f"{nodes}s: CPU, heap, old generation (%)", [cpu, jvm, old_gen])
 
-    def _watch_table(self, table: dynamodb.ITable, indexes: Sequence[str]) -> Section:
-        """Throttled reads and writes of the table and of each index, and DynamoDB's own errors."""
+    def _watch_table(self, watched: WatchedTable) -> Section:
+        """Throttled reads and writes of the table and of each index, and DynamoDB's own errors. The main table's
+        alarms have no subject (``refdata-<env>-TableReadThrottles``), another table's are subject to its label
+        (``...-TableReadThrottles-Bookings``, ``...-IndexReadThrottles-Bookings-globalId``)."""
+        table, label = watched.table, watched.label
         threshold = self._settings.throttle_events
         throttles: list[cloudwatch.IMetric] = []
         alarms = []
-        for index in (None, *indexes):
+        for index in (None, *watched.indexes):
             dimensions = {"TableName": table.table_name}
             if index is not None:
                 dimensions["GlobalSecondaryIndexName"] = index
@@ -297,7 +310,8 @@ class Monitoring(Construct):
                     f"{access}ThrottleEvents", dimensions_map=dimensions, statistic="Sum", period=FIVE_MINUTES
                 )
                 throttles.append(throttled.with_(label=f"{access} {index or 'table'}"))
-                whose = f"the index {index}" if index else "the table"
+                table_words = f"the {label} table" if label else "the table"
+                whose = f"the index {index}{f' of {table_words}' if label else ''}" if index else table_words
                 consequence = (
                     "; a throttled index also throttles the table's writes"
                     if index and access == "Write"
@@ -307,7 +321,7 @@ class Monitoring(Construct):
                     self._alarm(
                         f"{'Index' if index else 'Table'}{access}Throttles",
                         throttled,
-                        subject=index,
+                        subject="-".join(part for part in (label, index) if part) or None,
                         threshold=threshold,
                         missing=EVENT,
                         summary=f"{access}s of {whose} were throttled {threshold} or more times in 5 minutes"
@@ -321,9 +335,11 @@ class Monitoring(Construct):
             self._alarm(
                 "TableSystemErrors",
                 system_errors,
+                subject=label or None,
                 threshold=self._settings.table_system_errors,
                 missing=EVENT,
-                summary="DynamoDB answered requests with HTTP 500 (its own fault); the SDKs retry them.",
+                summary=f"DynamoDB answered requests{f' to the {label} table' if label else ''} with HTTP 500 (its "
+                "own fault); the SDKs retry them.",
             )
         )
         consumed = [
@@ -335,7 +351,7 @@ class Monitoring(Construct):
             Graph("Throttle events", throttles),
             Graph("System errors", [system_errors]),
         ]
-        return Section("DynamoDB table", graphs, alarms)
+        return Section(f"DynamoDB table {label}".strip(), graphs, alarms)
 
     def _watch_sync(self, function: lambda_.IFunction, timeout: Duration, namespace: str) -> Section:
         """The stream's lag, the function's health and the handler's own metrics (docs/sync.md)."""

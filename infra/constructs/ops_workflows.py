@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Aws, Duration, RemovalPolicy
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -37,6 +36,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.config import OpsSettings
+from infra.constructs.stream_sync import SyncedTable, schema_tables, stream_arns_of
 from infra.constructs.vpc_function import (
     UNRESERVED_CONCURRENCY_FINDINGS,
     UNRESERVED_CONCURRENCY_REASON,
@@ -98,7 +98,7 @@ class OpsWorkflows(Construct):
         name_prefix: str,
         worker_role: iam.IRole,
         admin_role: iam.IRole,
-        table: dynamodb.ITable,
+        tables: Sequence[SyncedTable],
         geometry_bucket: s3.IBucket,
         ops_bucket: s3.IBucket,
         dead_letter_queue: sqs.IQueue,
@@ -116,8 +116,8 @@ class OpsWorkflows(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        stream_arn = table.table_stream_arn
-        assert stream_arn is not None, "the table must have a stream"
+        stream_arns = stream_arns_of(tables)
+        table_arns = [synced.table.table_arn for synced in tables]
         runs = ops_bucket.arn_for_objects("runs/*")
         exports = ops_bucket.arn_for_objects("exports/*")
         geometries = geometry_bucket.arn_for_objects("geometries/*")
@@ -137,7 +137,7 @@ class OpsWorkflows(Construct):
             reserved_concurrency=settings.max_concurrency if reserve_concurrency else None,
             reaches=reaches,
             environment={
-                "TABLE_NAME": table.table_name,
+                "SCHEMA_TABLES": schema_tables(self, tables),
                 "OPENSEARCH_ENDPOINT": f"https://{domain_endpoint}",
                 "ADMIN_ROLE_ARN": admin_role.role_arn,
                 "OPS_BUCKET": ops_bucket.bucket_name,
@@ -160,10 +160,10 @@ class OpsWorkflows(Construct):
                         "dynamodb:BatchGetItem",
                         "dynamodb:DescribeTable",
                     ],
-                    resources=[table.table_arn],
+                    resources=table_arns,
                 ),
                 iam.PolicyStatement(
-                    actions=["dynamodb:GetShardIterator", "dynamodb:GetRecords"], resources=[stream_arn]
+                    actions=["dynamodb:GetShardIterator", "dynamodb:GetRecords"], resources=stream_arns
                 ),
                 iam.PolicyStatement(
                     actions=[
@@ -217,7 +217,6 @@ class OpsWorkflows(Construct):
         targets = Targets(
             worker_arn=self.worker.arn,
             ops_bucket=ops_bucket.bucket_name,
-            table_arn=table.table_arn,
             key_arn=key.key_arn,
             partition=Aws.PARTITION,
             max_concurrency=settings.max_concurrency,
@@ -244,6 +243,7 @@ class OpsWorkflows(Construct):
             resource.definition_substitutions = body.substitutions
             self.state_machines[operation] = machine
         machine_arns = [_state_machine_arn(prefix, operation) for operation in OPERATIONS]
+        export_arns = [f"{arn}/export/*" for arn in table_arns]
         executions = [_execution_arn(prefix, operation) for operation in OPERATIONS]
         self.policy = attach_policy(
             self,
@@ -251,12 +251,8 @@ class OpsWorkflows(Construct):
             self.role,
             [
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.worker.arn]),
-                iam.PolicyStatement(
-                    actions=["dynamodb:ExportTableToPointInTime"], resources=[table.table_arn]
-                ),
-                iam.PolicyStatement(
-                    actions=["dynamodb:DescribeExport"], resources=[f"{table.table_arn}/export/*"]
-                ),
+                iam.PolicyStatement(actions=["dynamodb:ExportTableToPointInTime"], resources=table_arns),
+                iam.PolicyStatement(actions=["dynamodb:DescribeExport"], resources=export_arns),
                 # DynamoDB writes the export with the caller's permissions; the distributed map reads its manifest.
                 iam.PolicyStatement(
                     actions=["s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl", "s3:GetObject"],
@@ -284,7 +280,7 @@ class OpsWorkflows(Construct):
             "DynamoDB writes a run's export under exports/<operation>/<run id>/ (run ids exist only at run time) and "
             "names the export itself (table/<name>/export/<id>) when it starts it: the grants are to those paths.",
             f"AwsSolutions-IAM5[Resource::{finding_resource(self, exports)}]",
-            f"AwsSolutions-IAM5[Resource::{finding_resource(self, f'{table.table_arn}/export/*')}]",
+            *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in export_arns),
         )
         acknowledge(
             self.policy,
@@ -338,7 +334,7 @@ class OpsWorkflows(Construct):
 class ObjectDefinition(sfn.DefinitionBody):
     """A definition rendered as the JSON object `Definition` (CDK writes the string `DefinitionString`), so cfn-lint
     validates it against the States Language schema, which it cannot do inside a joined string. Values
-    CloudFormation assigns (the worker's and the table's ARNs, the bucket's name, the partition) become `${ValueN}`
+    CloudFormation assigns (the worker's and the key's ARNs, the bucket's name, the partition) become `${ValueN}`
     placeholders of `DefinitionSubstitutions` (`substitutions`, which the caller sets on the resource).
 
     The definition is plain States Language data (`definition`), not CDK state constructs: the same JSON, without
@@ -441,12 +437,12 @@ def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Targets:
-    """What the workflows' states name: the worker, the ops bucket, the table and the data key (tokens in the
-    construct, rendered by `ObjectDefinition`), the partition, and how many parts a map runs at once."""
+    """What the workflows' states name: the worker, the ops bucket and the data key (tokens in the construct,
+    rendered by `ObjectDefinition`), the partition, and how many parts a map runs at once. The table an export
+    reads is the one holding the run's schema: the plan names it (`$.plan.tableArn`)."""
 
     worker_arn: str
     ops_bucket: str
-    table_arn: str
     key_arn: str
     partition: str
     max_concurrency: int
@@ -539,7 +535,7 @@ def _export_states(operation: str, targets: Targets) -> dict[str, Any]:
             "Type": "Task",
             "Resource": f"arn:{partition}:states:::aws-sdk:dynamodb:exportTableToPointInTime",
             "Parameters": {
-                "TableArn": targets.table_arn,
+                "TableArn.$": "$.plan.tableArn",
                 "S3Bucket": ops_bucket,
                 "S3Prefix.$": f"States.Format('exports/{operation}/{{}}', $.plan.runId)",
                 "S3SseAlgorithm": "KMS",

@@ -1,4 +1,4 @@
-"""The DynamoDB single table (pk/sk), its sparse globalId index, extra GSIs from config, and its backups."""
+"""A DynamoDB source table (pk/sk), its sparse globalId index, extra GSIs from config, and its backups."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def index_names(settings: TableSettings) -> list[str]:
 
 
 class SingleTable(Construct):
-    """Every schema's items in one table keyed ``pk``/``sk`` (see docs/data-model.md).
+    """The items of the schemas config assigns this table, keyed ``pk``/``sk`` (see docs/data-model.md); an
+    environment has one such table per source table, each hardened the same way from its own settings.
 
     The ``globalId`` index is sparse (only items that carry a ``globalId`` appear) and projects keys only:
     a lookup is one index query plus one GetItem, and the index replica stays a few dozen bytes per item

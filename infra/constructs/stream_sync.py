@@ -1,10 +1,11 @@
-"""DynamoDB stream → OpenSearch: the sync function, its dead-letter queue and the event source mapping."""
+"""DynamoDB streams → OpenSearch: the sync function, its dead-letter queue and one event source mapping per table."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -32,12 +33,38 @@ def key_prefix_filter(schemas: list[str]) -> dict[str, object]:
     return {"dynamodb": {"Keys": {"pk": {"S": [{"prefix": f"{schema}::"} for schema in schemas]}}}}
 
 
+@dataclass(frozen=True)
+class SyncedTable:
+    """A source table as the sync sees it: the table (its stream) and the schemas config assigns it."""
+
+    table: dynamodb.ITable
+    schemas: Sequence[str]  # every schema it holds (infra.config.TablePlan.schemas)
+    indexable_schemas: Sequence[str]  # what its event filter admits
+
+
+def schema_tables(scope: Construct, tables: Sequence[SyncedTable]) -> str:
+    """``SCHEMA_TABLES``: JSON ``{schema: name of the table that holds it}`` (docs/sync.md). Table names are
+    assigned at deploy time, so the JSON is a CloudFormation expression."""
+    return Stack.of(scope).to_json_string(
+        {schema: synced.table.table_name for synced in tables for schema in synced.schemas}
+    )
+
+
+def stream_arns_of(tables: Sequence[SyncedTable]) -> list[str]:
+    arns = [synced.table.table_stream_arn for synced in tables]
+    assert all(arns), "every table must have a stream"
+    return [arn for arn in arns if arn]
+
+
 class StreamSync(Construct):
     """Keeps the search indices equal to the table (see docs/sync.md for the guarantees).
 
-    The mapping reports partial batch failures, bisects failing batches, bounds retries and record age, and
-    sends what it finally gives up on to the same encrypted queue the handler dead-letters permanent failures
-    into, so every record ends indexed, deleted, retried or in the queue.
+    One function reads every table's stream, through one mapping per table whose filter admits that table's
+    indexable schemas only. Each mapping reports partial batch failures, bisects failing batches, bounds retries
+    and record age, and sends what it finally gives up on to the same encrypted queue the handler dead-letters
+    permanent failures into, so every record ends indexed, deleted, retried or in the queue. The function knows
+    which table holds which schema (``SCHEMA_TABLES``) and dead-letters a record of a schema another table holds
+    (``wrong-table``), so two tables never write one document.
     """
 
     def __init__(
@@ -48,14 +75,13 @@ class StreamSync(Construct):
         settings: SyncSettings,
         reserve_concurrency: bool,
         reaches: Sequence[Reach],
-        table: dynamodb.ITable,
+        tables: Sequence[SyncedTable],
         geometry_bucket: s3.IBucket,
         key: kms.IKey,
         role: iam.IRole,
         domain_arn: str,
         domain_endpoint: str,
         bulk_max_bytes: int,
-        indexable_schemas: list[str],
         vpc: ec2.IVpc,
         subnets: ec2.SubnetSelection,
         log_retention: logs.RetentionDays,
@@ -70,8 +96,7 @@ class StreamSync(Construct):
             owner="the stream sync (the redrive tool re-reads DynamoDB for each message)",
         )
         geometry_objects = geometry_bucket.arn_for_objects("geometries/*")
-        stream_arn = table.table_stream_arn
-        assert stream_arn is not None, "the table must have a stream"
+        stream_arns = stream_arns_of(tables)
         self.handler = VpcFunction(
             self,
             "Function",
@@ -97,11 +122,12 @@ class StreamSync(Construct):
                 "REQUEST_TIMEOUT_SECONDS": str(settings.request_timeout_seconds),
                 "MAX_RECORD_AGE_SECONDS": str(settings.max_record_age_seconds),
                 "METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "SCHEMA_TABLES": schema_tables(self, tables),
             },
             statements=[
                 iam.PolicyStatement(
                     actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
-                    resources=[stream_arn],
+                    resources=stream_arns,
                 ),
                 iam.PolicyStatement(actions=["dynamodb:ListStreams"], resources=["*"]),
                 iam.PolicyStatement(actions=["s3:GetObject"], resources=[geometry_objects]),
@@ -119,19 +145,22 @@ class StreamSync(Construct):
             "are written, so reading them needs that prefix's wildcard (and nothing else in the bucket).",
             f"AwsSolutions-IAM5[Resource::{finding_resource(self, geometry_objects)}]",
         )
-        self.function.add_event_source(
-            sources.DynamoEventSource(
-                table,
-                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                batch_size=settings.batch_size,
-                max_batching_window=Duration.seconds(settings.batching_window_seconds),
-                parallelization_factor=settings.parallelization_factor,
-                retry_attempts=settings.retry_attempts,
-                max_record_age=Duration.seconds(settings.max_record_age_seconds),
-                bisect_batch_on_error=True,
-                report_batch_item_failures=True,
-                on_failure=sources.SqsDlq(self.dead_letter_queue),
-                filters=[lambda_.FilterCriteria.filter(key_prefix_filter(indexable_schemas))],
-                metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
+        for synced in tables:
+            self.function.add_event_source(
+                sources.DynamoEventSource(
+                    synced.table,
+                    starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                    batch_size=settings.batch_size,
+                    max_batching_window=Duration.seconds(settings.batching_window_seconds),
+                    parallelization_factor=settings.parallelization_factor,
+                    retry_attempts=settings.retry_attempts,
+                    max_record_age=Duration.seconds(settings.max_record_age_seconds),
+                    bisect_batch_on_error=True,
+                    report_batch_item_failures=True,
+                    on_failure=sources.SqsDlq(self.dead_letter_queue),
+                    filters=[
+                        lambda_.FilterCriteria.filter(key_prefix_filter(list(synced.indexable_schemas)))
+                    ],
+                    metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
+                )
             )
-        )

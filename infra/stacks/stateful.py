@@ -1,4 +1,4 @@
-"""Composition of everything that holds data: key, table, geometry bucket, network and search domain."""
+"""Composition of everything that holds data: key, tables, geometry bucket, network and search domain."""
 
 from __future__ import annotations
 
@@ -28,9 +28,13 @@ class StatefulStack(Stack):
         removal = RemovalPolicy.RETAIN if config.retains_data else RemovalPolicy.DESTROY
         log_retention = retention(config.log_retention_days)
         self.key = DataKey(self, "DataKey", removal_policy=removal).key
-        self.table = SingleTable(
-            self, "Table", settings=config.table, key=self.key, removal_policy=removal
-        ).table
+        # One table per source table, the main one ("Table") first: construct ids fix their logical ids.
+        self.tables = {
+            plan.construct_id: SingleTable(
+                self, plan.construct_id, settings=plan.settings, key=self.key, removal_policy=removal
+            ).table
+            for plan in config.source_tables
+        }
         geometry = GeometryBucket(self, "GeometryBucket", key=self.key, removal_policy=removal)
         self.geometry_bucket = geometry.bucket
         self.ops_bucket = OpsBucket(
@@ -64,7 +68,8 @@ class StatefulStack(Stack):
             value=self.alarm_topic.topic_arn,
             description="Subscribe on-call here: every alarm of the environment notifies this topic",
         )
-        CfnOutput(self, "TableName", value=self.table.table_name)
+        for construct_id, table in self.tables.items():
+            CfnOutput(self, f"{construct_id}Name", value=table.table_name)
         CfnOutput(self, "GeometryBucketName", value=self.geometry_bucket.bucket_name)
         CfnOutput(
             self,
@@ -92,7 +97,7 @@ class StatefulStack(Stack):
             environment=config.name,
             key=self.key,
             alarm_topic=self.alarm_topic,
-            table=self.table,
+            tables=self.tables,
             geometry_bucket=self.geometry_bucket,
             vpc=self.network.vpc,
             search_endpoint=self.search.endpoint,

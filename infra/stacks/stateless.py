@@ -11,18 +11,18 @@ from search.readers import read_role_definitions
 
 from infra.config import EnvironmentConfig
 from infra.constructs.index_bootstrap import IndexBootstrap
-from infra.constructs.monitoring import Monitoring
+from infra.constructs.monitoring import Monitoring, WatchedTable
 from infra.constructs.ops_workflows import OpsWorkflows
 from infra.constructs.search_domain import domain_arn
 from infra.constructs.single_table import index_names
-from infra.constructs.stream_sync import METRICS_NAMESPACE, StreamSync
+from infra.constructs.stream_sync import METRICS_NAMESPACE, StreamSync, SyncedTable
 from infra.constructs.vpc_function import Reach
 from infra.retention import retention
 from infra.stacks.stateful import StatefulStack
 
 
 class StatelessStack(Stack):
-    """Functions wired to the stateful stack's table stream, bucket and search domain.
+    """Functions wired to the stateful stack's table streams, bucket and search domain.
 
     Everything it uses from the stateful stack arrives through ``infra.handoff`` (SSM parameters), never as a
     CloudFormation import, so the stateful stack can change any of those values without being blocked here.
@@ -43,6 +43,10 @@ class StatelessStack(Stack):
         log_retention = retention(config.log_retention_days)
         handed = stateful.handoff.receive(self)
         schemas = [schema.name for schema in indexable_schemas()]
+        tables = [
+            SyncedTable(handed.tables[plan.construct_id], plan.schemas, plan.indexable_schemas)
+            for plan in config.source_tables
+        ]
         reaches = [
             Reach("SearchIngress", handed.search_security_group, "HTTPS to the search domain"),
             Reach("EndpointIngress", handed.endpoint_security_group, "HTTPS to VPC endpoints"),
@@ -60,13 +64,12 @@ class StatelessStack(Stack):
             self,
             "StreamSync",
             settings=config.sync,
-            table=handed.table,
+            tables=tables,
             geometry_bucket=handed.geometry_bucket,
             role=handed.sync_role,
             domain_arn=domain_arn(config.search.domain_name),
             domain_endpoint=handed.search_endpoint,
             bulk_max_bytes=config.search.bulk_max_bytes,
-            indexable_schemas=schemas,
             **shared,  # type: ignore[arg-type]
         )
         self.bootstrap = IndexBootstrap(
@@ -91,7 +94,7 @@ class StatelessStack(Stack):
             name_prefix=config.search.domain_name,
             worker_role=handed.ops_worker_role,
             admin_role=handed.admin_role,
-            table=handed.table,
+            tables=tables,
             geometry_bucket=handed.geometry_bucket,
             ops_bucket=handed.ops_bucket,
             dead_letter_queue=self.sync.dead_letter_queue,
@@ -110,8 +113,10 @@ class StatelessStack(Stack):
             settings=config.monitoring,
             topic=handed.alarm_topic,
             search=config.search,
-            table=handed.table,
-            table_indexes=index_names(config.table),
+            tables=[
+                WatchedTable(plan.label, handed.tables[plan.construct_id], index_names(plan.settings))
+                for plan in config.source_tables
+            ],
             sync_function=self.sync.function,
             sync_timeout=Duration.seconds(config.sync.timeout_seconds),
             sync_metrics_namespace=METRICS_NAMESPACE,

@@ -24,6 +24,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from datamodel.registry import REGISTRY, Schema
 from stream_sync.config import ConfigError
+from stream_sync.tables import SchemaTables
 
 from ops.index import OpsError
 
@@ -74,7 +75,11 @@ def _parser() -> argparse.ArgumentParser:
         )
         deployed.add_argument("--no-wait", action="store_true", help="start it, print the execution, return")
         local = sub.add_argument_group("local runs (--local)")
-        local.add_argument("--table", default=_env("TABLE_NAME"), help="DynamoDB table (TABLE_NAME)")
+        local.add_argument(
+            "--table",
+            default=_env("TABLE_NAME"),
+            help="the DynamoDB table that holds the schema (TABLE_NAME)",
+        )
         local.add_argument(
             "--endpoint", default=_env("OPENSEARCH_ENDPOINT"), help="domain endpoint (OPENSEARCH_ENDPOINT)"
         )
@@ -179,7 +184,9 @@ def run_local(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     missing = [flag for flag, value in required if not value]
     if missing:
         raise OpsError(f"{', '.join(missing)} required (or set their environment variables)")
-    settings = workflow.sync_settings(args.endpoint, args.region, args.geometry_bucket, args.timeout)
+    # A local run reads one schema's table (or none): --table is the one that holds it.
+    tables = SchemaTables.single(args.table) if args.table else SchemaTables()
+    settings = workflow.sync_settings(args.endpoint, args.region, args.geometry_bucket, args.timeout, tables)
     transport = OpenSearchTransport(args.endpoint, args.region, timeout_seconds=args.timeout)
     operations: dict[str, workflow.Operation] = {
         "reindex": Reindex(),
@@ -192,7 +199,7 @@ def run_local(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         settings=settings,
         ports=lambda: build_ports(settings),
         dynamodb=boto3.client("dynamodb", region_name=args.region),
-        table=args.table or "",
+        tables=tables,
         segments=args.segments,
         tombstone_min_age_seconds=(
             args.min_age_seconds if getattr(args, "min_age_seconds", None) else minimum_age_seconds(21600)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -197,7 +197,7 @@ class Reconcile:
         if index is None:
             raise OpsError(f"the write alias of {schema!r} names no write index")
         # DynamoDB first, then the index: the point in time opens before any item is read (see the module doc).
-        table = choose_source(env, str(request.get("source", "auto")))
+        table = choose_source(env, schema, str(request.get("source", "auto")))
         pit = env.client.open_point_in_time(index, POINT_IN_TIME_KEEP_ALIVE)
         slices = [{"kind": "slice", "number": n, "of": env.segments} for n in range(env.segments)]
         record: dict[str, Any] = {
@@ -257,7 +257,7 @@ class Reconcile:
             keys = [
                 {"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in (parse_document_id(h.doc_id) for h in page)
             ]
-            found = index_differences(page, existing_items(env.dynamodb, env.table, keys))
+            found = index_differences(page, existing_items(env.dynamodb, env.table_for(schema), keys))
             state.items += len(page)
         fixes = self._fix(env, schema, found, ports) if run["fix"] else []
         for difference in found:
@@ -274,7 +274,11 @@ class Reconcile:
     ) -> list[tuple[str, dict[str, Any] | None]]:
         """Each difference's fix outcome: repaired, consistent-on-reread, superseded (a newer change reached the
         document first and stands), rejected, unfixable; a write still failing transiently fails the page."""
-        get_item: Callable[[Item], Item | None] = item_reader(env.dynamodb, env.table)
+        read = item_reader(env.dynamodb, env.tables)
+
+        def get_item(keys: Item) -> Item | None:
+            return read(keys, None)  # no stream: the table that holds the schema
+
         outcomes: list[tuple[str, dict[str, Any] | None]] = []
         writes: list[Write] = []
         for difference in found:

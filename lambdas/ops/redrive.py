@@ -81,7 +81,7 @@ class Redrive:
             settings=env.settings,
             ports=ports,
             read_range=stream_range_reader(env.streams),
-            get_item=item_reader(env.dynamodb, env.table),
+            get_item=item_reader(env.dynamodb, env.tables),
             dry_run=run["dryRun"],
         )
         state.items += len(reports)

@@ -98,7 +98,7 @@ class Reindex:
             _apply_alias_actions(env.client, schema, write_actions, lambda s: write_alias_done(s, target))
             record["writeAliasActions"] = write_actions
         # Read after the write alias moved: every change before this point is in what is read.
-        table = choose_source(env, str(request.get("source", "auto")))
+        table = choose_source(env, schema, str(request.get("source", "auto")))
         record |= {key: value for key, value in table.items() if key != "tableParts"}
         record["parts"] = table["tableParts"]
         run.save_record(record)

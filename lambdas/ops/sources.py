@@ -22,12 +22,13 @@ SOURCES = ("auto", "scan", "export")
 DAY_SECONDS = 86400
 
 
-def choose_source(env: Env, requested: str) -> dict[str, Any]:
-    """What prepare records about the table read: `source`, the scan's `parts`, `expectedItems` (the table's
-    approximate item count, which DynamoDB refreshes about every six hours), `tableBytes`."""
+def choose_source(env: Env, schema: str, requested: str) -> dict[str, Any]:
+    """What prepare records about reading the table that holds `schema`: `source`, the scan's `parts`,
+    `expectedItems` (the table's approximate item count, which DynamoDB refreshes about every six hours),
+    `tableBytes`, and `tableArn` (the table an export reads)."""
     if requested not in SOURCES:
         raise OpsError(f"source must be one of {', '.join(SOURCES)}, not {requested!r}")
-    table = env.dynamodb.describe_table(TableName=env.table)["Table"]
+    table = env.dynamodb.describe_table(TableName=env.table_for(schema))["Table"]
     size = int(table.get("TableSizeBytes", 0))
     source: Source
     if requested == "auto":
@@ -47,6 +48,7 @@ def choose_source(env: Env, requested: str) -> dict[str, Any]:
         "tableParts": parts,
         "expectedItems": int(table.get("ItemCount", 0)),
         "tableBytes": size,
+        "tableArn": table["TableArn"],
     }
 
 
@@ -59,7 +61,7 @@ def table_pages(
         pacer = ReadPacer(env.read_units_per_second) if env.read_units_per_second else None
         return scan_pages(
             env.dynamodb,
-            env.table,
+            env.table_for(schema.name),
             schema,
             segment=int(part["number"]),
             total_segments=int(part["of"]),

@@ -24,7 +24,8 @@ from typing import Any
 
 from search.transport import OpenSearchTransport, assume_role
 from stream_sync.aws import build_ports
-from stream_sync.config import parsed_env, required_env
+from stream_sync.config import parsed_env, required_env, schema_tables_env
+from stream_sync.tables import SchemaTables
 
 from ops.index import IndexClient
 from ops.purge import Purge
@@ -42,7 +43,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (Reindex(), Reconcile(
 class WorkerSettings:
     """The worker's environment variables (set by the stack)."""
 
-    table: str
+    tables: SchemaTables
     endpoint: str
     region: str
     admin_role_arn: str
@@ -61,7 +62,7 @@ class WorkerSettings:
     def from_env(cls, environ: Mapping[str, str]) -> WorkerSettings:
         read_units = parsed_env(environ, "READ_UNITS_PER_SEGMENT", float, 0.0)
         return cls(
-            table=required_env(environ, "TABLE_NAME"),
+            tables=schema_tables_env(environ, required=True),
             endpoint=required_env(environ, "OPENSEARCH_ENDPOINT"),
             region=required_env(environ, "AWS_REGION"),
             admin_role_arn=required_env(environ, "ADMIN_ROLE_ARN"),
@@ -88,6 +89,7 @@ def build_env(settings: WorkerSettings, credentials: Any) -> Env:
         settings.region,
         settings.geometry_bucket,
         settings.request_timeout_seconds,
+        settings.tables,
         settings.bulk_max_bytes,
     )
     transport = OpenSearchTransport(
@@ -101,7 +103,7 @@ def build_env(settings: WorkerSettings, credentials: Any) -> Env:
         settings=sync,
         ports=lambda: build_ports(sync, credentials),
         dynamodb=boto3.client("dynamodb", region_name=settings.region),
-        table=settings.table,
+        tables=settings.tables,
         segments=settings.segments,
         export_above_bytes=settings.export_above_bytes,
         read_units_per_second=settings.read_units_per_segment,
@@ -135,6 +137,7 @@ def handle(
             "source": record.get("source", "none"),
             "parts": record.get("parts", []),
             "exportArn": record.get("exportArn"),
+            "tableArn": record.get("tableArn"),
         }
     if step == "export-ready":
         return _export_ready(env, run, event["export"])

@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 from stream_sync.config import DEFAULT_BULK_MAX_BYTES, Settings
 from stream_sync.sync import Ports
+from stream_sync.tables import SchemaTables
 
 from ops.index import IndexClient, OpsError, TransientFailure
 from ops.runs import Merged, PartState, Run, merge, part_id
@@ -43,7 +44,7 @@ class Env:
     settings: Settings  # the stream sync's settings: every document write goes through its batch path
     ports: Callable[[], Ports]  # one set per thread (each has its own connection pool)
     dynamodb: Any
-    table: str
+    tables: SchemaTables  # which table holds which schema: a run reads its schema's table
     segments: int = 1  # of a parallel scan; also the reconcile's point-in-time slices
     export_above_bytes: int | None = None  # None: always scan (a local run cannot start an export)
     read_units_per_second: float | None = None  # per scan segment, None: unpaced
@@ -56,16 +57,25 @@ class Env:
     now: Callable[[], float] = time.time
     scan_page_items: int | None = None
 
+    def table_for(self, schema: str) -> str:
+        """The table that holds `schema`'s items."""
+        table = self.tables.table_of(schema)
+        if table is None:
+            raise OpsError(f"no table holds schema {schema!r} (SCHEMA_TABLES)")
+        return table
+
 
 def sync_settings(
     endpoint: str,
     region: str,
     geometry_bucket: str | None,
     request_timeout_seconds: float,
+    tables: SchemaTables,
     bulk_max_bytes: int = DEFAULT_BULK_MAX_BYTES,
 ) -> Settings:
     """The stream sync's settings for an ops run's writes. The DLQ is never used: an ops write reports its
-    permanent failures in the run's summary instead of dead-lettering them."""
+    permanent failures in the run's summary instead of dead-lettering them. A redriven record is checked against
+    `tables` like a streamed one (`wrong-table`)."""
     return Settings(
         opensearch_endpoint=endpoint,
         region=region,
@@ -73,6 +83,7 @@ def sync_settings(
         geometry_bucket=geometry_bucket,
         bulk_max_bytes=bulk_max_bytes,
         request_timeout_seconds=request_timeout_seconds,
+        schema_tables=tables,
     )
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
+
+from stream_sync.tables import SchemaTables
 
 _T = TypeVar("_T")
 
@@ -40,6 +42,15 @@ def parsed_env(
         raise ConfigError(f"{name}={raw!r} is not a valid {parse.__name__}") from None
 
 
+def schema_tables_env(environ: Mapping[str, str], *, required: bool = False) -> SchemaTables:
+    """``SCHEMA_TABLES`` (which table holds which schema); empty when it is unset and not `required`."""
+    raw = required_env(environ, "SCHEMA_TABLES") if required else environ.get("SCHEMA_TABLES", "").strip()
+    try:
+        return SchemaTables.parse(raw) if raw else SchemaTables()
+    except ValueError as error:
+        raise ConfigError(f"SCHEMA_TABLES {error}") from None
+
+
 @dataclass(frozen=True)
 class Settings:
     opensearch_endpoint: str
@@ -57,6 +68,7 @@ class Settings:
     dlq_max_message_bytes: int = DEFAULT_DLQ_MAX_MESSAGE_BYTES
     metrics_namespace: str = "RefData/StreamSync"
     log_level: str = "INFO"
+    schema_tables: SchemaTables = field(default_factory=SchemaTables)  # empty: no wrong-table check
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str]] = [
@@ -118,4 +130,5 @@ class Settings:
             dlq_max_message_bytes=optional("DLQ_MAX_MESSAGE_BYTES", int, DEFAULT_DLQ_MAX_MESSAGE_BYTES),
             metrics_namespace=environ.get("METRICS_NAMESPACE", "").strip() or "RefData/StreamSync",
             log_level=(environ.get("LOG_LEVEL", "").strip() or "INFO").upper(),
+            schema_tables=schema_tables_env(environ),
         )

@@ -11,10 +11,17 @@ Two message shapes are understood:
   "startSequenceNumber", "endSequenceNumber", "streamArn"}}` (metadata only): the range is re-read from
   the stream (within its 24-hour retention) to learn the keys and sequence numbers.
 
+Each item is read from the table whose stream the record came from (its `eventSourceARN`, or the on-failure
+record's `streamArn`), and the synthetic record keeps that ARN, so a record the sync refused as `wrong-table` is
+refused again while its item is still in the wrong table; once the item has left that table (moved to the table
+that holds its schema, whose stream indexes it), the message is done and deleted, with nothing written. A message
+that names no stream is read from the table holding its schema (`SCHEMA_TABLES`).
+
 A message is deleted only when every record it names reached a final fate.
 
-CLI: `python -m stream_sync.redrive --table <name> [--queue-url URL] [--max-messages N] [--dry-run]`,
-configured like the handler (OPENSEARCH_ENDPOINT, GEOMETRY_BUCKET, BULK_MAX_BYTES, ... from the environment).
+CLI: `python -m stream_sync.redrive (--table <name> | SCHEMA_TABLES=...) [--queue-url URL] [--max-messages N]
+[--dry-run]`, configured like the handler (OPENSEARCH_ENDPOINT, GEOMETRY_BUCKET, BULK_MAX_BYTES, SCHEMA_TABLES, ...
+from the environment); `--table` says the environment has one table, which holds every schema.
 """
 
 from __future__ import annotations
@@ -25,15 +32,20 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from datamodel.registry import SEPARATOR
+
 from stream_sync.config import Settings
-from stream_sync.sync import FINAL_FATES, Ports, process_batch
+from stream_sync.sync import FINAL_FATES, Fate, Ports, process_batch
+from stream_sync.tables import SchemaTables, table_of_arn
 
 Keys = dict[str, Any]
 ReadRange = Callable[[str, str, str, str], list[Mapping[str, Any]]]
-GetItem = Callable[[Keys], dict[str, Any] | None]
+IGNORED = Fate.IGNORED.value
+# The item's current state by its keys and the ARN of the stream its record came from (None: unknown).
+GetItem = Callable[[Keys, str | None], dict[str, Any] | None]
 
 
 class UnreadableMessageError(ValueError):
@@ -56,8 +68,17 @@ class MessageReport:
     error: str | None = None
 
 
-def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Keys, str]]:
-    """(keys, SequenceNumber) of every record a DLQ message names."""
+@dataclass(frozen=True)
+class Target:
+    """A record a DLQ message names: its keys, sequence number and the ARN of the stream it came from."""
+
+    keys: Keys
+    sequence_number: str
+    source_arn: str | None
+
+
+def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[Target]:
+    """Every record a DLQ message names."""
     record = body.get("record")
     if isinstance(record, Mapping):
         stream = record.get("dynamodb")
@@ -66,7 +87,8 @@ def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Key
         seq = stream.get("SequenceNumber")
         if not isinstance(seq, str) or not seq.isdigit():
             raise UnreadableMessageError("dead-lettered record has no SequenceNumber")
-        return [(dict(stream["Keys"]), seq)]
+        arn = record.get("eventSourceARN")
+        return [Target(dict(stream["Keys"]), seq, arn if isinstance(arn, str) else None)]
     info = body.get("DDBStreamBatchInfo")
     if isinstance(info, Mapping):
         try:
@@ -79,15 +101,19 @@ def targets_of(body: Mapping[str, Any], read_range: ReadRange) -> list[tuple[Key
             raise UnreadableMessageError(
                 f"stream range {start}..{end} of {shard} is no longer readable (24 h retention): reconcile instead"
             )
-        return [(dict(r["dynamodb"]["Keys"]), r["dynamodb"]["SequenceNumber"]) for r in records]
+        return [Target(dict(r["dynamodb"]["Keys"]), r["dynamodb"]["SequenceNumber"], arn) for r in records]
     raise UnreadableMessageError("neither a dead-lettered record nor DDBStreamBatchInfo")
 
 
 def current_state_record(
-    keys: Keys, sequence_number: str, item: dict[str, Any] | None, read_at: float
+    keys: Keys,
+    sequence_number: str,
+    item: dict[str, Any] | None,
+    read_at: float,
+    source_arn: str | None = None,
 ) -> dict[str, Any]:
     """A synthetic stream record carrying the item's current state (`item`, None when it is gone) under the
-    dead-lettered sequence number.
+    dead-lettered sequence number, from the stream `source_arn` (checked against the schema's table like any).
 
     Its ApproximateCreationDateTime is `read_at`, when that state was read: a tombstone's `deletedAt` then
     never predates the deletion it records (the dead-lettered record itself may be older than the delete).
@@ -99,12 +125,15 @@ def current_state_record(
     }
     if item is not None:
         stream["NewImage"] = item
-    return {
+    record = {
         "eventID": f"redrive-{sequence_number}",
         "eventName": "MODIFY" if item is not None else "REMOVE",
         "eventSource": "redrive",
         "dynamodb": stream,
     }
+    if source_arn is not None:
+        record["eventSourceARN"] = source_arn
+    return record
 
 
 def redrive_messages(
@@ -130,18 +159,29 @@ def redrive_messages(
             reports[position].error = str(error)
             continue
         try:
-            fresh = [current_state_record(keys, seq, get_item(keys), ports.now()) for keys, seq in targets]
+            states = [(t, get_item(t.keys, t.source_arn)) for t in targets]
         except Exception as error:  # throttled or failed reads: this message stays, the others go on
             reports[position].error = f"reading the current item failed: {error!r:.300}"
             continue
-        records.extend(fresh)
-        owner.extend([position] * len(fresh))
-        reports[position].records = len(fresh)
+        report = reports[position]
+        report.records = len(states)
+        for target, item in states:
+            if item is None and _held_by_another_table(settings.schema_tables, target):
+                # A wrong-table record whose item has left the table it was written to (moved to its own table,
+                # whose stream indexes it, or deleted): nothing is left to refuse or to apply.
+                report.fates[IGNORED] = report.fates.get(IGNORED, 0) + 1
+                continue
+            records.append(
+                current_state_record(
+                    target.keys, target.sequence_number, item, ports.now(), target.source_arn
+                )
+            )
+            owner.append(position)
+    finished = [True] * len(messages)
     if records:
         result = process_batch(
             records, settings=settings, ports=ports, remaining_seconds=remaining_seconds, dead_letter=False
         )
-        finished = [True] * len(messages)
         for outcome, position in zip(result.outcomes, owner, strict=True):
             fate = outcome.fate.value if outcome.fate else "none"
             fates = reports[position].fates
@@ -149,9 +189,16 @@ def redrive_messages(
             if outcome.fate not in FINAL_FATES:
                 finished[position] = False
                 reports[position].error = f"{outcome.reason_kind}: {outcome.reason}"
-        for position, report in enumerate(reports):
-            report.deleted = report.error is None and report.records > 0 and finished[position]
+    for position, report in enumerate(reports):
+        report.deleted = report.error is None and report.records > 0 and finished[position]
     return reports
+
+
+def _held_by_another_table(tables: SchemaTables, target: Target) -> bool:
+    """The target's schema belongs to a table other than the one whose stream the record came from."""
+    source = table_of_arn(target.source_arn)
+    holder = tables.table_of(str(target.keys.get("pk", {}).get("S", "")).split(SEPARATOR, 1)[0])
+    return source is not None and holder is not None and holder != source
 
 
 # --------------------------------------------------------------------------- AWS wiring and CLI
@@ -194,8 +241,16 @@ def streams_client(region: str) -> Any:
     return boto3.client("dynamodbstreams", region_name=region, endpoint_url=endpoint)
 
 
-def item_reader(dynamodb: Any, table: str) -> GetItem:
-    def get_item(keys: Keys) -> dict[str, Any] | None:
+def item_reader(dynamodb: Any, tables: SchemaTables) -> GetItem:
+    """Consistent reads from the table the record came from, else from the table holding its schema."""
+
+    def get_item(keys: Keys, source_arn: str | None) -> dict[str, Any] | None:
+        table = table_of_arn(source_arn)
+        if table is None:
+            pk = keys.get("pk", {}).get("S", "")
+            table = tables.table_of(pk.split(SEPARATOR, 1)[0])
+            if table is None:
+                raise LookupError(f"no stream named and no table holds the schema of pk {pk!r:.200}")
         item: dict[str, Any] | None = dynamodb.get_item(TableName=table, Key=keys, ConsistentRead=True).get(
             "Item"
         )
@@ -271,7 +326,6 @@ def handle_batch(
 def redrive_queue(
     *,
     queue_url: str,
-    table: str,
     settings: Settings,
     ports: Ports,
     sqs: Any,
@@ -285,7 +339,7 @@ def redrive_queue(
     """Receive up to `max_messages`, redrive them ten at a time, delete the ones that are done."""
     reports: list[MessageReport] = []
     seen: set[str] = set()
-    read_range, get_item = stream_range_reader(streams), item_reader(dynamodb, table)
+    read_range, get_item = stream_range_reader(streams), item_reader(dynamodb, settings.schema_tables)
     while len(reports) < max_messages:
         messages = receive(
             sqs,
@@ -321,7 +375,7 @@ def redrive_queue(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stream_sync.redrive", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--table", default=os.environ.get("TABLE_NAME"), required="TABLE_NAME" not in os.environ
+        "--table", help="the environment's only table (TABLE_NAME); with several, set SCHEMA_TABLES instead"
     )
     parser.add_argument("--queue-url", default=os.environ.get("DLQ_URL"))
     parser.add_argument("--max-messages", type=int, default=1000)
@@ -330,6 +384,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="receive and report, change nothing")
     args = parser.parse_args(argv)
     settings = Settings.from_env(os.environ)
+    table = args.table or (None if settings.schema_tables else os.environ.get("TABLE_NAME"))
+    if table:
+        settings = replace(settings, schema_tables=SchemaTables.single(table))
+    if not settings.schema_tables:
+        parser.error("--table (TABLE_NAME) or SCHEMA_TABLES is required: which table holds which schema")
 
     import boto3
 
@@ -337,7 +396,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reports = redrive_queue(
         queue_url=args.queue_url or settings.dlq_url,
-        table=args.table,
         settings=settings,
         ports=build_ports(settings),
         sqs=boto3.client("sqs", region_name=settings.region),

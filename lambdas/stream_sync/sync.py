@@ -1,6 +1,6 @@
 """Apply one batch of DynamoDB stream records to OpenSearch and decide every record's fate.
 
-Pipeline: parse keys and sequence numbers -> coalesce per document (last change wins) -> build documents
+Pipeline: parse keys and sequence numbers (refusing a schema another table holds) -> coalesce per document (last change wins) -> build documents
 (and fetch geometry by URL) -> one `_bulk` request (split only at the payload cap) -> retry transient
 per-item failures with backoff inside the time left -> dead-letter permanent failures (and records about
 to exceed the event source mapping's maximum age) -> report the smallest unfinished sequence number.
@@ -179,6 +179,13 @@ def process_batch(
             outcome.fail(permanent, error.kind, error.detail)
             continue
         outcome.change = change
+        if change.indexable:
+            misplaced = settings.schema_tables.misplaced(
+                change.schema, _get(outcome.record, "eventSourceARN", None)
+            )
+            if misplaced is not None:
+                outcome.fail(permanent, "wrong-table", misplaced)
+                continue
         previous = latest.get(change.doc_id)
         if previous is not None and previous.change is not None and previous.change.seq > change.seq:
             outcome.fate, outcome.superseded_by = Fate.COALESCED, previous.position

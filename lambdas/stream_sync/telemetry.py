@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from stream_sync.config import Settings
 from stream_sync.sync import FATE_VALUES, BatchResult, Fate
+from stream_sync.tables import table_of_arn
 
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 
@@ -71,6 +72,12 @@ def emf_line(result: BatchResult, namespace: str, now: float, counts: dict[str, 
     return json.dumps(document, separators=(",", ":"))
 
 
+def _source_table(result: BatchResult) -> str | None:
+    """The table whose stream the batch came from (one event source mapping per table: one table per batch)."""
+    first = result.outcomes[0].record if result.outcomes else None
+    return table_of_arn(first.get("eventSourceARN")) if isinstance(first, Mapping) else None
+
+
 def emit(
     result: BatchResult, settings: Settings, *, now: float, write: Callable[[str], None] = print
 ) -> None:
@@ -103,6 +110,7 @@ def emit(
             _line(
                 "INFO",
                 "batch synced",
+                table=_source_table(result),
                 records=len(result.outcomes),
                 outcomes={fate: n for fate, n in counts.items() if n},
                 recordIds=by_fate,

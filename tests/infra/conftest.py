@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,3 +80,14 @@ def config(env: str):  # type: ignore[no-untyped-def]
     from infra.environments import environments
 
     return environments()[env]
+
+
+def table_ids(stateful: Template, config) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Construct id -> logical id of each source table of ``config`` (the main table "Table" first)."""
+    tables = stateful.find_resources("AWS::DynamoDB::Table")
+    found = {}
+    for plan in config.source_tables:
+        (logical_id,) = [i for i in tables if re.fullmatch(rf"{plan.construct_id}[0-9A-F]{{8}}", i)]
+        found[plan.construct_id] = logical_id
+    assert sorted(found.values()) == sorted(tables), "a table that config does not declare"
+    return found

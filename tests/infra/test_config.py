@@ -21,6 +21,8 @@ from infra.config import (
     ProvisionedCapacity,
     ReadRole,
     RemovalPolicy,
+    SourceTable,
+    TableSettings,
     http_payload_limit_bytes,
 )
 from infra.environments import EXAMPLE_ACCOUNTS, environments
@@ -172,6 +174,97 @@ def test_production_domain_without_dedicated_masters_is_rejected() -> None:
     prod = environments()["prod"]
     with rejects("prod.search.master_node_count"):
         with_search(prod, master_node_type=None, master_node_count=0)
+
+
+# --- source tables ------------------------------------------------------------------------------------------
+
+
+def with_tables(config: EnvironmentConfig, *tables: SourceTable) -> EnvironmentConfig:
+    return replace(config, additional_tables=tables)
+
+
+def test_every_data_schema_belongs_to_exactly_one_table(config: EnvironmentConfig) -> None:
+    held = [schema for plan in config.source_tables for schema in plan.schemas]
+    assert sorted(held) == sorted(name for name in ("geozone", "productDate", "booking", "thread"))
+    assert (
+        config.source_tables[0].construct_id == "Table" and config.source_tables[0].settings is config.table
+    )
+
+
+def test_a_schema_claimed_by_two_tables_is_rejected_with_its_field_path(config: EnvironmentConfig) -> None:
+    bookings = SourceTable(name="Bookings", schemas=("booking",))
+    again = SourceTable(name="Archive", schemas=("productDate", "booking"))
+    with pytest.raises(ConfigError) as raised:
+        with_tables(config, bookings, again)
+    assert str(raised.value) == (
+        f"{config.name}.additional_tables[1].schemas[1]: 'booking' is already held by additional_tables[0] "
+        "(Bookings)"
+    )
+
+
+def test_a_schema_repeated_in_one_table_is_rejected(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.additional_tables[0].schemas[1]"):
+        with_tables(config, SourceTable(name="Bookings", schemas=("booking", "booking")))
+
+
+@pytest.mark.parametrize(
+    ("table", "field"),
+    [
+        (SourceTable(name="Bookings", schemas=("bookings",)), "schemas[0]"),
+        (SourceTable(name="Bookings", schemas=("booking", "counter")), "schemas[1]"),
+        (SourceTable(name="Bookings", schemas=()), "schemas"),
+        (SourceTable(name="Threads", schemas=("thread",)), "schemas"),
+        (SourceTable(name="bookings", schemas=("booking",)), "name"),
+        (SourceTable(name="Book-ings", schemas=("booking",)), "name"),
+        (
+            SourceTable(
+                name="Bookings",
+                schemas=("booking",),
+                settings=TableSettings(capacity_mode=CapacityMode.PROVISIONED),
+            ),
+            "settings.provisioned",
+        ),
+    ],
+)
+def test_an_invalid_additional_table_is_rejected_by_field(
+    config: EnvironmentConfig, table: SourceTable, field: str
+) -> None:
+    with rejects(f"{config.name}.additional_tables[0].{field}"):
+        with_tables(config, table)
+
+
+def test_two_tables_of_one_name_are_rejected(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.additional_tables[1].name"):
+        with_tables(
+            config,
+            SourceTable(name="Bookings", schemas=("booking",)),
+            SourceTable(name="Bookings", schemas=("productDate",)),
+        )
+
+
+def test_the_main_table_keeps_an_indexable_schema(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.additional_tables"):
+        with_tables(config, SourceTable(name="Everything", schemas=("geozone", "productDate", "booking")))
+
+
+def test_a_production_environment_backs_up_every_table() -> None:
+    prod = environments()["prod"]
+    with rejects("prod.additional_tables[0].settings.backup_enabled"):
+        with_tables(prod, SourceTable(name="Bookings", schemas=("booking",)))
+    backed_up = TableSettings(backup_enabled=True)
+    assert with_tables(prod, SourceTable(name="Bookings", schemas=("booking",), settings=backed_up))
+
+
+def test_a_scan_may_take_at_most_half_of_any_provisioned_tables_read_capacity() -> None:
+    dev = environments()["dev"]
+    small = TableSettings(
+        capacity_mode=CapacityMode.PROVISIONED, provisioned=ProvisionedCapacity(min_read=5, max_read=100)
+    )
+    with pytest.raises(ConfigError, match=r"^dev\.ops\.scan_read_units_per_second: .*additional_tables\[0\]"):
+        with_ops(
+            with_tables(dev, SourceTable(name="Bookings", schemas=("booking",), settings=small)),
+            scan_read_units_per_second=51,
+        )
 
 
 # --- table --------------------------------------------------------------------------------------------------

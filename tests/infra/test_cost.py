@@ -75,18 +75,24 @@ def test_dev_matches_a_hand_computation(
     dev = cost.estimate(environments["dev"], cost.Workload(), prices)
     # One t3.small.search data node all month, a 10 GiB gp3 volume at the baseline IOPS and throughput.
     assert items_of(dev, "OpenSearch") == pytest.approx(730 * 0.040 + 10 * 0.134)
-    # On-demand: 2M writes of 2 KiB items = 2 WRU each + 1 WRU for the KEYS_ONLY globalId index;
-    # 10M eventually consistent reads of up to 4 KiB = 0.5 RRU each; 1M items of 2 KiB + 100 bytes of overhead,
-    # the index 1M × (100 bytes of keys + 100 of overhead); point-in-time recovery on the table's data.
+    # Each of the two tables (reference data, bookings), on demand: 2M writes of 2 KiB items = 2 WRU each + 1 WRU
+    # for the KEYS_ONLY globalId index; 10M eventually consistent reads of up to 4 KiB = 0.5 RRU each; 1M items of
+    # 2 KiB + 100 bytes of overhead, the index 1M × (100 bytes of keys + 100 of overhead); point-in-time recovery
+    # on the table's data.
     table_gib = 1_000_000 * (2 + 100 / 1024) / GiB
     index_gib = 1_000_000 * (200 / 1024) / GiB
-    assert items_of(dev, "DynamoDB") == pytest.approx(
+    one_table = (
         2_000_000 * 3 / 1e6 * 0.6875
         + 10_000_000 * 0.5 / 1e6 * 0.1375
         + (table_gib + index_gib) * 0.275
         + table_gib * 0.22
     )
-    assert items_of(dev, "DynamoDB") == pytest.approx(5.854, abs=0.001)
+    for table in ("Table", "TableBookings"):
+        assert items_of(dev, "DynamoDB", f"{table}: on-demand writes (table and 1 GSI)") == pytest.approx(
+            2_000_000 * 3 / 1e6 * 0.6875
+        )
+    assert items_of(dev, "DynamoDB") == pytest.approx(2 * one_table)
+    assert items_of(dev, "DynamoDB") == pytest.approx(2 * 5.854, abs=0.002)
     # SQS, Lambda and STS interface endpoints in dev's two zones, 1 GB through each.
     for service in ("sqs", "lambda", "sts"):
         assert items_of(dev, "VPC endpoints", f"{service} (interface) in 2 AZ") == pytest.approx(
@@ -94,12 +100,13 @@ def test_dev_matches_a_hand_computation(
         )
     # One key, 100,000 requests.
     assert items_of(dev, "KMS") == pytest.approx(1.00 + 10 * 0.03)
-    # The sync: 2M records in batches of 100 = 20,000 invocations of 0.5 s at 1 GB (arm64), each traced.
-    sync = "StreamSyncFunction: 20,000 invocations (one per stream batch) of 500 ms at 1,024 MB arm64"
+    # The sync: 2M records from each table's stream in batches of 100 = 40,000 invocations of 0.5 s at 1 GB
+    # (arm64), each traced.
+    sync = "StreamSyncFunction: 40,000 invocations (one per stream batch of 2 streams) of 500 ms at 1,024 MB arm64"
     assert items_of(dev, "Lambda", sync) == pytest.approx(
-        20_000 / 1e6 * 0.20 + 20_000 * 0.5 * 1 * 0.0000133334
+        40_000 / 1e6 * 0.20 + 40_000 * 0.5 * 1 * 0.0000133334
     )
-    assert items_of(dev, "X-Ray", "StreamSyncFunction: traces") == pytest.approx(20_000 / 1e6 * 5.00)
+    assert items_of(dev, "X-Ray", "StreamSyncFunction: traces") == pytest.approx(40_000 / 1e6 * 5.00)
 
 
 def test_provisioned_capacity_follows_the_auto_scaling_range(
@@ -109,7 +116,7 @@ def test_provisioned_capacity_follows_the_auto_scaling_range(
         return items_of(
             cost.estimate(environments["test"], workload, prices),
             "DynamoDB",
-            "provisioned write capacity, table (auto-scaled 5-200 at 70%)",
+            "Table: provisioned write capacity, table (auto-scaled 5-200 at 70%)",
         )
 
     # 2M writes × 2 WCU a month is under 2 units a second: the minimum of 5 holds.
@@ -149,7 +156,8 @@ def test_a_workload_flag_changes_the_estimate(
         "| item writes (puts, updates, deletes) to each table | 4,000,000 | `--writes-per-month` |" in printed
     )
     assert (
-        "| DynamoDB | on-demand writes (table and 1 GSI) | 12,000,000 write request units | 8.25 |" in printed
+        "| DynamoDB | Table: on-demand writes (table and 1 GSI) | 12,000,000 write request units | 8.25 |"
+        in printed
     )
 
 

@@ -31,6 +31,17 @@ def test_the_drawing_shows_every_construct_of_both_stacks(synthesized: Synthesiz
     assert 'Stateless_StreamSync -.->|"table-stream-arn"| Stateful_Table' in drawn
 
 
+def test_dev_draws_each_of_its_two_tables_with_the_streams_the_sync_and_the_ops_read(
+    synthesized: Synthesized,
+) -> None:
+    drawn = diagram.mermaid("dev", diagram.read_assembly(synthesized.outdir / "assembly-dev"))
+    assert 'Stateful_TableBookings[("<b>TableBookings</b><br/>DynamoDB table")]' in drawn
+    assert "Lambda function · 2 × event source mapping · SQS queue" in drawn
+    for reader in ("StreamSync", "Ops"):
+        assert f'Stateless_{reader} -.->|"table-stream-arn"| Stateful_Table\n' in drawn
+        assert f'Stateless_{reader} -.->|"table-bookings-stream-arn"| Stateful_TableBookings' in drawn
+
+
 # --- reading a hand-written assembly -------------------------------------------------------------------------
 
 

@@ -26,12 +26,34 @@ PINNED = {
 }
 # Only environments whose config turns table backups on have a vault.
 PINNED_WITH_BACKUP = {"TableVault6854F4A8": "AWS::Backup::BackupVault"}
+# Additional source tables (infra/config.py ``additional_tables``), by construct id: the table, and its vault where
+# its settings turn backups on. Only the environments that declare the table have it.
+PINNED_ADDITIONAL_TABLES = {
+    "TableBookings": (
+        {"TableBookingsD1978FDB": "AWS::DynamoDB::Table"},
+        {"TableBookingsVault45B27EDA": "AWS::Backup::BackupVault"},
+    ),
+}
 
 
 def pinned(synthesized: Synthesized, env_name: str) -> dict[str, str]:
-    backups = synthesized.stages[env_name].node.find_child("Stateful").node.try_find_child("Table")
-    has_vault = backups is not None and backups.node.try_find_child("Vault") is not None
-    return {**PINNED, **(PINNED_WITH_BACKUP if has_vault else {})}
+    stateful = synthesized.stages[env_name].node.find_child("Stateful")
+    found = dict(PINNED)
+    for construct_id, (table, vault) in {
+        "Table": ({}, PINNED_WITH_BACKUP),
+        **PINNED_ADDITIONAL_TABLES,
+    }.items():
+        construct = stateful.node.try_find_child(construct_id)
+        if construct is not None:
+            found |= table | (vault if construct.node.try_find_child("Vault") is not None else {})
+    return found
+
+
+def test_dev_declares_the_bookings_table_whose_logical_id_is_pinned(synthesized: Synthesized) -> None:
+    assert "TableBookingsD1978FDB" in pinned(synthesized, "dev")
+    assert not any(
+        id.startswith("TableBookings") for env in ("test", "prod") for id in pinned(synthesized, env)
+    )
 
 
 @pytest.mark.parametrize("env_name", ENVIRONMENTS)

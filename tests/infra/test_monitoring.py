@@ -18,6 +18,7 @@ from stream_sync.telemetry import METRIC_NAMES
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import OPERATIONS
+from tests.infra.conftest import table_ids
 from tests.infra.test_index_bootstrap import framework_dead_letter_queue_id
 from tests.infra.test_stream_sync import dead_letter_queue_id, one, resolve, sync_function
 
@@ -88,12 +89,6 @@ def expected_alarms(
         ),
         "KMSKeyError": es("KMSKeyError", "Maximum", 60, 1, "notBreaching"),
         "KMSKeyInaccessible": es("KMSKeyInaccessible", "Maximum", 60, 1, "notBreaching"),
-        "TableReadThrottles": Expected(
-            "AWS/DynamoDB", "ReadThrottleEvents", "Sum", 300, settings.throttle_events, "notBreaching"
-        ),
-        "TableWriteThrottles": Expected(
-            "AWS/DynamoDB", "WriteThrottleEvents", "Sum", 300, settings.throttle_events, "notBreaching"
-        ),
         "SyncIteratorAge": Expected(
             "AWS/Lambda", "IteratorAge", "Maximum", 60, settings.iterator_age_seconds * 1000, "notBreaching"
         ),
@@ -135,9 +130,19 @@ def expected_alarms(
             "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
         ),
     }
-    for index in index_names(stateful):
-        alarms[f"IndexReadThrottles-{index}"] = alarms["TableReadThrottles"]
-        alarms[f"IndexWriteThrottles-{index}"] = alarms["TableWriteThrottles"]
+    for label, indexes in table_indexes(stateful, config).items():
+        for access in ("Read", "Write"):
+            throttles = Expected(
+                "AWS/DynamoDB",
+                f"{access}ThrottleEvents",
+                "Sum",
+                300,
+                settings.throttle_events,
+                "notBreaching",
+            )
+            alarms["-".join(filter(None, (f"Table{access}Throttles", label)))] = throttles
+            for index in indexes:
+                alarms["-".join(filter(None, (f"Index{access}Throttles", label, index)))] = throttles
     if cluster.get("DedicatedMasterEnabled"):
         alarms["MasterCPUUtilization"] = es(
             "MasterCPUUtilization", "Maximum", 900, settings.master_cpu_percent, evaluation_periods=3
@@ -159,7 +164,15 @@ def expected_alarms(
     return {f"refdata-{config.name}-{kind}": expected for kind, expected in alarms.items()}
 
 
-MATH_ALARMS = ("ThreadpoolWriteRejected", "Domain5xx", "TableSystemErrors")
+MATH_ALARMS = ("ThreadpoolWriteRejected", "Domain5xx")
+
+
+def math_alarms(config: EnvironmentConfig) -> set[str]:
+    """The metric-math alarms: the domain's two, and each table's system errors (subject: its label)."""
+    system_errors = {
+        "-".join(filter(None, ("TableSystemErrors", plan.label))) for plan in config.source_tables
+    }
+    return {f"refdata-{config.name}-{kind}" for kind in (*MATH_ALARMS, *system_errors)}
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------
@@ -172,15 +185,28 @@ def alarms_by_name(template: Template, resource_type: str = ALARM) -> dict[str, 
     }
 
 
-def index_names(stateful: Template) -> list[str]:
-    _, table = one(stateful, TABLE)
-    return [index["IndexName"] for index in table["Properties"]["GlobalSecondaryIndexes"]]
+def table_indexes(stateful: Template, config: EnvironmentConfig) -> dict[str, list[str]]:
+    """Each source table's label in alarm names ("" for the main table) -> the indexes its template declares."""
+    tables = stateful.find_resources(TABLE)
+    labels = {plan.construct_id: plan.label for plan in config.source_tables}
+    return {
+        labels[construct_id]: [
+            index["IndexName"] for index in tables[logical_id]["Properties"]["GlobalSecondaryIndexes"]
+        ]
+        for construct_id, logical_id in table_ids(stateful, config).items()
+    }
 
 
-def table_name(stateful: Template) -> dict[str, Any]:
-    """The table's name as the stateless stack knows it: the second part of its stream ARN (handed over in SSM)."""
-    table_id, _ = one(stateful, TABLE)
-    return {"Fn::Select": [1, {"Fn::Split": ["/", {"Fn::GetAtt": [table_id, "StreamArn"]}]}]}
+def table_names(stateful: Template, config: EnvironmentConfig) -> dict[str, dict[str, Any]]:
+    """Each table's label -> its name as the stateless stack knows it: the second part of its stream ARN (handed
+    over in SSM)."""
+    labels = {plan.construct_id: plan.label for plan in config.source_tables}
+    return {
+        labels[construct_id]: {
+            "Fn::Select": [1, {"Fn::Split": ["/", {"Fn::GetAtt": [table_id, "StreamArn"]}]}]
+        }
+        for construct_id, table_id in table_ids(stateful, config).items()
+    }
 
 
 def dimensions(metric: dict[str, Any]) -> dict[str, Any]:
@@ -205,7 +231,8 @@ def expected_dimensions(
     """The dimensions a metric of ``namespace`` is published with (the sync's own metrics have none)."""
     return {
         "AWS/ES": context["domain"],
-        "AWS/DynamoDB": {"TableName": context["table"]},
+        # The main table's alarms have no label (an index alarm's subject is the index).
+        "AWS/DynamoDB": {"TableName": context["tables"].get(subject or "", context["tables"][""])},
         "AWS/Lambda": {"FunctionName": context["function"]},
         "AWS/SQS": {"QueueName": context["queues"].get(kind.removesuffix("DeadLetters"))},
         "AWS/States": {"StateMachineArn": context["state_machines"].get(subject)},
@@ -226,7 +253,7 @@ def context(stateful: Template, stateless: Template, config: EnvironmentConfig) 
     function_id, _ = sync_function(stateless)
     return {
         "domain": {"DomainName": domain["Properties"]["DomainName"], "ClientId": config.account},
-        "table": table_name(stateful),
+        "tables": table_names(stateful, config),
         "function": {"Ref": function_id},
         "queues": {
             "StreamSync": {"Fn::GetAtt": [dead_letter_queue_id(stateless), "QueueName"]},
@@ -244,7 +271,7 @@ def test_the_environment_has_exactly_the_expected_alarms(
 ) -> None:
     expected = {
         *expected_alarms(config, stateful, stateless),
-        *(f"refdata-{config.name}-{k}" for k in MATH_ALARMS),
+        *math_alarms(config),
         *(f"refdata-{config.name}-OpsRunFailed-{operation}" for operation in OPERATIONS),
     }
     assert set(alarms_by_name(stateless)) == expected
@@ -307,19 +334,30 @@ def test_5xx_alarm_is_the_share_of_the_domains_requests(
     )
 
 
-def test_system_errors_alarm_sums_every_table_operation_within_cloudwatchs_ten_metrics(
+def test_each_tables_system_errors_alarm_sums_every_operation_within_cloudwatchs_ten_metrics(
     stateless: Template, config: EnvironmentConfig
 ) -> None:
-    _, properties = alarms_by_name(stateless)[f"refdata-{config.name}-TableSystemErrors"]
-    members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
-    (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
-    assert sorted(expression.split(" + ")) == sorted(members) and len(members) <= 10
-    operations = {dimensions(stat["Metric"])["Operation"] for stat in members.values()}
-    assert {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchWriteItem"} <= operations
-    assert all(
-        stat["Metric"]["MetricName"] == "SystemErrors" and stat["Stat"] == "Sum" for stat in members.values()
-    )
-    assert properties["Threshold"] == config.monitoring.table_system_errors
+    for plan in config.source_tables:
+        name = "-".join(filter(None, (f"refdata-{config.name}-TableSystemErrors", plan.label)))
+        _, properties = alarms_by_name(stateless)[name]
+        members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
+        (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+        assert sorted(expression.split(" + ")) == sorted(members) and len(members) <= 10
+        operations = {dimensions(stat["Metric"])["Operation"] for stat in members.values()}
+        assert {
+            "GetItem",
+            "PutItem",
+            "UpdateItem",
+            "DeleteItem",
+            "Query",
+            "Scan",
+            "BatchWriteItem",
+        } <= operations
+        assert all(
+            stat["Metric"]["MetricName"] == "SystemErrors" and stat["Stat"] == "Sum"
+            for stat in members.values()
+        )
+        assert properties["Threshold"] == config.monitoring.table_system_errors
 
 
 def test_a_failed_or_timed_out_run_of_each_ops_workflow_alarms(
@@ -371,16 +409,24 @@ def test_every_alarm_reads_its_metrics_with_the_dimensions_they_are_published_wi
             assert found == wanted, f"{name} reads {metric['MetricName']} with {found}"
 
 
-def test_index_throttle_alarms_cover_every_index_of_the_stateful_table(
-    stateful: Template, stateless: Template, config: EnvironmentConfig
+def test_index_throttle_alarms_cover_every_index_of_every_stateful_table(
+    stateful: Template, stateless: Template, config: EnvironmentConfig, context: dict[str, Any]
 ) -> None:
+    resolved = resolve(stateful, stateless, {name: p for name, (_, p) in alarms_by_name(stateless).items()})
     for kind in ("IndexReadThrottles", "IndexWriteThrottles"):
         watched = {
-            dimensions(properties)["GlobalSecondaryIndexName"]
-            for name, (_, properties) in alarms_by_name(stateless).items()
+            (
+                json.dumps(dimensions(properties)["TableName"]),
+                dimensions(properties)["GlobalSecondaryIndexName"],
+            )
+            for name, properties in resolved.items()
             if name.startswith(f"refdata-{config.name}-{kind}-")
         }
-        assert watched == set(index_names(stateful))
+        assert watched == {
+            (json.dumps(context["tables"][label]), index)
+            for label, indexes in table_indexes(stateful, config).items()
+            for index in indexes
+        }
 
 
 def test_the_sync_alarms_read_only_metrics_the_handler_emits(stateless: Template) -> None:
@@ -486,14 +532,16 @@ def as_json(*values: Any) -> set[str]:
 
 
 def test_dashboard_graphs_name_the_real_resources(
-    stateful: Template, stateless: Template, context: dict[str, Any]
+    stateful: Template, stateless: Template, config: EnvironmentConfig, context: dict[str, Any]
 ) -> None:
     found = {key: set(values) for key, values in dashboard_dimensions(dashboard(stateful, stateless)).items()}
     assert found == {
         "FunctionName": as_json(context["function"]),
         "QueueName": as_json(*context["queues"].values()),
-        "TableName": as_json(context["table"]),
-        "GlobalSecondaryIndexName": as_json(*index_names(stateful)),
+        "TableName": as_json(*context["tables"].values()),
+        "GlobalSecondaryIndexName": as_json(
+            *(i for names in table_indexes(stateful, config).values() for i in names)
+        ),
         "Operation": found["Operation"],
         "DomainName": as_json(context["domain"]["DomainName"]),
         "ClientId": as_json(context["domain"]["ClientId"]),

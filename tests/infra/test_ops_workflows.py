@@ -23,10 +23,13 @@ from tests.infra.test_stream_sync import (
     data_key_arn,
     dead_letter_queue_id,
     domain_endpoint,
+    expected_schema_tables,
     one,
     permissions,
     resolve,
     role_arn,
+    schema_tables,
+    stream_arns,
 )
 
 FUNCTION = "AWS::Lambda::Function"
@@ -72,12 +75,25 @@ def ops_bucket(stateful: Template) -> str:
     return bucket_id
 
 
-def handed_table_arn(stateful: Template, config: EnvironmentConfig, suffix: str = "") -> dict[str, Any]:
-    """The table's ARN as the stateless stack builds it: from the table name in the handed-over stream ARN."""
-    stream = {"Fn::GetAtt": [one(stateful, "AWS::DynamoDB::Table")[0], "StreamArn"]}
-    name = {"Fn::Select": [1, {"Fn::Split": ["/", stream]}]}
+def handed_table_arns(
+    stateful: Template, config: EnvironmentConfig, suffix: str = ""
+) -> list[dict[str, Any]]:
+    """Each source table's ARN as the stateless stack builds it: from the table name in its handed-over stream
+    ARN."""
     prefix = f"arn:aws:dynamodb:{config.region}:{config.account}:table/"
-    return {"Fn::Join": ["", [prefix, name, *([suffix] if suffix else [])]]}
+    return [
+        {
+            "Fn::Join": [
+                "",
+                [prefix, {"Fn::Select": [1, {"Fn::Split": ["/", stream]}]}, *([suffix] if suffix else [])],
+            ]
+        }
+        for stream in stream_arns(stateful, config).values()
+    ]
+
+
+def allow_each(actions: list[str], resources: list[Any]) -> set[tuple[str, str, str]]:
+    return {triple for resource in resources for triple in allow(actions, resource)}
 
 
 def objects(stateful: Template, prefix: str) -> dict[str, Any]:
@@ -104,8 +120,9 @@ def test_the_worker_environment_is_exactly_what_ops_worker_reads(
     variables = resolve(stateful, stateless, worker["Properties"]["Environment"]["Variables"])
     streams = variables.pop("DYNAMODB_STREAMS_ENDPOINT")  # asserted with the endpoint (test_network.py)
     assert streams["Fn::Join"][1][0] == "https://"
+    tables = schema_tables(stateful, stateless, variables.pop("SCHEMA_TABLES"))
+    assert tables == expected_schema_tables(stateful, config)  # each run reads its schema's table
     assert variables == {
-        "TABLE_NAME": handed_table_arn(stateful, config)["Fn::Join"][1][1],  # the name in the stream's ARN
         "OPENSEARCH_ENDPOINT": {"Fn::Join": ["", ["https://", domain_endpoint(stateful)]]},
         "ADMIN_ROLE_ARN": role_arn(stateful, ADMIN_ROLE),
         "OPS_BUCKET": {"Ref": ops_bucket(stateful)},
@@ -148,15 +165,16 @@ def test_the_worker_policy_grants_exactly_what_the_operations_call(
             ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": "GeometryBucket1F491C5F"}, "/geometries/*"],
         ]
     }
-    stream = {"Fn::GetAtt": [one(stateful, "AWS::DynamoDB::Table")[0], "StreamArn"]}
     assert permissions(document) == (
         allow(["logs:CreateLogStream", "logs:PutLogEvents"], {"Fn::GetAtt": [group_id, "Arn"]})
         | allow(ENI_ACTIONS + XRAY_ACTIONS, "*")
-        | allow(
+        | allow_each(
             ["dynamodb:Scan", "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:DescribeTable"],
-            handed_table_arn(stateful, config),
+            handed_table_arns(stateful, config),
         )
-        | allow(["dynamodb:GetShardIterator", "dynamodb:GetRecords"], stream)
+        | allow_each(
+            ["dynamodb:GetShardIterator", "dynamodb:GetRecords"], list(stream_arns(stateful, config).values())
+        )
         | allow(
             [
                 "sqs:ReceiveMessage",
@@ -274,7 +292,7 @@ def test_a_large_table_is_exported_and_read_file_by_file(
         export = states["ExportTable"]
         assert export["Resource"]["Fn::Join"][1][-1] == ":states:::aws-sdk:dynamodb:exportTableToPointInTime"
         assert export["Parameters"] == {
-            "TableArn": handed_table_arn(stateful, config),
+            "TableArn.$": "$.plan.tableArn",  # the table that holds the run's schema (prepare reads it)
             "S3Bucket": {"Ref": ops_bucket(stateful)},
             "S3Prefix.$": f"States.Format('exports/{operation}/{{}}', $.plan.runId)",
             "S3SseAlgorithm": "KMS",
@@ -367,8 +385,8 @@ def test_the_state_machine_role_has_exactly_the_permissions_its_states_use(
             objects(stateful, "exports/*"),
         )
         | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
-        | allow(["dynamodb:ExportTableToPointInTime"], handed_table_arn(stateful, config))
-        | allow(["dynamodb:DescribeExport"], handed_table_arn(stateful, config, "/export/*"))
+        | allow_each(["dynamodb:ExportTableToPointInTime"], handed_table_arns(stateful, config))
+        | allow_each(["dynamodb:DescribeExport"], handed_table_arns(stateful, config, "/export/*"))
         | allow(
             [
                 "logs:CreateLogDelivery",

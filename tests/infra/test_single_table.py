@@ -1,7 +1,10 @@
-"""The single table: keys, capacity, stream, recovery, encryption, TTL, retention, indexes and backups."""
+"""The source tables (one in test and prod, two in dev): each one's keys, capacity, stream, recovery,
+encryption, TTL, retention, indexes and backups follow its settings in config."""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,9 +14,10 @@ from aws_cdk import App
 from aws_cdk.assertions import Capture, Match, Template
 
 from infra.app_builder import build_environment, committed_context
-from infra.config import INVERTED_INDEX, CapacityMode, EnvironmentConfig
+from infra.config import INVERTED_INDEX, CapacityMode, EnvironmentConfig, TablePlan
 from infra.environments import environments
-from tests.infra.conftest import ENVIRONMENTS
+from tests.infra.conftest import ENVIRONMENTS, table_ids
+from tests.infra.test_logical_ids import PINNED_ADDITIONAL_TABLES
 
 TABLE = "AWS::DynamoDB::Table"
 SCALABLE_TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"
@@ -32,49 +36,79 @@ def key_arn(template: Template) -> dict[str, Any]:
     return {"Fn::GetAtt": [only(template, "AWS::KMS::Key")[0], "Arn"]}
 
 
-def table_ref(template: Template) -> dict[str, Any]:
-    return {"Ref": only(template, TABLE)[0]}
+def index_names(plan: TablePlan) -> list[str]:
+    return ["globalId", *(gsi.name for gsi in plan.settings.extra_gsis)]
 
 
-def index_names(config: EnvironmentConfig) -> list[str]:
-    return ["globalId", *(gsi.name for gsi in config.table.extra_gsis)]
+_tables: dict[tuple[int, EnvironmentConfig], list[tuple[TablePlan, str, Template]]] = {}
+
+
+def tables(stateful: Template, config: EnvironmentConfig) -> list[tuple[TablePlan, str, Template]]:
+    """Each source table: its plan, logical id, and a template of that table alone (so a property that one table
+    has never stands in for another that lacks it)."""
+    key = (id(stateful), config)
+    if key not in _tables:
+        resources = stateful.find_resources(TABLE)
+        _tables[key] = [
+            (plan, logical_id, Template.from_json({"Resources": {logical_id: resources[logical_id]}}))
+            for plan, logical_id in zip(
+                config.source_tables, table_ids(stateful, config).values(), strict=True
+            )
+        ]
+    return _tables[key]
 
 
 # --- keys and capacity --------------------------------------------------------------------------------------
 
 
-def test_table_is_keyed_by_string_pk_and_sk(stateful: Template) -> None:
-    stateful.has_resource_properties(
-        TABLE,
-        {
-            "KeySchema": [
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            "AttributeDefinitions": Match.array_with(
-                [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}]
-            ),
-        },
-    )
+def test_every_table_is_keyed_by_string_pk_and_sk(stateful: Template, config: EnvironmentConfig) -> None:
+    for _, _, table in tables(stateful, config):
+        table.has_resource_properties(
+            TABLE,
+            {
+                "KeySchema": [
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                "AttributeDefinitions": Match.array_with(
+                    [
+                        {"AttributeName": "pk", "AttributeType": "S"},
+                        {"AttributeName": "sk", "AttributeType": "S"},
+                    ]
+                ),
+            },
+        )
 
 
-def test_environment_has_exactly_one_table(stateful: Template) -> None:
-    stateful.resource_count_is(TABLE, 1)
+def test_environment_has_exactly_its_configured_tables(stateful: Template, config: EnvironmentConfig) -> None:
+    stateful.resource_count_is(TABLE, len(config.source_tables))
+    assert list(table_ids(stateful, config)) == ["Table", *(t.construct_id for t in config.additional_tables)]
+
+
+def test_dev_keeps_bookings_in_a_table_of_their_own(config: EnvironmentConfig) -> None:
+    """dev runs every check on two tables; test and prod keep one (README, "Add a table")."""
+    held = {plan.construct_id: plan.schemas for plan in config.source_tables}
+    if config.name == "dev":
+        assert held == {"Table": ("geozone", "productDate", "thread"), "TableBookings": ("booking",)}
+    else:
+        assert held == {"Table": ("geozone", "productDate", "booking", "thread")}
 
 
 def test_billing_mode_follows_config(stateful: Template, config: EnvironmentConfig) -> None:
-    if config.table.capacity_mode is CapacityMode.ON_DEMAND:
-        expected = {"BillingMode": "PAY_PER_REQUEST", "ProvisionedThroughput": Match.absent()}
-    else:
-        assert config.table.provisioned is not None
-        expected = {
-            "BillingMode": Match.absent(),
-            "ProvisionedThroughput": {
-                "ReadCapacityUnits": config.table.provisioned.min_read,
-                "WriteCapacityUnits": config.table.provisioned.min_write,
-            },
-        }
-    stateful.has_resource_properties(TABLE, expected)
+    for plan, _, table in tables(stateful, config):
+        capacity = plan.settings.provisioned
+        if plan.settings.capacity_mode is CapacityMode.ON_DEMAND:
+            expected = {"BillingMode": "PAY_PER_REQUEST", "ProvisionedThroughput": Match.absent()}
+        else:
+            assert capacity is not None
+            expected = {
+                "BillingMode": Match.absent(),
+                "ProvisionedThroughput": {
+                    "ReadCapacityUnits": capacity.min_read,
+                    "WriteCapacityUnits": capacity.min_write,
+                },
+            }
+        table.has_resource_properties(TABLE, expected)
 
 
 def test_dev_and_prod_are_on_demand_and_test_is_provisioned(config: EnvironmentConfig) -> None:
@@ -82,16 +116,20 @@ def test_dev_and_prod_are_on_demand_and_test_is_provisioned(config: EnvironmentC
     assert config.table.capacity_mode is expected
 
 
-def test_provisioned_table_and_every_gsi_autoscale_reads_and_writes(
+def test_provisioned_tables_and_every_gsi_autoscale_reads_and_writes(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    capacity = config.table.provisioned
-    if capacity is None:
-        stateful.resource_count_is(SCALABLE_TARGET, 0)
-        return
-    stateful.resource_count_is(SCALABLE_TARGET, 2 * len(index_names(config)) + 2)
-    table = table_ref(stateful)
-    resources = [["table/", table], *(["table/", table, f"/index/{name}"] for name in index_names(config))]
+    provisioned = [(p, i) for p, i, _ in tables(stateful, config) if p.settings.provisioned is not None]
+    stateful.resource_count_is(SCALABLE_TARGET, sum(2 * len(index_names(p)) + 2 for p, _ in provisioned))
+    for plan, logical_id in provisioned:
+        assert plan.settings.provisioned is not None
+        _assert_autoscaled(stateful, {"Ref": logical_id}, plan)
+
+
+def _assert_autoscaled(stateful: Template, table: dict[str, Any], plan: TablePlan) -> None:
+    capacity = plan.settings.provisioned
+    assert capacity is not None
+    resources = [["table/", table], *(["table/", table, f"/index/{name}"] for name in index_names(plan))]
     for resource_id in resources:
         for unit, low, high in (
             ("Read", capacity.min_read, capacity.max_read),
@@ -115,9 +153,10 @@ def test_every_scalable_target_has_a_target_tracking_policy(
 ) -> None:
     targets = stateful.find_resources(SCALABLE_TARGET)
     stateful.resource_count_is(SCALING_POLICY, len(targets))
-    if config.table.provisioned is None:
-        return
+    by_table = {f'{{"Ref": "{logical_id}"}}': plan for plan, logical_id, _ in tables(stateful, config)}
     for logical_id, target in targets.items():
+        (plan,) = [p for ref, p in by_table.items() if ref in json.dumps(target["Properties"]["ResourceId"])]
+        assert plan.settings.provisioned is not None
         unit = "Read" if "Read" in target["Properties"]["ScalableDimension"] else "Write"
         stateful.has_resource_properties(
             SCALING_POLICY,
@@ -128,7 +167,7 @@ def test_every_scalable_target_has_a_target_tracking_policy(
                     "PredefinedMetricSpecification": {
                         "PredefinedMetricType": f"DynamoDB{unit}CapacityUtilization"
                     },
-                    "TargetValue": config.table.provisioned.target_utilization_percent,
+                    "TargetValue": plan.settings.provisioned.target_utilization_percent,
                 },
             },
         )
@@ -137,21 +176,28 @@ def test_every_scalable_target_has_a_target_tracking_policy(
 # --- stream, recovery, encryption, TTL ----------------------------------------------------------------------
 
 
-def test_stream_carries_new_and_old_images(stateful: Template) -> None:
-    stateful.has_resource_properties(TABLE, {"StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"}})
+def test_every_stream_carries_new_and_old_images(stateful: Template, config: EnvironmentConfig) -> None:
+    for _, _, table in tables(stateful, config):
+        table.has_resource_properties(
+            TABLE, {"StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"}}
+        )
 
 
-def test_point_in_time_recovery_is_on(stateful: Template) -> None:
-    stateful.has_resource_properties(
-        TABLE, {"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}}
-    )
+def test_point_in_time_recovery_is_on_for_every_table(stateful: Template, config: EnvironmentConfig) -> None:
+    for _, _, table in tables(stateful, config):
+        table.has_resource_properties(
+            TABLE, {"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}}
+        )
 
 
-def test_table_is_encrypted_with_the_customer_managed_data_key(stateful: Template) -> None:
-    stateful.has_resource_properties(
-        TABLE,
-        {"SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": key_arn(stateful)}},
-    )
+def test_every_table_is_encrypted_with_the_customer_managed_data_key(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    for _, _, table in tables(stateful, config):
+        table.has_resource_properties(
+            TABLE,
+            {"SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": key_arn(stateful)}},
+        )
 
 
 def test_data_key_rotates(stateful: Template) -> None:
@@ -188,93 +234,115 @@ def test_data_key_admits_cloudwatch_logs_of_this_account_only(stateful: Template
 
 
 def test_ttl_is_enabled_on_the_configured_attribute(stateful: Template, config: EnvironmentConfig) -> None:
-    assert config.table.ttl_attribute == "expiresAt"
-    stateful.has_resource_properties(
-        TABLE, {"TimeToLiveSpecification": {"AttributeName": config.table.ttl_attribute, "Enabled": True}}
-    )
+    for plan, _, table in tables(stateful, config):
+        assert plan.settings.ttl_attribute == "expiresAt"
+        table.has_resource_properties(
+            TABLE,
+            {"TimeToLiveSpecification": {"AttributeName": plan.settings.ttl_attribute, "Enabled": True}},
+        )
 
 
 def test_contributor_insights_follow_config(stateful: Template, config: EnvironmentConfig) -> None:
-    stateful.has_resource_properties(
-        TABLE, {"ContributorInsightsSpecification": {"Enabled": config.table.contributor_insights}}
-    )
+    for plan, _, table in tables(stateful, config):
+        table.has_resource_properties(
+            TABLE, {"ContributorInsightsSpecification": {"Enabled": plan.settings.contributor_insights}}
+        )
 
 
 # --- retention ----------------------------------------------------------------------------------------------
 
 
 def test_deletion_protection_follows_data_retention(stateful: Template, config: EnvironmentConfig) -> None:
-    stateful.has_resource_properties(TABLE, {"DeletionProtectionEnabled": config.retains_data})
+    for _, _, table in tables(stateful, config):
+        table.has_resource_properties(TABLE, {"DeletionProtectionEnabled": config.retains_data})
 
 
-def test_table_is_retained_in_test_and_prod_and_deleted_in_dev(
+def test_every_table_is_retained_in_test_and_prod_and_deleted_in_dev(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
     policy = "Retain" if config.name in ("test", "prod") else "Delete"
-    stateful.has_resource(TABLE, {"DeletionPolicy": policy, "UpdateReplacePolicy": policy})
+    for _, _, table in tables(stateful, config):
+        table.has_resource(TABLE, {"DeletionPolicy": policy, "UpdateReplacePolicy": policy})
 
 
 # --- indexes ------------------------------------------------------------------------------------------------
 
 
-def test_sparse_global_id_index_projects_keys_only(stateful: Template) -> None:
-    stateful.has_resource_properties(
-        TABLE,
-        {
-            "GlobalSecondaryIndexes": Match.array_with(
-                [
-                    Match.object_like(
-                        {
-                            "IndexName": "globalId",
-                            "KeySchema": [{"AttributeName": "globalId", "KeyType": "HASH"}],
-                            "Projection": {"ProjectionType": "KEYS_ONLY", "NonKeyAttributes": Match.absent()},
-                        }
-                    )
-                ]
-            ),
-            "AttributeDefinitions": Match.array_with([{"AttributeName": "globalId", "AttributeType": "S"}]),
-        },
-    )
+def test_every_table_has_the_sparse_global_id_index_projecting_keys_only(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    for _, _, table in tables(stateful, config):
+        table.has_resource_properties(
+            TABLE,
+            {
+                "GlobalSecondaryIndexes": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "IndexName": "globalId",
+                                "KeySchema": [{"AttributeName": "globalId", "KeyType": "HASH"}],
+                                "Projection": {
+                                    "ProjectionType": "KEYS_ONLY",
+                                    "NonKeyAttributes": Match.absent(),
+                                },
+                            }
+                        )
+                    ]
+                ),
+                "AttributeDefinitions": Match.array_with(
+                    [{"AttributeName": "globalId", "AttributeType": "S"}]
+                ),
+            },
+        )
 
 
-def test_table_has_only_the_configured_indexes(stateful: Template, config: EnvironmentConfig) -> None:
+def indexes_of(table: Template) -> list[dict[str, Any]]:
     indexes = Capture()
-    stateful.has_resource_properties(TABLE, {"GlobalSecondaryIndexes": indexes})
-    assert [index["IndexName"] for index in indexes.as_array()] == index_names(config)
+    table.has_resource_properties(TABLE, {"GlobalSecondaryIndexes": indexes})
+    return list(indexes.as_array())
 
 
-def test_shipped_configs_have_no_inverted_index(stateful: Template) -> None:
-    indexes = Capture()
-    stateful.has_resource_properties(TABLE, {"GlobalSecondaryIndexes": indexes})
-    assert "inverted" not in {index["IndexName"] for index in indexes.as_array()}
+def test_every_table_has_only_its_configured_indexes(stateful: Template, config: EnvironmentConfig) -> None:
+    for plan, _, table in tables(stateful, config):
+        assert [index["IndexName"] for index in indexes_of(table)] == index_names(plan)
+
+
+def test_shipped_configs_have_no_inverted_index(stateful: Template, config: EnvironmentConfig) -> None:
+    for _, _, table in tables(stateful, config):
+        assert "inverted" not in {index["IndexName"] for index in indexes_of(table)}
 
 
 def test_provisioned_gsis_start_at_minimum_capacity(stateful: Template, config: EnvironmentConfig) -> None:
-    indexes = Capture()
-    stateful.has_resource_properties(TABLE, {"GlobalSecondaryIndexes": indexes})
-    capacity = config.table.provisioned
-    expected = (
-        {"ReadCapacityUnits": capacity.min_read, "WriteCapacityUnits": capacity.min_write}
-        if capacity
-        else None
-    )
-    assert [index.get("ProvisionedThroughput") for index in indexes.as_array()] == [expected] * len(
-        indexes.as_array()
+    for plan, _, table in tables(stateful, config):
+        capacity = plan.settings.provisioned
+        expected = (
+            {"ReadCapacityUnits": capacity.min_read, "WriteCapacityUnits": capacity.min_write}
+            if capacity
+            else None
+        )
+        found = [index.get("ProvisionedThroughput") for index in indexes_of(table)]
+        assert found == [expected] * len(found)
+
+
+def variant(config: EnvironmentConfig) -> EnvironmentConfig:
+    """``config`` with ``INVERTED_INDEX`` added to its main table and backups on for its additional tables."""
+    return replace(
+        config,
+        table=replace(config.table, extra_gsis=(INVERTED_INDEX,)),
+        additional_tables=tuple(
+            replace(table, settings=replace(table.settings, backup_enabled=True, backup_retention_days=7))
+            for table in config.additional_tables
+        ),
     )
 
 
 @pytest.fixture(scope="module")
 def inverted_index_app(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Template]:
-    """Every environment with ``INVERTED_INDEX`` added to its config: one extra app, synthesized once;
-    (environment, stack kind) -> template."""
+    """Every environment as ``variant`` makes it: one extra app, synthesized once; (environment, stack kind) ->
+    template."""
     outdir: Path = tmp_path_factory.mktemp("cdk.out.inverted")
     app = App(context=committed_context(), outdir=str(outdir))
-    stages = {
-        name: build_environment(
-            app, replace(config, table=replace(config.table, extra_gsis=(INVERTED_INDEX,)))
-        )
-        for name, config in environments().items()
-    }
+    stages = {name: build_environment(app, variant(config)) for name, config in environments().items()}
     assembly = app.synth()
     templates = {}
     for name in ENVIRONMENTS:
@@ -312,10 +380,12 @@ def test_inverted_index_swaps_the_table_keys(with_inverted_index: dict[str, Temp
     )
 
 
-def test_inverted_index_keeps_the_global_id_index(with_inverted_index: dict[str, Template], env: str) -> None:
-    indexes = Capture()
-    with_inverted_index[env].has_resource_properties(TABLE, {"GlobalSecondaryIndexes": indexes})
-    assert [index["IndexName"] for index in indexes.as_array()] == ["globalId", "inverted"]
+def test_inverted_index_keeps_the_global_id_index(
+    with_inverted_index: dict[str, Template], config: EnvironmentConfig
+) -> None:
+    (_, _, main), *others = tables(with_inverted_index[config.name], config)
+    assert [index["IndexName"] for index in indexes_of(main)] == ["globalId", "inverted"]
+    assert all([i["IndexName"] for i in indexes_of(table)] == ["globalId"] for _, _, table in others)
 
 
 def test_inverted_index_gets_its_own_throttle_alarms(
@@ -340,13 +410,10 @@ def test_inverted_index_autoscales_when_provisioned(
     with_inverted_index: dict[str, Template], config: EnvironmentConfig
 ) -> None:
     template = with_inverted_index[config.name]
+    main = {"Ref": tables(template, config)[0][1]}
     targets = template.find_resources(
         SCALABLE_TARGET,
-        {
-            "Properties": {
-                "ResourceId": {"Fn::Join": ["", ["table/", table_ref(template), "/index/inverted"]]}
-            }
-        },
+        {"Properties": {"ResourceId": {"Fn::Join": ["", ["table/", main, "/index/inverted"]]}}},
     )
     assert len(targets) == (2 if config.table.provisioned else 0)
 
@@ -354,59 +421,64 @@ def test_inverted_index_autoscales_when_provisioned(
 # --- backups ------------------------------------------------------------------------------------------------
 
 
-def test_backup_resources_exist_only_when_config_enables_them(
+def backed_up(stateful: Template, config: EnvironmentConfig) -> list[tuple[TablePlan, str, dict[str, str]]]:
+    """Each table whose settings turn backups on, its logical id and its backup resources' logical ids
+    (``<construct id>Vault…``, ``<construct id>Plan…``, ``<construct id>PlanTable…``)."""
+    found = []
+    for plan, table_id, _ in tables(stateful, config):
+        if not plan.settings.backup_enabled:
+            continue
+        ids = {}
+        for name, resource_type in zip(("Vault", "Plan", "PlanTable"), BACKUP_TYPES, strict=True):
+            (ids[name],) = [
+                i
+                for i in stateful.find_resources(resource_type)
+                if re.fullmatch(rf"{plan.construct_id}{name}[0-9A-F]{{8}}", i)
+            ]
+        found.append((plan, table_id, ids))
+    return found
+
+
+def test_backup_resources_exist_only_for_tables_whose_config_enables_them(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
+    count = sum(plan.settings.backup_enabled for plan in config.source_tables)
     for resource_type in BACKUP_TYPES:
-        stateful.resource_count_is(resource_type, 1 if config.table.backup_enabled else 0)
+        stateful.resource_count_is(resource_type, count)
+    assert len(backed_up(stateful, config)) == count
 
 
-def test_backup_vault_is_encrypted_with_the_data_key(stateful: Template, config: EnvironmentConfig) -> None:
-    if not config.table.backup_enabled:
-        pytest.skip(f"{config.name} has no table backups")
-    stateful.has_resource_properties("AWS::Backup::BackupVault", {"EncryptionKeyArn": key_arn(stateful)})
-
-
-def test_backup_vault_is_retained_with_the_data(stateful: Template, config: EnvironmentConfig) -> None:
-    if not config.table.backup_enabled:
-        pytest.skip(f"{config.name} has no table backups")
-    policy = "Retain" if config.retains_data else "Delete"
-    stateful.has_resource("AWS::Backup::BackupVault", {"DeletionPolicy": policy})
-
-
-def test_backup_rule_keeps_backups_for_the_configured_days(
+def test_every_table_backs_up_into_its_own_retained_vault_encrypted_with_the_data_key(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    if not config.table.backup_enabled:
-        pytest.skip(f"{config.name} has no table backups")
-    vault_id = only(stateful, "AWS::Backup::BackupVault")[0]
-    stateful.has_resource_properties(
-        "AWS::Backup::BackupPlan",
-        {
-            "BackupPlan": {
-                "BackupPlanRule": [
-                    Match.object_like(
-                        {
-                            "Lifecycle": {"DeleteAfterDays": config.table.backup_retention_days},
-                            "ScheduleExpression": Match.string_like_regexp(r"^cron\("),
-                            "TargetBackupVault": {"Fn::GetAtt": [vault_id, "BackupVaultName"]},
-                        }
-                    )
-                ]
-            }
-        },
-    )
+    policy = "Retain" if config.retains_data else "Delete"
+    for plan, table_id, ids in backed_up(stateful, config):
+        vault = stateful.find_resources("AWS::Backup::BackupVault")[ids["Vault"]]
+        assert vault["Properties"]["EncryptionKeyArn"] == key_arn(stateful)
+        assert vault["DeletionPolicy"] == policy
+        (rule,) = stateful.find_resources("AWS::Backup::BackupPlan")[ids["Plan"]]["Properties"]["BackupPlan"][
+            "BackupPlanRule"
+        ]
+        assert rule["Lifecycle"] == {"DeleteAfterDays": plan.settings.backup_retention_days}
+        assert re.match(r"^cron\(", rule["ScheduleExpression"])
+        assert rule["TargetBackupVault"] == {"Fn::GetAtt": [ids["Vault"], "BackupVaultName"]}
+        selection = stateful.find_resources("AWS::Backup::BackupSelection")[ids["PlanTable"]]["Properties"]
+        assert selection["BackupPlanId"] == {"Fn::GetAtt": [ids["Plan"], "BackupPlanId"]}
+        assert selection["BackupSelection"]["Resources"] == [{"Fn::GetAtt": [table_id, "Arn"]}]
 
 
-def test_backup_selection_covers_the_table(stateful: Template, config: EnvironmentConfig) -> None:
-    if not config.table.backup_enabled:
-        pytest.skip(f"{config.name} has no table backups")
-    plan_id = only(stateful, "AWS::Backup::BackupPlan")[0]
-    table_id = only(stateful, TABLE)[0]
-    stateful.has_resource_properties(
-        "AWS::Backup::BackupSelection",
-        {
-            "BackupPlanId": {"Fn::GetAtt": [plan_id, "BackupPlanId"]},
-            "BackupSelection": {"Resources": [{"Fn::GetAtt": [table_id, "Arn"]}]},
-        },
+def test_an_additional_table_backs_up_on_its_own_settings_into_its_pinned_vault(
+    with_inverted_index: dict[str, Template],
+) -> None:
+    """dev's main table has no backups; with its Bookings table's turned on, only that table gets a plan, into a
+    vault whose logical id tests/infra/test_logical_ids.py pins."""
+    config = variant(environments()["dev"])
+    ((plan, table_id, ids),) = backed_up(with_inverted_index["dev"], config)
+    _, vault = PINNED_ADDITIONAL_TABLES["TableBookings"]
+    assert (plan.construct_id, plan.settings.backup_retention_days) == ("TableBookings", 7)
+    assert {ids["Vault"]: "AWS::Backup::BackupVault"} == vault
+    assert table_id == "TableBookingsD1978FDB"
+    # the same checks as every shipped environment's backed-up tables get
+    test_every_table_backs_up_into_its_own_retained_vault_encrypted_with_the_data_key(
+        with_inverted_index["dev"], config
     )

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk.assertions import Capture, Match, Template
+from aws_cdk.assertions import Match, Template
 from datamodel.registry import COUNTER, REGISTRY, indexable_schemas
 
 from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS
+from infra.handoff import stream_parameter
+from tests.infra.conftest import table_ids
 
 FUNCTION = "AWS::Lambda::Function"
 MAPPING = "AWS::Lambda::EventSourceMapping"
@@ -137,11 +139,41 @@ def sync_function(stateless: Template) -> tuple[str, dict[str, Any]]:
 
 
 def dead_letter_queue_id(stateless: Template) -> str:
-    destination = Capture()
-    stateless.has_resource_properties(
-        MAPPING, {"DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [destination, "Arn"]}}}}
-    )
-    return destination.as_string()
+    destinations = {
+        json.dumps(mapping["Properties"]["DestinationConfig"])
+        for mapping in stateless.find_resources(MAPPING).values()
+    }
+    (destination,) = destinations  # every table's mapping gives up into the one queue
+    return str(json.loads(destination)["OnFailure"]["Destination"]["Fn::GetAtt"][0])
+
+
+def stream_arns(stateful: Template, config: EnvironmentConfig) -> dict[str, dict[str, Any]]:
+    """Construct id -> the stream ARN of each source table."""
+    return {
+        construct_id: {"Fn::GetAtt": [logical_id, "StreamArn"]}
+        for construct_id, logical_id in table_ids(stateful, config).items()
+    }
+
+
+def schema_tables(stateful: Template, stateless: Template, value: Any) -> dict[str, str]:
+    """An environment variable carrying ``SCHEMA_TABLES`` as {schema: logical id of the table named}."""
+    resolved = resolve(stateful, stateless, value)
+    separator, parts = resolved["Fn::Join"]
+    text = separator.join(part if isinstance(part, str) else _table_of_stream_name(part) for part in parts)
+    return dict(json.loads(text))
+
+
+def _table_of_stream_name(part: dict[str, Any]) -> str:
+    """``{"Fn::Select": [1, {"Fn::Split": ["/", <stream ARN>]}]}``, the table name cut from its stream's ARN."""
+    index, split = part["Fn::Select"]
+    separator, arn = split["Fn::Split"]
+    assert (index, separator) == (1, "/")
+    return str(arn["Fn::GetAtt"][0])
+
+
+def expected_schema_tables(stateful: Template, config: EnvironmentConfig) -> dict[str, str]:
+    ids = table_ids(stateful, config)
+    return {schema: ids[plan.construct_id] for plan in config.source_tables for schema in plan.schemas}
 
 
 def test_function_runs_python_3_14_on_arm64(stateless: Template) -> None:
@@ -203,6 +235,8 @@ def test_function_environment_is_exactly_the_documented_variables(
     variables = resolve(stateful, stateless, function["Properties"]["Environment"]["Variables"])
     namespace = variables.pop("METRICS_NAMESPACE")
     assert isinstance(namespace, str) and namespace
+    tables = schema_tables(stateful, stateless, variables.pop("SCHEMA_TABLES"))
+    assert tables == expected_schema_tables(stateful, config)
     assert variables == {
         "OPENSEARCH_ENDPOINT": {"Fn::Join": ["", ["https://", domain_endpoint(stateful)]]},
         "DLQ_URL": {"Ref": dead_letter_queue_id(stateless)},
@@ -227,38 +261,55 @@ def test_function_starts_only_after_the_index_bootstrap(stateless: Template) -> 
 # --- event source mapping -----------------------------------------------------------------------------------
 
 
-def test_one_mapping_reads_the_table_stream(stateful: Template, stateless: Template) -> None:
-    stateless.resource_count_is(MAPPING, 1)
-    _, mapping = one(stateless, MAPPING)
+def mappings(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, dict[str, Any]]:
+    """Construct id of each source table -> the properties of the one mapping that reads its stream."""
+    by_stream = {json.dumps(arn): construct_id for construct_id, arn in stream_arns(stateful, config).items()}
+    found: dict[str, dict[str, Any]] = {}
+    for mapping in stateless.find_resources(MAPPING).values():
+        construct_id = by_stream[
+            json.dumps(resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]))
+        ]
+        assert construct_id not in found, f"two mappings read the stream of {construct_id}"
+        found[construct_id] = mapping["Properties"]
+    return found
+
+
+def test_one_mapping_per_table_reads_its_stream_into_the_one_function(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    stateless.resource_count_is(MAPPING, len(config.source_tables))
+    found = mappings(stateful, stateless, config)
     function_id, _ = sync_function(stateless)
-    assert mapping["Properties"]["FunctionName"] == {"Ref": function_id}
-    assert resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]) == get_att(
-        stateful, "AWS::DynamoDB::Table", "StreamArn"
-    )
+    assert list(found) == [plan.construct_id for plan in config.source_tables]
+    assert all(mapping["FunctionName"] == {"Ref": function_id} for mapping in found.values())
+    handlers = [f["Properties"].get("Handler") for f in stateless.find_resources(FUNCTION).values()]
+    assert handlers.count(SYNC_HANDLER) == 1  # not a function per table
 
 
-def test_mapping_reports_partial_batch_failures_and_bisects(stateless: Template) -> None:
-    stateless.has_resource_properties(
-        MAPPING,
-        {
-            "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "BisectBatchOnFunctionError": True,
-            "StartingPosition": "TRIM_HORIZON",
-        },
-    )
+def test_every_mapping_reports_partial_batch_failures_and_bisects(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    for mapping in mappings(stateful, stateless, config).values():
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert (mapping["BisectBatchOnFunctionError"], mapping["StartingPosition"]) == (True, "TRIM_HORIZON")
 
 
-def test_mapping_batching_and_retries_follow_config(stateless: Template, config: EnvironmentConfig) -> None:
-    stateless.has_resource_properties(
-        MAPPING,
-        {
-            "MaximumRetryAttempts": config.sync.retry_attempts,
-            "MaximumRecordAgeInSeconds": config.sync.max_record_age_seconds,
-            "BatchSize": config.sync.batch_size,
-            "MaximumBatchingWindowInSeconds": config.sync.batching_window_seconds,
-            "ParallelizationFactor": config.sync.parallelization_factor,
-        },
-    )
+def test_every_mappings_batching_and_retries_follow_config(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    for mapping in mappings(stateful, stateless, config).values():
+        assert {key: mapping[key] for key in SYNC_SETTINGS} == {
+            key: getattr(config.sync, name) for key, name in SYNC_SETTINGS.items()
+        }
+
+
+SYNC_SETTINGS = {
+    "MaximumRetryAttempts": "retry_attempts",
+    "MaximumRecordAgeInSeconds": "max_record_age_seconds",
+    "BatchSize": "batch_size",
+    "MaximumBatchingWindowInSeconds": "batching_window_seconds",
+    "ParallelizationFactor": "parallelization_factor",
+}
 
 
 def test_mapping_sends_what_it_gives_up_on_to_the_dead_letter_queue(stateless: Template) -> None:
@@ -268,14 +319,9 @@ def test_mapping_sends_what_it_gives_up_on_to_the_dead_letter_queue(stateless: T
     assert function["Properties"]["Environment"]["Variables"]["DLQ_URL"] == {"Ref": queue_id}
 
 
-def filter_patterns(stateless: Template) -> list[dict[str, Any]]:
-    filters = Capture()
-    stateless.has_resource_properties(MAPPING, {"FilterCriteria": {"Filters": filters}})
-    return [json.loads(item["Pattern"]) for item in filters.as_array()]
-
-
-def admitted_prefixes(stateless: Template) -> list[str]:
-    (pattern,) = filter_patterns(stateless)
+def admitted_prefixes(mapping: dict[str, Any]) -> list[str]:
+    (item,) = mapping["FilterCriteria"]["Filters"]
+    pattern = json.loads(item["Pattern"])
     assert set(pattern) == {"dynamodb"} and set(pattern["dynamodb"]) == {"Keys"}
     assert set(pattern["dynamodb"]["Keys"]) == {"pk"}
     rules = pattern["dynamodb"]["Keys"]["pk"]["S"]
@@ -283,23 +329,40 @@ def admitted_prefixes(stateless: Template) -> list[str]:
     return [rule["prefix"] for rule in rules]
 
 
-def test_filter_admits_exactly_the_indexable_schema_prefixes(stateless: Template) -> None:
-    assert sorted(admitted_prefixes(stateless)) == sorted(
+def every_admitted_prefix(stateful: Template, stateless: Template, config: EnvironmentConfig) -> list[str]:
+    return [
+        p for mapping in mappings(stateful, stateless, config).values() for p in admitted_prefixes(mapping)
+    ]
+
+
+def test_each_tables_filter_admits_exactly_its_own_indexable_schemas(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    found = mappings(stateful, stateless, config)
+    for plan in config.source_tables:
+        assert plan.indexable_schemas
+        assert admitted_prefixes(found[plan.construct_id]) == [f"{name}::" for name in plan.indexable_schemas]
+    assert sorted(every_admitted_prefix(stateful, stateless, config)) == sorted(
         f"{schema.name}::" for schema in indexable_schemas()
-    )
+    )  # together every indexable schema, each admitted by one table only
 
 
-def test_filter_admits_no_counter_items(stateless: Template) -> None:
+def test_no_filter_admits_counter_items(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
     assert COUNTER in REGISTRY and not REGISTRY[COUNTER].indexable
     counter_pk = f"{COUNTER}::geozone::collection-1"
-    assert not any(counter_pk.startswith(prefix) for prefix in admitted_prefixes(stateless))
+    assert not any(counter_pk.startswith(p) for p in every_admitted_prefix(stateful, stateless, config))
 
 
-def test_filter_admits_no_non_indexable_schema(stateless: Template) -> None:
+def test_no_filter_admits_a_non_indexable_schema(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
     skipped = [schema.name for schema in REGISTRY.values() if not schema.indexable]
     assert skipped
+    admitted = every_admitted_prefix(stateful, stateless, config)
     for name in skipped:
-        assert not any(f"{name}::x".startswith(prefix) for prefix in admitted_prefixes(stateless)), name
+        assert not any(f"{name}::x".startswith(prefix) for prefix in admitted), name
 
 
 # --- dead-letter queue --------------------------------------------------------------------------------------
@@ -372,7 +435,11 @@ def test_sync_role_has_exactly_the_permissions_it_needs(
     assert permissions(policy) == (
         allow(["logs:CreateLogStream", "logs:PutLogEvents"], {"Fn::GetAtt": [log_group_id, "Arn"]})
         | allow(ENI_ACTIONS + XRAY_ACTIONS, "*")
-        | allow(STREAM_READ_ACTIONS, get_att(stateful, "AWS::DynamoDB::Table", "StreamArn"))
+        | {
+            triple
+            for arn in stream_arns(stateful, config).values()
+            for triple in allow(STREAM_READ_ACTIONS, arn)
+        }
         | allow(["dynamodb:ListStreams"], "*")
         | allow(["s3:GetObject"], {"Fn::Join": ["", [*bucket_arn, "/geometries/*"]]})
         | allow(["sqs:SendMessage"], {"Fn::GetAtt": [dead_letter_queue_id(stateless), "Arn"]})
@@ -403,3 +470,21 @@ def test_no_managed_policy_grants_a_wildcard_action(stateful: Template, stateles
         for logical_id, policy in template.find_resources(MANAGED_POLICY).items():
             for _, action, _ in permissions(policy["Properties"]["PolicyDocument"]):
                 assert "*" not in action, f"{logical_id}: {action}"
+
+
+def test_each_tables_stream_is_handed_over_and_the_main_tables_parameter_keeps_its_name(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    written = {
+        resource["Properties"]["Name"]: resource["Properties"]["Value"]
+        for resource in stateful.find_resources("AWS::SSM::Parameter").values()
+    }
+    prefix = f"/refdata/{config.name}/stateful/"
+    streams = {name: value for name, value in written.items() if name.endswith("stream-arn")}
+    assert streams == {
+        f"{prefix}{stream_parameter(construct_id)}": arn
+        for construct_id, arn in stream_arns(stateful, config).items()
+    }
+    assert streams[f"{prefix}table-stream-arn"] == stream_arns(stateful, config)["Table"]
+    assert stream_parameter("TableBookings") == "table-bookings-stream-arn"
+    assert stream_parameter("TableBookingArchive") == "table-booking-archive-stream-arn"

@@ -1,5 +1,6 @@
-"""Integration harness for the stream sync (the `pipeline` fixture lives in conftest.py): a moto table with a stream, moto S3 and SQS, and the loopback
-OpenSearch server (tests/support) bootstrapped with the real templates, aliases and stored script.
+"""Integration harness for the stream sync (the `pipeline` fixture lives in conftest.py): two moto tables with a
+stream each (as dev has: bookings apart from the reference data), moto S3 and SQS, and the loopback OpenSearch
+server (tests/support) bootstrapped with the real templates, aliases and stored script.
 
 Records are real stream records: items are written with boto3, read back through moto's DynamoDB
 Streams API and wrapped in a Lambda event exactly as the event source mapping delivers them.
@@ -38,6 +39,9 @@ from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOp
 
 REGION = "ca-central-1"
 TABLE = "refdata"
+BOOKINGS = "refdata-bookings"
+# Which table holds which schema, as the stack hands it to the function (SCHEMA_TABLES).
+SCHEMA_TABLES = {"geozone": TABLE, "productDate": TABLE, "thread": TABLE, "booking": BOOKINGS}
 BUCKET = "geometry-bucket"
 FINAL = {"indexed", "deleted", "stale-skipped", "coalesced", "ignored", "dead-lettered"}
 
@@ -107,13 +111,19 @@ class Pipeline:
     sqs: Any = field(default_factory=lambda: boto3.client("sqs", region_name=REGION))
     sleeps: list[float] = field(default_factory=list)
     real_sleep: bool = False
-    iterators: dict[str, str] = field(default_factory=dict)
-    stream_arn: str = ""
+    iterators: dict[tuple[str, str], str] = field(default_factory=dict)
+    stream_arns: dict[str, str] = field(default_factory=dict)
     dlq_url: str = ""
 
+    @property
+    def stream_arn(self) -> str:
+        """The main table's stream."""
+        return self.stream_arns[TABLE]
+
     def create(self) -> Pipeline:
-        table = self.dynamodb.create_table(**single_table(TABLE))
-        self.stream_arn = table["TableDescription"]["LatestStreamArn"]
+        for name in (TABLE, BOOKINGS):
+            table = self.dynamodb.create_table(**single_table(name))
+            self.stream_arns[name] = table["TableDescription"]["LatestStreamArn"]
         self.s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
         self.dlq_url = self.sqs.create_queue(QueueName="stream-sync-dlq")["QueueUrl"]
         self.configure()
@@ -146,36 +156,44 @@ class Pipeline:
             "RETRY_MAX_SECONDS": "0.004",
             "DEADLINE_MARGIN_SECONDS": "0",
             "LOG_LEVEL": "INFO",
+            "SCHEMA_TABLES": json.dumps(SCHEMA_TABLES),
             **overrides,
         }
         for name, value in env.items():
             self.monkeypatch.setenv(name, value)
 
     # --- DynamoDB side -------------------------------------------------------------------------
-    def put(self, pk: str, sk: str, **attributes: Any) -> None:
+    def put(self, pk: str, sk: str, *, table: str | None = None, **attributes: Any) -> None:
+        """Write an item to `table`, by default the one that holds its schema."""
         item = {"pk": {"S": pk}, "sk": {"S": sk}, **attributes}
-        self.dynamodb.put_item(TableName=TABLE, Item=item)
+        self.dynamodb.put_item(TableName=table or self.table_of(pk), Item=item)
 
     def delete(self, pk: str, sk: str) -> None:
-        self.dynamodb.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}})
+        self.dynamodb.delete_item(TableName=self.table_of(pk), Key={"pk": {"S": pk}, "sk": {"S": sk}})
 
-    def read_stream(self) -> list[dict[str, Any]]:
-        """Every stream record written since the last call, in Lambda event format."""
-        shards = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+    @staticmethod
+    def table_of(pk: str) -> str:
+        return SCHEMA_TABLES.get(schema_of_pk(pk).name, TABLE)
+
+    def read_stream(self, table: str = TABLE) -> list[dict[str, Any]]:
+        """Every record of `table`'s stream written since the last call, in Lambda event format (what its event
+        source mapping delivers)."""
+        arn = self.stream_arns[table]
+        shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
         records: list[dict[str, Any]] = []
         for shard in shards:
             shard_id = shard["ShardId"]
             iterator = (
-                self.iterators.get(shard_id)
+                self.iterators.get((table, shard_id))
                 or self.streams.get_shard_iterator(
-                    StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+                    StreamArn=arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
                 )["ShardIterator"]
             )
             page = self.streams.get_records(ShardIterator=iterator)
-            self.iterators[shard_id] = page["NextShardIterator"]
+            self.iterators[(table, shard_id)] = page["NextShardIterator"]
             for record in page["Records"]:
                 converted = lambda_format(record)
-                converted["eventSourceARN"] = self.stream_arn
+                converted["eventSourceARN"] = arn
                 records.append(converted)
         return records
 
@@ -253,7 +271,6 @@ class Pipeline:
         ports = aws.build_ports(settings)
         return redrive_queue(
             queue_url=self.dlq_url,
-            table=TABLE,
             settings=settings,
             ports=ports,
             sqs=self.sqs,
@@ -265,9 +282,16 @@ class Pipeline:
 
     # --- the invariant ---------------------------------------------------------------------------
     def expected_index(self) -> dict[str, dict[str, Any]]:
-        """What readers must see: every indexable item in DynamoDB as a plain-JSON document."""
+        """What readers must see: every indexable item in the table that holds its schema (an item written to
+        another table is never indexed) as a plain-JSON document."""
         expected: dict[str, dict[str, Any]] = {}
-        for item in self.dynamodb.scan(TableName=TABLE, ConsistentRead=True)["Items"]:
+        items = [
+            item
+            for table in (TABLE, BOOKINGS)
+            for item in self.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+            if self.table_of(item["pk"]["S"]) == table
+        ]
+        for item in items:
             schema = schema_of_pk(item["pk"]["S"])
             if not schema.indexable:
                 continue

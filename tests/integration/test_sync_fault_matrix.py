@@ -10,7 +10,17 @@ from typing import Any
 
 import pytest
 from search.indices import APPLY_SCRIPT_ID
-from sync_harness import ADMIN_KEY, BUCKET, Pipeline, account, bootstrap, signed_as, unused_port
+from sync_harness import (
+    ADMIN_KEY,
+    BOOKINGS,
+    BUCKET,
+    TABLE,
+    Pipeline,
+    account,
+    bootstrap,
+    signed_as,
+    unused_port,
+)
 
 from tests.support.opensearch_server import ROUTE_BULK
 
@@ -127,6 +137,34 @@ def test_malformed_records_go_to_the_dlq_and_never_block_the_shard(pipeline: Pip
     # The items themselves are fine in DynamoDB: the redrive re-reads them. The garbage record names no key.
     reports = pipeline.redrive()
     assert sorted(r.deleted for r in reports) == [False] + [True] * (len(reports) - 1)
+    pipeline.assert_index_equals_dynamodb()
+
+
+def test_a_record_of_a_schema_another_table_holds_is_dead_lettered_as_wrong_table(pipeline: Pipeline) -> None:
+    booking, sk = "booking::bcparks_1::2", "2026-07-01::0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b"
+    pipeline.put(booking, sk, table=TABLE, startDate={"S": "2026-07-01"})  # written to the wrong table
+    pipeline.put(ZONE, "0000000001", name={"S": "fine"})
+    records = pipeline.read_stream(TABLE)
+    final, invocations = pipeline.deliver(records)
+    assert account(final, records, pipeline.dlq_messages()) == {"dead-lettered": 1, "indexed": 1}
+    assert invocations[0].response == {"batchItemFailures": []}  # permanent: never holds the shard
+    (message,) = pipeline.dlq_messages()
+    assert message["reasonKind"] == "wrong-table" and message["schema"] == "booking"
+    assert message["_attributes"]["reasonKind"]["StringValue"] == "wrong-table"
+    assert (
+        f"belongs to table '{BOOKINGS}'" in message["reason"] and f"from table '{TABLE}'" in message["reason"]
+    )
+    assert message["record"]["eventSourceARN"] == pipeline.stream_arns[TABLE]  # the payload, as streamed
+    assert pipeline.server.document("booking", f"{booking}#{sk}") is None
+
+    # The fix: move the item to its own table, whose stream indexes it. (While it stays in the wrong table, a
+    # redrive refuses it again: tests/lambdas/stream_sync/test_stream_sync_redrive.py.)
+    pipeline.dynamodb.delete_item(TableName=TABLE, Key={"pk": {"S": booking}, "sk": {"S": sk}})
+    pipeline.put(booking, sk, startDate={"S": "2026-07-01"})
+    pipeline.deliver(pipeline.read_stream(BOOKINGS))
+    (report,) = pipeline.redrive()  # gone from the wrong table: nothing left to refuse or apply
+    assert report.deleted and report.fates == {"ignored": 1}
+    assert pipeline.server.document("booking", f"{booking}#{sk}") is not None
     pipeline.assert_index_equals_dynamodb()
 
 
@@ -310,7 +348,7 @@ def test_redrive_cli_reports_and_empties_the_queue(
     records = write_mix(pipeline, count=4)
     pipeline.server.fail_item(doc_id("0000000000"), status=400, times=1)
     pipeline.deliver(records)
-    assert redrive.main(["--table", "refdata", "--wait-seconds", "0", "--dry-run"]) == 1
+    assert redrive.main(["--wait-seconds", "0", "--dry-run"]) == 1  # SCHEMA_TABLES says where items live
     assert len(pipeline.dlq_messages()) == 1
     assert redrive.main(["--table", "refdata", "--wait-seconds", "0"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sync_harness import ADMIN_KEY, BUCKET, READER_KEY, Pipeline, account, signed_as
+from sync_harness import ADMIN_KEY, BOOKINGS, BUCKET, READER_KEY, TABLE, Pipeline, account, signed_as
 
 from tests.support.opensearch_server import ROUTE_BULK
 
@@ -13,6 +13,8 @@ pytestmark = pytest.mark.integration
 
 ZONE = "geozone::bcparks_1"
 DAY = "productDate::bcparks_1::dayuse::1"
+BOOKING = "booking::bcparks_1::2"
+BOOKING_SK = "2026-07-01::0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b"
 SQUARE = {
     "type": "Polygon",
     "coordinates": [[[-123.0, 49.0], [-122.0, 49.0], [-122.0, 50.0], [-123.0, 50.0], [-123.0, 49.0]]],
@@ -60,6 +62,28 @@ def test_mixed_batch_lands_in_one_bulk_request_and_index_equals_dynamodb(pipelin
     emf = invocations[0].lines[-1]
     assert emf["DocumentsIndexed"] == 4 and emf["DocumentsDeleted"] == 1 and emf["BulkRequests"] == 1
     assert emf["ReplicationLagSeconds"] >= 0
+
+
+def test_two_tables_feed_one_domain_each_through_its_own_stream(pipeline: Pipeline) -> None:
+    pipeline.put(ZONE, "0000000001", name={"S": "Golden Ears"})
+    pipeline.put(BOOKING, BOOKING_SK, startDate={"S": "2026-07-01"}, guestName={"S": "A. Camper"})
+    pipeline.put(BOOKING, BOOKING_SK, startDate={"S": "2026-07-02"})
+    reference, bookings = pipeline.read_stream(TABLE), pipeline.read_stream(BOOKINGS)
+    assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in reference} == {ZONE}
+    assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in bookings} == {BOOKING}
+
+    final, (invocation,) = pipeline.deliver(bookings)  # each table's mapping invokes the one function
+    assert account(final, bookings, pipeline.dlq_messages()) == {"indexed": 1, "coalesced": 1}
+    assert invocation.summary["table"] == BOOKINGS
+    final, (invocation,) = pipeline.deliver(reference)
+    assert account(final, reference, pipeline.dlq_messages()) == {"indexed": 1}
+    assert invocation.summary["table"] == TABLE
+
+    booking = pipeline.server.document("booking", f"{BOOKING}#{BOOKING_SK}")
+    assert booking is not None and booking["startDate"] == "2026-07-02"
+    assert pipeline.server.document("geozone", f"{ZONE}#0000000001") is not None
+    assert pipeline.dlq_messages() == []
+    pipeline.assert_index_equals_dynamodb()
 
 
 def test_numbers_are_held_as_the_engine_holds_them_with_the_exact_text_beside(pipeline: Pipeline) -> None:

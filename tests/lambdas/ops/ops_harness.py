@@ -26,6 +26,7 @@ from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 from stream_sync.aws import build_ports
 from stream_sync.config import Settings
 from stream_sync.sync import Ports
+from stream_sync.tables import SchemaTables
 
 from tests.support.aws import single_table
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
@@ -118,7 +119,7 @@ class OpsEnv:
             "settings": self.settings,
             "ports": lambda: self.ports,
             "dynamodb": self.dynamodb,
-            "table": TABLE,
+            "tables": SchemaTables.single(TABLE),
             "scan_page_items": self.page_items,
             "tombstone_min_age_seconds": MIN_AGE,
             "now": lambda: self.now,

@@ -15,12 +15,15 @@ from ops import worker
 from ops.worker import WorkerSettings
 from ops_harness import ADMIN_KEY, ADMIN_ROLE_ARN, PRODUCT, REGION, TABLE, ZONE, ZONES, OpsEnv, seq
 from stream_sync.config import ConfigError
+from stream_sync.tables import SchemaTables
 
 from tests.lambdas.stream_sync.stream_sync_fakes import record
+from tests.support.aws import single_table
 
 pytestmark = pytest.mark.integration
 
 BUCKET = "refdata-ops"
+BOOKINGS = "refdata-bookings"
 
 
 class Context:
@@ -38,7 +41,7 @@ def deployed(assumed_env: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
         Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
     )
     for name, value in {
-        "TABLE_NAME": TABLE,
+        "SCHEMA_TABLES": json.dumps({**dict(SchemaTables.single(TABLE).pairs), "booking": BOOKINGS}),
         "OPENSEARCH_ENDPOINT": assumed_env.server.endpoint,
         "AWS_REGION": REGION,
         "ADMIN_ROLE_ARN": ADMIN_ROLE_ARN,
@@ -156,6 +159,9 @@ def test_an_export_is_read_file_by_file_and_a_part_goes_on_after_its_deadline(
     finished = invoke({"step": "finish", "operation": "reindex", "runId": "rx-1"})
 
     assert plan["source"] == "export" and plan["parts"] == [] and stopped == {"done": False}
+    assert (
+        plan["tableArn"] == f"arn:aws:dynamodb:{REGION}:123456789012:table/{TABLE}"
+    )  # what ExportTable reads
     assert finished["status"] == "done"
     result = summary("reindex", "rx-1")
     assert result["complete"] and result["tableItems"] == ZONES and result["source"] == "export"
@@ -199,9 +205,27 @@ def test_finish_after_a_failed_step_records_what_failed(deployed: OpsEnv) -> Non
 
 def test_the_worker_names_a_missing_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPS_BUCKET", raising=False)
-    for name, value in {"TABLE_NAME": "t", "OPENSEARCH_ENDPOINT": "e", "AWS_REGION": REGION}.items():
+    for name, value in {
+        "SCHEMA_TABLES": '{"geozone": "t"}',
+        "OPENSEARCH_ENDPOINT": "e",
+        "AWS_REGION": REGION,
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("ADMIN_ROLE_ARN", ADMIN_ROLE_ARN)
 
     with pytest.raises(ConfigError, match="OPS_BUCKET is required"):
         WorkerSettings.from_env(os.environ)
+
+
+def test_a_run_plans_to_export_the_table_that_holds_its_schema(deployed: OpsEnv) -> None:
+    deployed.dynamodb.create_table(**single_table(BOOKINGS))
+    prepare = {
+        "step": "prepare",
+        "operation": "reconcile",
+        "input": {"schema": "booking", "source": "export"},
+    }
+
+    plan = invoke(prepare | {"executionName": "rc-bookings"})
+
+    assert plan["source"] == "export"
+    assert plan["tableArn"] == f"arn:aws:dynamodb:{REGION}:123456789012:table/{BOOKINGS}"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from stream_sync import telemetry
 from stream_sync.sync import BatchIncompleteError, BulkUnavailable, HttpReply, process_batch
+from stream_sync.tables import SchemaTables, table_of_arn
 from stream_sync_fakes import Harness, always, record, settings
 
 SQUARE = {
@@ -329,3 +330,60 @@ def test_a_record_whose_script_error_clears_on_retry_is_not_counted() -> None:
     result = run(harness, [record("INSERT", "a", 1, name("x"))])
 
     assert fates(result) == ["indexed"] and result.script_errors == 0
+
+
+REFDATA_STREAM = "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata/stream/2026-11-30T00:00:00.000"
+BOOKINGS_STREAM = (
+    "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata-bookings/stream/2026-11-30T00:00:00.000"
+)
+
+
+def test_a_schema_held_by_another_table_is_dead_lettered_as_wrong_table() -> None:
+    harness = Harness()
+    tables = SchemaTables.of({"geozone": "refdata", "booking": "refdata-bookings"})
+    records = [
+        {**record("INSERT", "a", 1, name("in its table")), "eventSourceARN": REFDATA_STREAM},
+        {**record("INSERT", "b", 2, name("written to bookings")), "eventSourceARN": BOOKINGS_STREAM},
+        {**record("REMOVE", "c", 3), "eventSourceARN": BOOKINGS_STREAM},  # a delete there is no less wrong
+        {
+            **record("INSERT", "d", 4, name("unknown stream")),
+            "eventSourceARN": "arn:aws:dynamodb:ca-central-1:1:table/x/stream/y",
+        },
+        record("INSERT", "e", 5, name("no stream named: not checked")),
+    ]
+    result = run(harness, records, schema_tables=tables)
+    assert fates(result) == ["indexed", "dead-lettered", "dead-lettered", "dead-lettered", "indexed"]
+    assert [letter.reason_kind for letter in harness.dlq.sent] == ["wrong-table"] * 3
+    (b, _, d) = harness.dlq.bodies()
+    assert b["reason"].startswith(
+        "wrong-table: schema 'geozone' belongs to table 'refdata', but this record "
+    )
+    assert b["record"] == records[1] and b["documentId"] == "geozone::bcparks_1#b"
+    assert "from table 'x'" in d["reason"]
+    assert harness.opensearch.doc("b") is None and harness.opensearch.doc("c") is None
+    assert result.batch_item_failures() == []
+
+
+def test_without_an_assignment_or_for_unindexed_schemas_nothing_is_checked() -> None:
+    harness = Harness()
+    counter = record("INSERT", "counter", 1, pk="counter::geozone::bcparks_1")
+    records = [{**record("INSERT", "a", 2, name("x")), "eventSourceARN": BOOKINGS_STREAM}]
+    assert fates(run(harness, records)) == ["indexed"]
+    tables = SchemaTables.of({"geozone": "refdata"})
+    assert fates(run(harness, [{**counter, "eventSourceARN": BOOKINGS_STREAM}], schema_tables=tables)) == [
+        "ignored"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arn", "table"),
+    [
+        (REFDATA_STREAM, "refdata"),
+        ("arn:aws:dynamodb:ca-central-1:123456789012:table/refdata", "refdata"),
+        ("arn:aws:sqs:ca-central-1:123456789012:table/refdata", None),
+        ("arn:aws:dynamodb:ca-central-1:123456789012:global-table/x", None),
+        (None, None),
+    ],
+)
+def test_the_table_of_a_stream_arn(arn: str | None, table: str | None) -> None:
+    assert table_of_arn(arn) == table

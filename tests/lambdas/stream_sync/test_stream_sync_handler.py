@@ -45,9 +45,11 @@ def test_settings_read_every_variable() -> None:
             "DLQ_MAX_MESSAGE_BYTES": "1048576",
             "METRICS_NAMESPACE": "X/Y",
             "LOG_LEVEL": "debug",
+            "SCHEMA_TABLES": '{"geozone": "refdata", "booking": "refdata-bookings"}',
         }
     )
     assert (config.geometry_bucket, config.bulk_max_bytes, config.max_attempts) == ("geo", 5_000_000, 3)
+    assert config.schema_tables.table_of("booking") == "refdata-bookings"
     assert config.dead_letter_age_seconds == 3000.0
     assert config.log_level == "DEBUG" and config.dlq_max_message_bytes == 1048576
 
@@ -61,6 +63,12 @@ def test_settings_read_every_variable() -> None:
         ({**ENV, "BULK_MAX_BYTES": "10"}, "BULK_MAX_BYTES must be at least"),
         ({**ENV, "MAX_RECORD_AGE_SECONDS": "5"}, "MAX_RECORD_AGE_SECONDS"),
         ({**ENV, "LOG_LEVEL": "LOUD"}, "LOG_LEVEL"),
+        ({**ENV, "SCHEMA_TABLES": "refdata"}, "SCHEMA_TABLES not JSON"),
+        ({**ENV, "SCHEMA_TABLES": '["refdata"]'}, "SCHEMA_TABLES must be a JSON object"),
+        (
+            {**ENV, "SCHEMA_TABLES": '{"bookings": "t"}'},
+            r"SCHEMA_TABLES names schemas the registry does not know: \['bookings'\]",
+        ),
     ],
 )
 def test_invalid_settings_name_the_variable(env: dict[str, str], message: str) -> None:
@@ -109,6 +117,11 @@ def test_summary_log_lists_record_ids_by_outcome_and_emf_carries_the_counts() ->
     result = BatchResult(
         [outcome(Fate.INDEXED, "1"), outcome(Fate.DEAD_LETTERED, "2"), outcome(Fate.RETRY, "3")]
     )
+    for item in result.outcomes:
+        item.record = {
+            **item.record,
+            "eventSourceARN": "arn:aws:dynamodb:ca-central-1:1:table/refdata-bookings/stream/x",
+        }
     result.outcomes[1].reason_kind, result.outcomes[1].reason = "mapping-rejected", "bad field"
     result.bulk_requests, result.lag_seconds = 1, 2.5
     lines: list[str] = []
@@ -121,6 +134,7 @@ def test_summary_log_lists_record_ids_by_outcome_and_emf_carries_the_counts() ->
         "retry": ["event-3"],
     }
     assert summary["batchItemFailures"] == [{"itemIdentifier": "3"}]
+    assert summary["table"] == "refdata-bookings"  # which table's stream: one mapping per table
     failed = [line for line in parsed if line.get("message") == "record outcome"]
     assert {line["outcome"] for line in failed} == {"dead-lettered", "retry"}
     emf = parsed[-1]

@@ -74,7 +74,7 @@ class World:
             settings=settings(),
             ports=self.harness.ports(),
             read_range=lambda *_: [],
-            get_item=lambda keys: self.table.get(keys["sk"]["S"]),
+            get_item=lambda keys, arn: self.table.get(keys["sk"]["S"]),
         )
         self.harness.dlq.sent = [letter for letter, r in zip(letters, reports, strict=True) if not r.deleted]
 

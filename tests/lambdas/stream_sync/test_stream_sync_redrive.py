@@ -8,14 +8,19 @@ from typing import Any
 import pytest
 from stream_sync.redrive import (
     Message,
+    Target,
     UnreadableMessageError,
     current_state_record,
+    item_reader,
     redrive_messages,
     targets_of,
 )
+from stream_sync.tables import SchemaTables
 from stream_sync_fakes import Harness, record, settings
 
 KEYS = {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "a"}}
+STREAM = "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata/stream/x"
+BOOKINGS_STREAM = "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata-bookings/stream/y"
 
 
 def no_stream(*_: str) -> list[Any]:
@@ -36,14 +41,15 @@ def esm_message(start: str, end: str) -> dict[str, Any]:
             "startSequenceNumber": start,
             "endSequenceNumber": end,
             "batchSize": 2,
-            "streamArn": "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata/stream/x",
+            "streamArn": STREAM,
         },
     }
 
 
-def test_a_sync_dead_letter_names_its_record_keys_and_sequence_number() -> None:
-    body = {"reason": "x", "record": record("INSERT", "a", 42)}
-    assert targets_of(body, no_stream) == [(KEYS, "42")]
+def test_a_sync_dead_letter_names_its_record_keys_sequence_number_and_stream() -> None:
+    body = {"reason": "x", "record": {**record("INSERT", "a", 42), "eventSourceARN": STREAM}}
+    assert targets_of(body, no_stream) == [Target(KEYS, "42", STREAM)]
+    assert targets_of({"record": record("INSERT", "a", 42)}, no_stream) == [Target(KEYS, "42", None)]
 
 
 def test_an_esm_failure_message_is_resolved_through_the_stream_range() -> None:
@@ -54,7 +60,31 @@ def test_an_esm_failure_message_is_resolved_through_the_stream_range() -> None:
         return [record("INSERT", "a", 5), record("REMOVE", "b", 6)]
 
     targets = targets_of(esm_message("5", "6"), read_range)
-    assert [seq for _, seq in targets] == ["5", "6"] and calls == [("shardId-1", "5", "6")]
+    assert [t.sequence_number for t in targets] == ["5", "6"] and calls == [("shardId-1", "5", "6")]
+    assert {t.source_arn for t in targets} == {STREAM}  # read from the stream's own table
+
+
+class GetItemClient:
+    def __init__(self) -> None:
+        self.tables: list[str] = []
+
+    def get_item(self, TableName: str, Key: dict[str, Any], ConsistentRead: bool) -> dict[str, Any]:
+        self.tables.append(TableName)
+        return {"Item": Key}
+
+
+def test_the_item_is_read_from_the_table_its_record_came_from_else_from_its_schemas_table() -> None:
+    client = GetItemClient()
+    tables = SchemaTables.of({"geozone": "refdata", "booking": "refdata-bookings"})
+    get_item = item_reader(client, tables)
+    booking = {"pk": {"S": "booking::bcparks_1::0"}, "sk": {"S": "a"}}
+    get_item(booking, BOOKINGS_STREAM)
+    get_item(KEYS, BOOKINGS_STREAM)  # a wrong-table record: read where it was written (then refused again)
+    get_item(booking, None)
+    get_item(KEYS, None)
+    assert client.tables == ["refdata-bookings", "refdata-bookings", "refdata-bookings", "refdata"]
+    with pytest.raises(LookupError, match="no table holds"):
+        get_item({"pk": {"S": "thread::c::t"}, "sk": {"S": "META"}}, None)
 
 
 @pytest.mark.parametrize(
@@ -76,8 +106,10 @@ def test_current_state_replaces_the_old_image_and_keeps_the_old_sequence_number(
     fresh = current_state_record(KEYS, "7", current, 1_764_531_000.5)
     assert fresh["eventName"] == "MODIFY" and fresh["dynamodb"]["NewImage"] == current
     assert fresh["dynamodb"]["SequenceNumber"] == "7"
-    gone = current_state_record(KEYS, "7", None, 1_764_531_000.5)
+    assert "eventSourceARN" not in fresh
+    gone = current_state_record(KEYS, "7", None, 1_764_531_000.5, STREAM)
     assert gone["eventName"] == "REMOVE" and "NewImage" not in gone["dynamodb"]
+    assert gone["eventSourceARN"] == STREAM  # checked against the schema's table like a streamed record
     # stamped with when the state was read: a tombstone's deletedAt never predates the deletion it records
     assert gone["dynamodb"]["ApproximateCreationDateTime"] == 1_764_531_000.5
 
@@ -96,7 +128,7 @@ def test_redrive_applies_current_state_and_only_finished_messages_are_deleted() 
         settings=settings(),
         ports=harness.ports(),
         read_range=no_stream,
-        get_item=lambda keys: items.get(keys["sk"]["S"]),
+        get_item=lambda keys, arn: items.get(keys["sk"]["S"]),
     )
     assert [r.deleted for r in reports] == [True, False, False]
     assert reports[0].fates == {"indexed": 1} and reports[1].fates == {"rejected": 1}
@@ -122,7 +154,7 @@ def test_redrive_of_an_old_record_after_newer_changes_is_a_no_op() -> None:
         settings=settings(),
         ports=harness.ports(),
         read_range=no_stream,
-        get_item=lambda keys: {**KEYS, "name": {"S": "newest"}},
+        get_item=lambda keys, arn: {**KEYS, "name": {"S": "newest"}},
     )
     assert report.deleted and report.fates == {"stale-skipped": 1}
     assert harness.opensearch.doc("a")["stream_seq"] == "9".zfill(40)  # type: ignore[index]
@@ -131,7 +163,7 @@ def test_redrive_of_an_old_record_after_newer_changes_is_a_no_op() -> None:
 def test_a_failed_read_keeps_only_that_message() -> None:
     harness = Harness()
 
-    def get_item(keys: dict[str, Any]) -> dict[str, Any] | None:
+    def get_item(keys: dict[str, Any], arn: str | None) -> dict[str, Any] | None:
         if keys["sk"]["S"] == "b":
             raise TimeoutError("throttled")
         return {**keys, "name": {"S": "x"}}
@@ -145,3 +177,20 @@ def test_a_failed_read_keeps_only_that_message() -> None:
     )
     assert [r.deleted for r in reports] == [True, False]
     assert "throttled" in (reports[1].error or "")
+
+
+def test_a_wrong_table_record_is_refused_again_and_stays_in_the_queue() -> None:
+    harness = Harness()
+    wrong = {**record("INSERT", "a", 3, {"name": {"S": "x"}}), "eventSourceARN": BOOKINGS_STREAM}
+    (report,) = redrive_messages(
+        [Message("m1", "r1", json.dumps({"reasonKind": "wrong-table", "record": wrong}))],
+        settings=settings(
+            schema_tables=SchemaTables.of({"geozone": "refdata", "booking": "refdata-bookings"})
+        ),
+        ports=harness.ports(),
+        read_range=no_stream,
+        get_item=lambda keys, arn: {**keys, "name": {"S": "x"}},
+    )
+    assert not report.deleted and report.fates == {"rejected": 1}
+    assert (report.error or "").startswith("wrong-table: schema 'geozone' belongs to table 'refdata'")
+    assert harness.opensearch.docs == {}
