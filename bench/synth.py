@@ -21,6 +21,22 @@ def _seconds(script: str) -> float:
     return time.perf_counter() - start
 
 
+def resources() -> int:
+    """Resources in every environment's templates (a fresh synth into a temporary folder)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as outdir:
+        env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_VALIDATION": "false"}
+        env.pop("CDK_CONTEXT_JSON", None)
+        env["CDK_OUTDIR"] = outdir
+        subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, check=True, capture_output=True)
+        return sum(
+            len(json.loads(template.read_text()).get("Resources", {}))
+            for template in Path(outdir).glob("assembly-*/*.template.json")
+        )
+
+
 def run() -> str:
     app, baseline = [], []
     for _ in range(ROUNDS):  # interleaved so both see the same machine load
@@ -39,7 +55,9 @@ def run() -> str:
             f"| one-stack app with a single resource (baseline) | {base_s:.2f} | 1.00× |",
             f"| `python app.py` (every environment) | {app_s:.2f} | {app_s / base_s:.2f}× |",
             "",
-            "Target: at most 4× the baseline.",
+            f"Target: at most 4× the baseline: {'met' if app_s / base_s <= 4 else '**missed**'}. The app has grown "
+            f"to {resources()} resources over its six stacks (alarms, ops workflows, a second table in dev); "
+            "building the constructs through jsii, not cdk-nag, takes most of the time.",
             "",
         ]
     )
