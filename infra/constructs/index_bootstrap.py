@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
-from aws_cdk import aws_ec2 as ec2
+from aws_cdk import CustomResource, Duration, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
@@ -21,7 +19,7 @@ from infra.constructs.vpc_function import (
     ENI_ACTIONS,
     UNRESERVED_CONCURRENCY_FINDINGS,
     UNRESERVED_CONCURRENCY_REASON,
-    Reach,
+    Placement,
     VpcFunction,
 )
 from infra.iam import attach_policy
@@ -58,32 +56,22 @@ class IndexBootstrap(Construct):
         replicas: int,
         fingerprint: str,
         read_roles: Mapping[str, Any],
-        reserve_concurrency: bool,
-        reaches: Sequence[Reach],
-        vpc: ec2.IVpc,
-        subnets: ec2.SubnetSelection,
-        key: kms.IKey,
-        log_retention: logs.RetentionDays,
-        removal_policy: RemovalPolicy,
+        placement: Placement,
     ) -> None:
         super().__init__(scope, construct_id)
+        key, removal_policy = placement.key, placement.removal_policy
         self.handler = VpcFunction(
             self,
             "Function",
             description="OpenSearch index bootstrap (custom resource)",
             handler="index_bootstrap.handler.on_event",
             role=role,
-            vpc=vpc,
-            subnets=subnets,
-            key=key,
-            log_retention=log_retention,
-            removal_policy=removal_policy,
+            placement=placement,
             memory_mb=256,
             timeout=Duration.minutes(5),
-            reserved_concurrency=1 if reserve_concurrency else None,
+            reserved_concurrency=1,
             environment={},
             statements=[],
-            reaches=reaches,
         )
         self.dead_letter_queue = framework_dlq = dead_letter_queue(
             self,
@@ -104,7 +92,11 @@ class IndexBootstrap(Construct):
             self, "ProviderRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com")
         )
         framework_logs = logs.LogGroup(
-            self, "ProviderLogs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
+            self,
+            "ProviderLogs",
+            encryption_key=key,
+            retention=placement.log_retention,
+            removal_policy=removal_policy,
         )
         self.provider = cr.Provider(
             self,
@@ -112,8 +104,8 @@ class IndexBootstrap(Construct):
             on_event_handler=self.handler.function,
             framework_on_event_role=framework_role.without_policy_updates(),
             log_group=framework_logs,
-            vpc=vpc,
-            vpc_subnets=subnets,
+            vpc=placement.vpc,
+            vpc_subnets=placement.subnets,
             security_groups=[self.handler.security_group],
             provider_function_env_encryption=key,
         )
@@ -138,7 +130,7 @@ class IndexBootstrap(Construct):
                 iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[framework_dlq.queue_arn]),
             ],
         )
-        self._harden_framework_function(framework_dlq, reserve_concurrency=reserve_concurrency)
+        self._harden_framework_function(framework_dlq, reserved=placement.reserved(1))
         self.provider.node.add_dependency(framework_policy)
         acknowledge(
             framework_policy,
@@ -162,7 +154,7 @@ class IndexBootstrap(Construct):
             },
         )
 
-    def _harden_framework_function(self, dead_letter_queue: sqs.IQueue, *, reserve_concurrency: bool) -> None:
+    def _harden_framework_function(self, dead_letter_queue: sqs.IQueue, *, reserved: int | None) -> None:
         """The provider framework's own function exposes no props for these; set them on its L1 resource.
 
         CloudFormation invokes it asynchronously, so a dead-letter queue does catch events it fails on.
@@ -170,8 +162,8 @@ class IndexBootstrap(Construct):
         framework = self.provider.node.find_child("framework-onEvent").node.default_child
         assert isinstance(framework, lambda_.CfnFunction)
         framework.memory_size = 256
-        if reserve_concurrency:
-            framework.reserved_concurrent_executions = 1
+        if reserved is not None:
+            framework.reserved_concurrent_executions = reserved
         else:
             acknowledge(framework, UNRESERVED_CONCURRENCY_REASON, *UNRESERVED_CONCURRENCY_FINDINGS)
         framework.tracing_config = lambda_.CfnFunction.TracingConfigProperty(mode="Active")

@@ -24,10 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Aws, Duration, RemovalPolicy
-from aws_cdk import aws_ec2 as ec2
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_scheduler as scheduler
@@ -37,12 +35,7 @@ from constructs import Construct
 
 from infra.config import OpsSettings
 from infra.constructs.stream_sync import SyncedTable, schema_tables, stream_arns_of
-from infra.constructs.vpc_function import (
-    UNRESERVED_CONCURRENCY_FINDINGS,
-    UNRESERVED_CONCURRENCY_REASON,
-    Reach,
-    VpcFunction,
-)
+from infra.constructs.vpc_function import Placement, VpcFunction
 from infra.iam import attach_policy
 from infra.nag import acknowledge, finding_resource
 
@@ -102,20 +95,15 @@ class OpsWorkflows(Construct):
         geometry_bucket: s3.IBucket,
         ops_bucket: s3.IBucket,
         dead_letter_queue: sqs.IQueue,
-        key: kms.IKey,
         domain_endpoint: str,
         streams_endpoint: str | None,
         bulk_max_bytes: int,
         request_timeout_seconds: int,
         tombstone_min_age_seconds: int,
-        reserve_concurrency: bool,
-        reaches: Sequence[Reach],
-        vpc: ec2.IVpc,
-        subnets: ec2.SubnetSelection,
-        log_retention: logs.RetentionDays,
-        removal_policy: RemovalPolicy,
+        placement: Placement,
     ) -> None:
         super().__init__(scope, construct_id)
+        key = placement.key
         stream_arns = stream_arns_of(tables)
         table_arns = [synced.table.table_arn for synced in tables]
         runs = ops_bucket.arn_for_objects("runs/*")
@@ -127,15 +115,10 @@ class OpsWorkflows(Construct):
             description="Ops workflows worker (reindex, reconcile, redrive, tombstone purge)",
             handler="ops.worker.handler",
             role=worker_role,
-            vpc=vpc,
-            subnets=subnets,
-            key=key,
-            log_retention=log_retention,
-            removal_policy=removal_policy,
+            placement=placement,
             memory_mb=settings.worker_memory_mb,
             timeout=WORKER_TIMEOUT,
-            reserved_concurrency=settings.max_concurrency if reserve_concurrency else None,
-            reaches=reaches,
+            reserved_concurrency=settings.max_concurrency,
             environment={
                 "SCHEMA_TABLES": schema_tables(self, tables),
                 "OPENSEARCH_ENDPOINT": f"https://{domain_endpoint}",
@@ -210,7 +193,11 @@ class OpsWorkflows(Construct):
             self, "StateMachineRole", assumed_by=iam.ServicePrincipal("states.amazonaws.com")
         )
         self.log_group = logs.LogGroup(
-            self, "Logs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
+            self,
+            "Logs",
+            encryption_key=key,
+            retention=placement.log_retention,
+            removal_policy=placement.removal_policy,
         )
         prefix = name_prefix
         self.state_machines: dict[str, sfn.StateMachine] = {}
@@ -289,8 +276,6 @@ class OpsWorkflows(Construct):
             *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in executions),
         )
         self._schedule_purge(settings.purge_schedule, prefix)
-        if not reserve_concurrency:
-            acknowledge(self.worker.function, UNRESERVED_CONCURRENCY_REASON, *UNRESERVED_CONCURRENCY_FINDINGS)
 
     def _schedule_purge(self, expression: str, prefix: str) -> None:
         """EventBridge Scheduler starts the purge workflow (input ``{}``: the execution's name is the run id)."""

@@ -5,20 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import SyncSettings
 from infra.constructs.dead_letter_queue import dead_letter_queue
-from infra.constructs.vpc_function import Reach, VpcFunction
+from infra.constructs.vpc_function import Placement, VpcFunction
 from infra.nag import acknowledge, finding_resource
 
 # The namespace of the handler's own metrics (EMF, no dimensions; see docs/sync.md "Logs and metrics").
@@ -73,26 +70,21 @@ class StreamSync(Construct):
         construct_id: str,
         *,
         settings: SyncSettings,
-        reserve_concurrency: bool,
-        reaches: Sequence[Reach],
+        placement: Placement,
         tables: Sequence[SyncedTable],
         geometry_bucket: s3.IBucket,
-        key: kms.IKey,
         role: iam.IRole,
         domain_arn: str,
         domain_endpoint: str,
         bulk_max_bytes: int,
-        vpc: ec2.IVpc,
-        subnets: ec2.SubnetSelection,
-        log_retention: logs.RetentionDays,
-        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
+        key = placement.key
         self.dead_letter_queue = dead_letter_queue(
             self,
             "DeadLetterQueue",
             key=key,
-            removal_policy=removal_policy,
+            removal_policy=placement.removal_policy,
             owner="the stream sync (the redrive tool re-reads DynamoDB for each message)",
         )
         geometry_objects = geometry_bucket.arn_for_objects("geometries/*")
@@ -103,15 +95,10 @@ class StreamSync(Construct):
             description="DynamoDB stream to OpenSearch sync",
             handler="stream_sync.handler.handler",
             role=role,
-            vpc=vpc,
-            subnets=subnets,
-            key=key,
-            log_retention=log_retention,
-            removal_policy=removal_policy,
+            placement=placement,
             memory_mb=settings.memory_mb,
             timeout=Duration.seconds(settings.timeout_seconds),
-            reserved_concurrency=settings.reserved_concurrency if reserve_concurrency else None,
-            reaches=reaches,
+            reserved_concurrency=settings.reserved_concurrency,
             dead_letter_queue=self.dead_letter_queue,
             wildcard_reason="dynamodb:ListStreams accepts only '*' as well.",
             environment={

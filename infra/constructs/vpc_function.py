@@ -29,6 +29,24 @@ class Reach:
     description: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where the environment's functions run and what they share: network, data key, log retention, removal
+    policy, the peers they reach, and whether the environment reserves concurrency."""
+
+    vpc: ec2.IVpc
+    subnets: ec2.SubnetSelection
+    key: kms.IKey
+    log_retention: logs.RetentionDays
+    removal_policy: RemovalPolicy
+    reaches: Sequence[Reach]
+    reserve_concurrency: bool
+
+    def reserved(self, amount: int) -> int | None:
+        """``amount`` of reserved concurrency where the environment reserves any, else none."""
+        return amount if self.reserve_concurrency else None
+
+
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
@@ -65,7 +83,7 @@ class VpcFunction(Construct):
     """arm64 Python function with X-Ray tracing, optional reserved concurrency, environment variables encrypted
     with the data key, and a customer-managed policy.
 
-    Its security group allows outbound HTTPS only, and ``reaches`` admits it into each peer's group. The subnets
+    Its security group allows outbound HTTPS only, and ``placement.reaches`` admits it into each peer's group. The subnets
     are isolated (no NAT, no internet gateway), so that reaches nothing but the VPC endpoints and the search
     domain.
     """
@@ -78,25 +96,21 @@ class VpcFunction(Construct):
         description: str,
         handler: str,
         role: iam.IRole,
-        vpc: ec2.IVpc,
-        subnets: ec2.SubnetSelection,
-        key: kms.IKey,
-        log_retention: logs.RetentionDays,
-        removal_policy: RemovalPolicy,
+        placement: Placement,
         memory_mb: int,
         timeout: Duration,
-        reserved_concurrency: int | None,
+        reserved_concurrency: int,
         environment: dict[str, str],
         statements: list[iam.PolicyStatement],
-        reaches: Sequence[Reach],
         dead_letter_queue: object | None = None,
         wildcard_reason: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
+        key, reserved = placement.key, placement.reserved(reserved_concurrency)
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
-            vpc=vpc,
+            vpc=placement.vpc,
             description=f"{description}: outbound HTTPS only",
             allow_all_outbound=False,
         )
@@ -106,7 +120,11 @@ class VpcFunction(Construct):
             "HTTPS to VPC endpoints and the search domain (no route out)",
         )
         self.log_group = logs.LogGroup(
-            self, "Logs", encryption_key=key, retention=log_retention, removal_policy=removal_policy
+            self,
+            "Logs",
+            encryption_key=key,
+            retention=placement.log_retention,
+            removal_policy=placement.removal_policy,
         )
         self.function = lambda_.Function(
             self,
@@ -120,18 +138,18 @@ class VpcFunction(Construct):
             role=role.without_policy_updates() if isinstance(role, iam.Role) else role,
             memory_size=memory_mb,
             timeout=timeout,
-            reserved_concurrent_executions=reserved_concurrency,
+            reserved_concurrent_executions=reserved,
             environment_encryption=key,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
-            vpc=vpc,
-            vpc_subnets=subnets,
+            vpc=placement.vpc,
+            vpc_subnets=placement.subnets,
             security_groups=[self.security_group],
             environment=environment,
             dead_letter_queue=dead_letter_queue,  # type: ignore[arg-type]
         )
-        if reserved_concurrency is None:
+        if reserved is None:
             acknowledge(self.function, UNRESERVED_CONCURRENCY_REASON, *UNRESERVED_CONCURRENCY_FINDINGS)
         self.policy = attach_policy(
             self,
@@ -152,7 +170,7 @@ class VpcFunction(Construct):
         # The function must not start before its permissions and its way to each peer exist; and anything that
         # depends on the function (a custom resource, an event source mapping) is deleted before them.
         self.function.node.add_dependency(self.policy)
-        for reach in reaches:
+        for reach in placement.reaches:
             self.function.node.add_dependency(self._allow_https_to(reach))
         acknowledge(
             self.policy,

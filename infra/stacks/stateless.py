@@ -16,7 +16,7 @@ from infra.constructs.ops_workflows import OpsWorkflows
 from infra.constructs.search_domain import domain_arn
 from infra.constructs.single_table import index_names
 from infra.constructs.stream_sync import METRICS_NAMESPACE, StreamSync, SyncedTable
-from infra.constructs.vpc_function import Reach
+from infra.constructs.vpc_function import Placement, Reach
 from infra.retention import retention
 from infra.stacks.stateful import StatefulStack
 
@@ -40,7 +40,6 @@ class StatelessStack(Stack):
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.add_stack_dependency(stateful)
         removal = RemovalPolicy.RETAIN if config.retains_data else RemovalPolicy.DESTROY
-        log_retention = retention(config.log_retention_days)
         handed = stateful.handoff.receive(self)
         schemas = [schema.name for schema in indexable_schemas()]
         tables = [
@@ -51,15 +50,15 @@ class StatelessStack(Stack):
             Reach("SearchIngress", handed.search_security_group, "HTTPS to the search domain"),
             Reach("EndpointIngress", handed.endpoint_security_group, "HTTPS to VPC endpoints"),
         ]
-        shared = {
-            "reserve_concurrency": config.reserve_concurrency,
-            "reaches": reaches,
-            "vpc": handed.vpc,
-            "subnets": handed.subnets,
-            "key": handed.key,
-            "log_retention": log_retention,
-            "removal_policy": removal,
-        }
+        placement = Placement(
+            vpc=handed.vpc,
+            subnets=handed.subnets,
+            key=handed.key,
+            log_retention=retention(config.log_retention_days),
+            removal_policy=removal,
+            reaches=reaches,
+            reserve_concurrency=config.reserve_concurrency,
+        )
         self.sync = StreamSync(
             self,
             "StreamSync",
@@ -70,7 +69,7 @@ class StatelessStack(Stack):
             domain_arn=domain_arn(config.search.domain_name),
             domain_endpoint=handed.search_endpoint,
             bulk_max_bytes=config.search.bulk_max_bytes,
-            **shared,  # type: ignore[arg-type]
+            placement=placement,
         )
         self.bootstrap = IndexBootstrap(
             self,
@@ -85,7 +84,7 @@ class StatelessStack(Stack):
             read_roles=read_role_definitions(
                 (role.name, role.schemas, role.mapped_backend_roles) for role in config.search.read_roles
             ),
-            **shared,  # type: ignore[arg-type]
+            placement=placement,
         )
         self.ops = OpsWorkflows(
             self,
@@ -103,7 +102,7 @@ class StatelessStack(Stack):
             bulk_max_bytes=config.search.bulk_max_bytes,
             request_timeout_seconds=config.sync.request_timeout_seconds,
             tombstone_min_age_seconds=minimum_age_seconds(config.sync.max_record_age_seconds),
-            **shared,  # type: ignore[arg-type]
+            placement=placement,
         )
         self.monitoring = Monitoring(
             self,
