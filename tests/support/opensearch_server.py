@@ -50,7 +50,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from botocore.auth import SigV4Auth
@@ -1378,14 +1378,9 @@ class _Cluster:
         )
 
     def _raise_item_fault(self, doc_id: str, index_name: str) -> None:
-        queue = self.item_faults.get(doc_id)
-        if not queue:
+        fault = _take_fault(self.item_faults.get(doc_id))
+        if fault is None:
             return
-        fault = queue[0]
-        if fault.remaining is not None:
-            fault.remaining -= 1
-            if fault.remaining <= 0:
-                queue.popleft()
         raise OpenSearchError(fault.status, fault.error_type, fault.reason, index=index_name)
 
     def _apply(self, subject: Subject, op: str, index: _Index, doc_id: str, source: Any) -> tuple[int, str]:
@@ -1467,14 +1462,9 @@ class _Cluster:
         )
 
     def _raise_script_fault(self, doc_id: str, script_id: str) -> None:
-        queue = self.script_faults.get(doc_id)
-        if not queue:
+        fault = _take_fault(self.script_faults.get(doc_id))
+        if fault is None:
             return
-        fault = queue[0]
-        if fault.remaining is not None:
-            fault.remaining -= 1
-            if fault.remaining <= 0:
-                queue.popleft()
 
         def failing(_current: Mapping[str, Any] | None, _params: Mapping[str, Any]) -> dict[str, Any] | None:
             raise ScriptRuntimeError(fault.java_exception, fault.reason)
@@ -1492,6 +1482,21 @@ class _Cluster:
             index.mappings = update
         index.docs[doc_id] = source if fresh else copy.deepcopy(source)
         index.versions[doc_id] = index.versions.get(doc_id, 0) + 1
+
+
+_FaultT = TypeVar("_FaultT", ItemFault, _ScriptFault)
+
+
+def _take_fault(queue: deque[_FaultT] | None) -> _FaultT | None:
+    """The fault at the head of a document's queue, used up once its ``remaining`` count runs out (None: always)."""
+    if not queue:
+        return None
+    fault = queue[0]
+    if fault.remaining is not None:
+        fault.remaining -= 1
+        if fault.remaining <= 0:
+            queue.popleft()
+    return fault
 
 
 def _compare_and_write_refusal(meta: Mapping[str, Any]) -> str | None:
