@@ -75,9 +75,6 @@ class Purge:
         self.page_size = page_size
 
     def prepare(self, env: Env, run: Run, request: Mapping[str, Any]) -> dict[str, Any]:
-        existing = run.record()
-        if existing is not None:
-            return existing  # a resumed run keeps its bound: it never moves later than when the run started
         if env.tombstone_min_age_seconds < minimum_age_seconds(0):
             raise OpsError(
                 f"a tombstone minimum age of {env.tombstone_min_age_seconds} s is below the stream and "

@@ -189,9 +189,6 @@ class Reconcile:
     name = "reconcile"
 
     def prepare(self, env: Env, run: Run, request: Mapping[str, Any]) -> dict[str, Any]:
-        existing = run.record()
-        if existing is not None:
-            return existing
         schema = indexable(str(request.get("schema")))
         index = env.client.alias_state(schema).write_index
         if index is None:

@@ -29,9 +29,6 @@ class Redrive:
     name = "redrive"
 
     def prepare(self, env: Env, run: Run, request: Mapping[str, Any]) -> dict[str, Any]:
-        existing = run.record()
-        if existing is not None:
-            return existing
         if not env.dlq_url:
             raise OpsError("no dead-letter queue to redrive (DLQ_URL)")
         attributes = env.sqs.get_queue_attributes(

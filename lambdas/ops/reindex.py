@@ -59,9 +59,6 @@ class Reindex:
     name = "reindex"
 
     def prepare(self, env: Env, run: Run, request: Mapping[str, Any]) -> dict[str, Any]:
-        existing = run.record()
-        if existing is not None:
-            return existing  # a resumed run goes on with its plan (finish re-checks the aliases)
         schema = indexable(str(request.get("schema")))
         state = env.client.alias_state(schema)
         target = state.newest

@@ -34,7 +34,7 @@ from ops.redrive import Redrive
 from ops.reindex import Reindex
 from ops.runs import Run, S3RunStore, check_run_id
 from ops.sources import export_ready
-from ops.workflow import Env, Operation, finish_run, run_part, sync_settings
+from ops.workflow import Env, Operation, finish_run, prepared, run_part, sync_settings
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (Reindex(), Reconcile(), Redrive(), Purge())}
 
@@ -131,7 +131,7 @@ def handle(
     run = Run(S3RunStore(env.s3, str(env.bucket)), operation.name, run_id_of(event))
     step = event["step"]
     if step == "prepare":
-        record = operation.prepare(env, run, event.get("input") or {})
+        record = prepared(operation, env, run, event.get("input") or {})
         return {
             "runId": run.run_id,
             "source": record.get("source", "none"),

@@ -91,7 +91,8 @@ class Operation(Protocol):
     name: str
 
     def prepare(self, env: Env, run: Run, request: Mapping[str, Any]) -> dict[str, Any]:
-        """The run record: at least `parts` (run by the inline map) and `source` (`scan`, `export`, `none`)."""
+        """A new run's record: at least `parts` (run by the inline map) and `source` (`scan`, `export`, `none`).
+        Called through `prepared`, so only for a run that has no saved record yet."""
         ...
 
     def pages(self, env: Env, run: dict[str, Any], state: PartState) -> Iterator[tuple[Any, Any]]:
@@ -151,13 +152,20 @@ def finish_run(operation: Operation, env: Env, run: Run, error: str | None = Non
     return summary
 
 
+def prepared(operation: Operation, env: Env, run: Run, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's record: a resumed run goes on with the plan it saved (a reindex keeps its target index, a purge
+    its bound, which must never move later than when the run started); a new run prepares one."""
+    existing = run.record()
+    return existing if existing is not None else operation.prepare(env, run, request)
+
+
 def run_local(
     operation: Operation, env: Env, run: Run, request: Mapping[str, Any], *, concurrency: int = 1
 ) -> dict[str, Any]:
     """A whole run in this process: prepare, every part on `concurrency` threads, finish (which always runs,
     and reports what stopped the run)."""
     try:
-        record = operation.prepare(env, run, request)
+        record = prepared(operation, env, run, request)
     except OpsError as error:
         return finish_run(operation, env, run, f"prepare: {error}")
     if record.get("source") == "export":

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from ops.index import Hit
 from ops.purge import Purge, minimum_age_seconds, purgeable
+from ops.runs import MemoryRunStore, Run
+from ops.workflow import prepared
 from ops_harness import MIN_AGE, ZONE, OpsEnv, seq
 
 from tests.support.opensearch_server import ROUTE_BULK
@@ -45,6 +47,16 @@ def test_the_purge_never_deletes_a_tombstone_younger_than_the_bound(ops_env: Ops
     assert summary["boundEpochSeconds"] == bound
     assert sorted(summary["indices"]) == ["booking-v1", "geozone-v1", "productdate-v1"]
     assert summary["parts"] == {"total": 3, "done": 3}
+
+
+def test_a_resumed_purge_keeps_the_bound_it_started_with(ops_env: OpsEnv) -> None:
+    run = Run(MemoryRunStore(), "purge", "resumed")
+    first = prepared(Purge(), ops_env.env(), run, {})
+    ops_env.now += 86400  # resumed a day later: a later bound would reach younger tombstones
+
+    resumed = prepared(Purge(), ops_env.env(), run, {})
+
+    assert resumed["bound"] == first["bound"] == int(first["startedAt"]) - MIN_AGE
 
 
 def test_a_tombstone_replaced_between_the_read_and_the_delete_stays(ops_env: OpsEnv) -> None:

@@ -7,7 +7,7 @@ from ops.index import IndexClient
 from ops.reindex import Reindex
 from ops.runs import MemoryRunStore, Run
 from ops.table import keys_of
-from ops.workflow import finish_run, run_part
+from ops.workflow import finish_run, prepared, run_part
 from ops.writes import Write, apply_writes
 from ops_harness import REGION, ZONE, ZONES, DynamoProxy, OpsEnv, seq
 from search import indices
@@ -110,7 +110,7 @@ def test_a_rerun_after_a_failed_backfill_finishes_the_flow(changed: OpsEnv) -> N
 def test_a_part_stopped_by_its_deadline_resumes_after_its_last_page(changed: OpsEnv) -> None:
     run = Run(MemoryRunStore(), "reindex", "resumed")
     env = changed.env()
-    record = Reindex().prepare(env, run, {"schema": "geozone"})
+    record = prepared(Reindex(), env, run, {"schema": "geozone"})
     (part,) = record["parts"]
 
     first = run_part(Reindex(), env, run, part, ports=changed.ports, deadline=lambda: True)
