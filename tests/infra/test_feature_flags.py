@@ -4,6 +4,7 @@ these flags, so a flag that would replace a stateful resource fails there.)"""
 
 from __future__ import annotations
 
+import functools
 import json
 import tarfile
 from pathlib import Path
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEVIATIONS = {"@aws-cdk/core:target-partitions": ["aws"]}
 
 
+@functools.cache
 def recommended_flags() -> dict[str, Any]:
     """The installed aws-cdk-lib's own recommended-feature-flags.json (what `cdk init` writes)."""
     (package,) = Path(aws_cdk.__file__).parent.joinpath("_jsii").glob("aws-cdk-lib@*.jsii.tgz")
