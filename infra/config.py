@@ -768,7 +768,7 @@ class EnvironmentConfig:
                 f"{path}.monitoring.{lag}",
                 "must be below sync.max_record_age_seconds, or records are given up before the alarm fires",
             )
-        platform = {self.role_arn(f"{self.search.domain_name}-{purpose}") for purpose in PLATFORM_ROLES}
+        platform = {self.role_arn(self.platform_role_name(purpose)) for purpose in PLATFORM_ROLES}
         platform |= {self.search.master_role_arn} if self.search.master_role_arn else set()
         for index, role in enumerate(self.search.read_roles):
             for position, arn in enumerate(role.iam_role_arns):
@@ -853,6 +853,12 @@ class EnvironmentConfig:
         if self.region.startswith("cn-"):
             return "aws-cn"
         return "aws-us-gov" if "-gov-" in self.region else "aws"
+
+    def platform_role_name(self, purpose: str) -> str:
+        """The fixed name of one of the platform's own search roles (a purpose of ``PLATFORM_ROLES``)."""
+        if purpose not in PLATFORM_ROLES:
+            raise ValueError(f"{purpose!r} is not one of the platform roles {PLATFORM_ROLES}")
+        return f"{self.search.domain_name}-{purpose}"
 
     def role_arn(self, name: str) -> str:
         """The ARN of the IAM role ``name`` (path included, no leading slash) in this environment's account."""

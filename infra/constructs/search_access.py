@@ -37,10 +37,9 @@ class SearchAccess(Construct):
         self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, removal_policy: RemovalPolicy
     ) -> None:
         super().__init__(scope, construct_id)
-        base = config.search.domain_name
 
         def function_role(construct_id: str, purpose: str, description: str) -> tuple[iam.Role, str]:
-            role_name = f"{base}-{purpose}"
+            role_name = config.platform_role_name(purpose)
             role = iam.Role(
                 self,
                 construct_id,
@@ -70,7 +69,7 @@ class SearchAccess(Construct):
             admin = iam.Role(
                 self,
                 "AdminRole",
-                role_name=f"{base}-search-admin",
+                role_name=config.platform_role_name("search-admin"),
                 assumed_by=iam.CompositePrincipal(
                     iam.ArnPrincipal(self.bootstrap_role.role_arn),
                     iam.ArnPrincipal(self.ops_worker_role.role_arn),
@@ -91,7 +90,7 @@ class SearchAccess(Construct):
             # stack is deleted.
             admin.apply_removal_policy(removal_policy)
             self.admin_role = admin
-            self.admin_role_arn = config.role_arn(f"{base}-search-admin")
+            self.admin_role_arn = config.role_arn(config.platform_role_name("search-admin"))
         for construct_id, role in (
             ("BootstrapAssumeAdmin", self.bootstrap_role),
             ("OpsWorkerAssumeAdmin", self.ops_worker_role),

@@ -22,11 +22,10 @@ from search.indices import (
     read_alias_filter,
     write_alias,
 )
+from search.queries import TIEBREAKER
 from search.transport import OpenSearchTransport, path_segment
 
 PAGE_SIZE = 500
-# pk and sk are keyword fields and `<pk>#<sk>` is the document id, so (pk, sk) orders documents totally.
-DOCUMENT_ORDER: tuple[dict[str, str], ...] = ({"pk": "asc"}, {"sk": "asc"})
 
 
 class OpsError(Exception):
@@ -209,7 +208,7 @@ class IndexClient:
         body: dict[str, Any] = {
             "pit": {"id": pit_id, "keep_alive": keep_alive},
             "size": page_size,
-            "sort": list(DOCUMENT_ORDER),
+            "sort": list(TIEBREAKER),
             "query": query,
         }
         if parts > 1:  # the engine refuses a slice of one
@@ -230,7 +229,7 @@ class IndexClient:
         """One page of `index` in (pk, sk) order after `after`, each hit with its sequence number and term."""
         body: dict[str, Any] = {
             "size": page_size,
-            "sort": list(DOCUMENT_ORDER),
+            "sort": list(TIEBREAKER),
             "query": query,
             "seq_no_primary_term": True,
         }
