@@ -1,62 +1,115 @@
-# Two commands on a fresh machine (Python 3.11+, Node, the package registries):
-#   make synth   set up, then synthesize every environment into cdk.out
+# Two commands on a fresh machine (Python 3.11+, Node 22 or 24 (20 still works), the package registries):
+#   make synth   set up, then synthesize every environment into cdk.out; fails on any finding or missing context
 #   make test    set up, then lint, type-check and run every test
+# `make help` lists the rest.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# jsii prints a large end-of-life banner on Node 20; the project supports 22 and 24 and still runs on 20.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # CDK's built-in CloudFormation validation plugin duplicates cfn-lint (which `make test` runs) and costs ~4 s.
 export CDK_VALIDATION := false
+step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 
-.PHONY: setup synth test lint bench docs guard baseline cost clean
+.DEFAULT_GOAL := help
+.PHONY: help setup synth test lint fmt recipes bench docs guard baseline cost clean
 
-setup: $(VENV)/.installed node_modules/.installed
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(VENV)/.installed: requirements.lock
+setup: $(VENV)/.installed node_modules/.installed ## create .venv (uv, hash-checked) and node_modules if missing or stale
+
+$(VENV)/.installed: requirements.lock requirements-uv.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
+	$(call step,Python environment $(VENV) from requirements.lock)
+	@test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	@# uv itself comes from PyPI through pip, hash-checked; a machine's pip configuration files (extra indexes,
+	@# find-links, constraints) do not apply, its environment (certificates, a mirror's PIP_INDEX_URL) does.
+	@test -x $(BIN)/uv || { if $(PYTHON) -m pip --version >/dev/null 2>&1; then pip="$(PYTHON) -m pip --python $(BIN)/python"; \
+		else $(BIN)/python -m ensurepip --default-pip >/dev/null && pip="$(BIN)/python -m pip"; fi; \
+		PIP_CONFIG_FILE=/dev/null $$pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+		-r requirements-uv.txt; }
+	@$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes requirements.lock requirements-uv.txt
+	@touch $@
+
+# checkov in its own environment: it pins a boto3 that the project's boto3 and moto cannot share
+# (requirements-checkov.txt). uv from the project's environment installs it, hash-checked.
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/.installed: requirements-checkov.lock $(VENV)/.installed
+	$(call step,checkov environment $(CHECKOV_VENV) from requirements-checkov.lock)
+	@test -x $(CHECKOV_VENV)/bin/python || $(BIN)/uv venv --quiet --python $(BIN)/python $(CHECKOV_VENV)
+	@$(BIN)/uv pip sync --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes requirements-checkov.lock
 	@touch $@
 
 node_modules/.installed: package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	@node -e 'const m = +process.versions.node.split(".")[0]; if (m < 20) { console.error(`Node ${process.versions.node}: Node 22 or 24 is required (20 still works)`); process.exit(1) }'
+	$(call step,CDK CLI from package-lock.json)
+	@npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-synth: setup
-	rm -rf cdk.out
-	npx cdk synth --quiet
-	$(BIN)/python -m infra.report cdk.out
+synth: setup ## synthesize every environment into cdk.out; fails on any cdk-nag finding, error annotation or missing context
+	$(call step,cdk synth of every environment (cdk-nag: 5 rule packs))
+	@rm -rf cdk.out
+	@# '**' selects every stack (a bare `cdk synth` selects none when stacks sit in stages, and validates nothing);
+	@# --no-lookups: synth never calls AWS, missing context fails it. The check then names each problem.
+	@npx cdk synth --quiet --no-lookups '**' || \
+		{ test -f cdk.out/manifest.json && $(BIN)/python -m infra.report --check cdk.out >/dev/null; exit 1; }
+	@$(BIN)/python -m infra.report --check cdk.out
 
 lint: setup
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/mypy lambdas
+	$(call step,ruff and mypy)
+ifeq ($(CI),true)
+	@$(BIN)/ruff format --check . || { echo "formatting differs: run \`make fmt\` and commit the result"; exit 1; }
+	@$(BIN)/ruff check .
+else
+	@$(BIN)/ruff format --quiet .
+	@$(BIN)/ruff check --fix --quiet .
+endif
+	@$(BIN)/mypy lambdas infra app.py
 
-test: lint
-	$(BIN)/python -m pytest
+fmt: setup ## format and fix lint in place (`make test` does this too, except in CI, which only checks)
+	@$(BIN)/ruff format .
+	@$(BIN)/ruff check --fix .
+
+test: lint $(CHECKOV_VENV)/.installed ## lint, type-check and run every test
+	$(call step,pytest on every core)
+	@$(BIN)/python -m pytest -n auto
+
+# Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy and runs
+# the suite there, and plants a finding, an error annotation and a missing context value under `make synth`.
+recipes: setup ## prove the README's routine-change recipes and the synth gate on scratch copies (about an hour on two cores)
+	$(call step,README recipes and the synth gate on scratch copies)
+	@# One recipe at a time: each runs the whole suite on every core, and two at once overload the machine.
+	@$(BIN)/python -m pytest -m recipe -p no:cacheprovider -v -rP tests/recipes
 
 # Fails on a change that would replace or delete a stateful resource, against the last release's templates
 # (release/baseline; BASELINE_REF=<rev> reads them as committed at a revision, e.g. a pull request's base).
-guard: synth
-	$(BIN)/python -m infra.guard cdk.out $(if $(BASELINE_REF),--baseline-ref $(BASELINE_REF)) \
+guard: synth ## fail on a change that would replace or delete a stateful resource
+	$(call step,destructive-change guard against release/baseline)
+	@$(BIN)/python -m infra.guard cdk.out $(if $(BASELINE_REF),--baseline-ref $(BASELINE_REF)) \
 		$(if $(GITHUB_STEP_SUMMARY),--summary $(GITHUB_STEP_SUMMARY))
 
 # After a release: its templates become the baseline, and the guard's overrides (which applied to it) are emptied.
-baseline: synth
-	$(BIN)/python -m infra.guard cdk.out --write-baseline
+baseline: synth ## after a release: its templates become the guard's baseline
+	@$(BIN)/python -m infra.guard cdk.out --write-baseline
 
 # Monthly cost per environment (docs/cost.md and the README table) from the templates, infra/prices.toml and the
 # assumed workload; `.venv/bin/python -m infra.cost --help` lists the what-if flags.
-cost: synth
-	$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
+cost: synth ## write the monthly cost estimate (docs/cost.md, README table)
+	@$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
 
-bench: setup
-	$(BIN)/python -m bench
+bench: setup ## run the benchmarks into docs/benchmarks.md (slow)
+	@$(BIN)/python -m bench
 
-docs: setup
-	PYTHONPATH=lambdas $(BIN)/python -m datamodel.docs --write docs/data-model.md
-	$(BIN)/python -m infra.diagram --write README.md
+# The one regeneration command of every routine change (README, "Routine changes").
+docs: setup ## regenerate all that config and the registry define: README tables and diagram, deliver.yml, docs/
+	$(call step,files generated from config and the schema registry)
+	@PYTHONPATH=lambdas $(BIN)/python -m datamodel.docs --write docs/data-model.md
+	@$(BIN)/python -m infra.generated --write
+	@$(MAKE) --no-print-directory synth
+	@$(BIN)/python -m infra.diagram --write README.md --assembly cdk.out
+	@$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
 
-clean:
-	rm -rf cdk.out $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
+clean: ## remove cdk.out, the environments, node_modules and caches
+	rm -rf cdk.out $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -83,7 +83,6 @@ def _process_cpu(pid: int) -> float:
 def measure_reindex(
     items_count: int, scan_latency: float, bulk_latency: float
 ) -> dict[int, dict[str, float]]:
-    from ops import workflow
     from ops.index import IndexClient
     from ops.reindex import Reindex
     from ops.runs import MemoryRunStore, Run
@@ -92,6 +91,8 @@ def measure_reindex(
     from stream_sync.aws import build_ports
     from stream_sync.config import Settings
     from stream_sync.tables import SchemaTables
+
+    from ops import workflow
 
     items = [_item(f"geozone::bench_{i % 50}", f"{i:08d}", i, 1) for i in range(items_count)]
     table = PagedTable(items, scan_latency)

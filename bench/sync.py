@@ -191,6 +191,7 @@ def _configure(endpoint: str, bulk_max_bytes: int = 10 * 1024 * 1024) -> None:
             "DLQ_URL": f"https://sqs.{REGION}.amazonaws.com/123456789012/bench-dlq",
             "BULK_MAX_BYTES": str(bulk_max_bytes),
             "REQUEST_TIMEOUT_SECONDS": "30",
+            "ENVIRONMENT_NAME": "bench",
             # As deployed: every record's table is checked against the one holding its schema (wrong-table).
             "SCHEMA_TABLES": json.dumps(
                 {"geozone": "refdata", "productDate": "refdata", "booking": "bookings"}
@@ -379,6 +380,320 @@ def asset_size() -> tuple[int, int]:
     return len(buffer.getvalue()), raw
 
 
+# --------------------------------------------------------------------------- memory under heavy geometry
+
+MIB = 1024 * 1024
+# (case, records, geometry object size in bytes or None for 2 KB items without geometry, invocations run at most)
+# The 1 MB and 5 MB batches take many minutes to drain on a shared machine (parsing, validating and re-encoding
+# 1 and 5 GB of GeoJSON in Python): `make bench` runs their first invocations, each the whole rest of the batch as
+# Lambda redelivers it, and projects the rest; BENCH_SYNC_FULL_DRAIN=1 drains them to the end.
+MEMORY_CASES: tuple[tuple[str, int, int | None, int], ...] = (
+    ("1000 items of 2 KB", BATCH, None, 200),
+    ("1000 records, 1 MB geometry each", BATCH, 1 * MIB, 3),
+    ("1000 records, 5 MB geometry each", BATCH, 5 * MIB, 2),
+    ("1000 records, 20 MB geometry each", BATCH, 20 * MIB, 200),
+    ("1 record, 1.5 GiB geometry (larger than the function's memory)", 1, 1536 * MIB, 200),
+)
+# Objects the stand-in holds in memory to serve; larger ones it streams from a pattern (their bodies are never read).
+_SERVED_IN_FULL = 16 * MIB
+
+_STANDIN = """
+import sys
+from bench.sync import serve_standin
+serve_standin()
+"""
+_MEMORY_CHILD = """
+import json, sys
+from bench.sync import memory_child
+print(json.dumps(memory_child(json.loads(sys.argv[1]))), flush=True)
+"""
+
+
+def polygon_of_size(size: int) -> bytes:
+    """A valid GeoJSON polygon of about `size` bytes, compact as the writers store it (datamodel.offload)."""
+    import math
+
+    count = max(4, (size - 40) // 24)
+    positions = [
+        f"[{-123 + 0.5 * math.cos(2 * math.pi * i / count):.6f},{49 + 0.5 * math.sin(2 * math.pi * i / count):.6f}]"
+        for i in range(count)
+    ]
+    positions.append(positions[0])
+    return ('{"type":"Polygon","coordinates":[[' + ",".join(positions) + "]]}").encode()
+
+
+def serve_standin() -> None:
+    """S3 (GetObject of `geometries/<size>/<n>.geojson`: a polygon of that size), SQS (SendMessageBatch) and an
+    OpenSearch `_bulk` that counts the updates, answers each as created and keeps nothing, on one loopback port;
+    prints the endpoint, serves until stdin closes. The sync's real clients talk to it (botocore, the signed
+    transport), so their buffers count in the measurement; the stand-in's own memory does not."""
+    import hashlib
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    bodies: dict[int, bytes] = {}
+    lock = threading.Lock()
+
+    def body_of(size: int) -> bytes:
+        with lock:
+            if size not in bodies:
+                bodies[size] = polygon_of_size(size)
+            return bodies[size]
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+        def _reply(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:  # S3 GetObject /<bucket>/geometries/<size>/<n>.geojson
+            parts = self.path.split("?")[0].strip("/").split("/")
+            size = int(parts[2])
+            if size <= _SERVED_IN_FULL:
+                self._reply(200, body_of(size), "application/geo+json")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/geo+json")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            chunk = b" " * MIB
+            try:
+                for _ in range(size // MIB):
+                    self.wfile.write(chunk)
+            except OSError:  # the client closed the body unread, as it should
+                self.close_connection = True
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.path.startswith("/_bulk"):
+                items = [{"update": {"status": 201, "result": "created"}}] * (body.count(b"\n") // 2)
+                self._reply(200, json.dumps({"took": 0, "errors": False, "items": items}).encode())
+                return
+            if self.headers.get("X-Amz-Target") == "AmazonSQS.SendMessageBatch":
+                entries = json.loads(body)["Entries"]
+                done = [
+                    {
+                        "Id": entry["Id"],
+                        "MessageId": f"m-{entry['Id']}",
+                        "MD5OfMessageBody": hashlib.md5(entry["MessageBody"].encode()).hexdigest(),
+                    }
+                    for entry in entries
+                ]
+                self._reply(
+                    200, json.dumps({"Successful": done, "Failed": []}).encode(), "application/x-amz-json-1.0"
+                )
+                return
+            self._reply(400, b'{"error":"not served by the bench stand-in"}')
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            return  # a client that closed a body unread, as the sync does with an object over the cap
+
+    server = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
+    sys.stdin.read()
+    server.shutdown()
+
+
+def memory_child(case: dict[str, Any]) -> dict[str, Any]:
+    """One case in a fresh process: the batch delivered as Lambda delivers it (again from the reported record after
+    a partial batch response) until every record is final, each invocation given the function's timeout by a real
+    clock. The first invocation (the whole batch) runs under tracemalloc; the rest untraced. Returns the peaks."""
+    import resource
+    import tracemalloc
+
+    endpoint = case["endpoint"]
+    os.environ.update(
+        {
+            "AWS_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_ENDPOINT_URL_S3": endpoint,
+            "AWS_ENDPOINT_URL_SQS": endpoint,
+            "OPENSEARCH_ENDPOINT": endpoint,
+            "DLQ_URL": f"{endpoint}/123456789012/bench-dlq",
+            "GEOMETRY_BUCKET": "bench-geometry",
+            "BULK_MAX_BYTES": str(case["bulk_max_bytes"]),
+            "REQUEST_TIMEOUT_SECONDS": str(case["request_timeout_seconds"]),
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(case["memory_mb"]),
+            "ENVIRONMENT_NAME": "bench",
+            "SCHEMA_TABLES": json.dumps(
+                {"geozone": "refdata", "productDate": "refdata", "booking": "bookings"}
+            ),
+        }
+    )
+    from stream_sync import handler
+
+    records = make_batch(7, case["records"])
+    if case["size"] is not None:
+        for n, record in enumerate(records):
+            stream = record["dynamodb"]
+            stream.pop("OldImage", None)
+            record["eventName"] = "INSERT"
+            stream["NewImage"] = {
+                **stream["Keys"],
+                "name": {"S": f"zone {n}"},
+                "geometryUrl": {"S": f"s3://bench-geometry/geometries/{case['size']}/{n}.geojson"},
+            }
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    pending, invocations, failed, traced_peak = records, 0, 0, 0
+    fates: dict[str, int] = {}
+    started = time.perf_counter()
+    while pending:
+        invocations += 1
+        deadline = time.monotonic() + case["timeout_seconds"]
+        context = SimpleNamespace(
+            get_remaining_time_in_millis=lambda d=deadline: (d - time.monotonic()) * 1000
+        )
+        out = io.StringIO()
+        if invocations == 1:
+            tracemalloc.start()
+        try:
+            with contextlib.redirect_stdout(out):
+                response = handler.handler({"Records": pending}, context)
+        except Exception:
+            failed += 1
+            response = {"batchItemFailures": [{"itemIdentifier": pending[0]["dynamodb"]["SequenceNumber"]}]}
+        if invocations == 1:
+            traced_peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        summary = next(
+            (json.loads(line) for line in out.getvalue().splitlines() if '"batch synced"' in line), {}
+        )
+        for fate, ids in summary.get("recordIds", {}).items():
+            if fate != "retry":
+                fates[fate] = fates.get(fate, 0) + len(ids)
+        failures = response["batchItemFailures"]
+        if not failures:
+            break
+        start = next(
+            i
+            for i, r in enumerate(pending)
+            if r["dynamodb"]["SequenceNumber"] == failures[0]["itemIdentifier"]
+        )
+        pending = pending[start:]
+        if invocations >= case["max_invocations"]:
+            break
+    return {
+        "records": len(records),
+        "drained": not pending or not failures,
+        "finished": sum(fates.values()),
+        "invocations": invocations,
+        "failed": failed,
+        "fates": fates,
+        "traced_peak": traced_peak,
+        "rss_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "rss_before": rss_before,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def measure_memory() -> dict[str, Any]:
+    """Every memory case in a process of its own, against the stand-in in another, with the shipped prod sizing."""
+    from infra.environments import environments
+
+    prod = environments()["prod"]
+    sizing = {
+        "memory_mb": prod.sync.memory_mb,
+        "timeout_seconds": prod.sync.timeout_seconds,
+        "request_timeout_seconds": prod.sync.request_timeout_seconds,
+        "bulk_max_bytes": prod.search.bulk_max_bytes,
+    }
+    standin = subprocess.Popen(
+        [sys.executable, "-c", _STANDIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        env=_environment(),
+    )  # fmt: skip
+    results = {}
+    try:
+        assert standin.stdout is not None
+        endpoint = standin.stdout.readline().strip()
+        full = os.environ.get("BENCH_SYNC_FULL_DRAIN") == "1"
+        for name, records, size, most in MEMORY_CASES:
+            case = {
+                **sizing,
+                "endpoint": endpoint,
+                "records": records,
+                "size": size,
+                "max_invocations": 200 if full else most,
+            }
+            print(f"  memory case: {name} ...", file=sys.stderr)
+            child = subprocess.run(
+                [sys.executable, "-c", _MEMORY_CHILD, json.dumps(case)],
+                capture_output=True, text=True, check=True, cwd=ROOT, env=_environment(),
+            )  # fmt: skip
+            results[name] = json.loads(child.stdout.strip().splitlines()[-1])
+    finally:
+        assert standin.stdin is not None
+        standin.stdin.close()
+        standin.wait(timeout=30)
+    return {"sizing": sizing, "cases": results}
+
+
+def memory_section(memory: dict[str, Any]) -> str:
+    from stream_sync.config import budget_for_memory, worst_batch_invocations
+
+    sizing = memory["sizing"]
+    memory_bytes = sizing["memory_mb"] * MIB
+    half = memory_bytes / 2
+    budget = budget_for_memory(sizing["memory_mb"])
+    rows = []
+    met = True
+    for name, result in memory["cases"].items():
+        within = max(result["traced_peak"], result["rss_peak"]) < half and result["failed"] == 0
+        met = met and within
+        fates = ", ".join(f"{count} {fate}" for fate, count in sorted(result["fates"].items()))
+        if result["drained"]:
+            invocations = f"{result['invocations']}"
+        else:
+            per = result["finished"] / result["invocations"]
+            projected = -(-result["records"] // max(1, int(per)))
+            invocations = f"{result['invocations']} run ({result['finished']} records final), about {projected} to drain"
+        rows.append(
+            f"| {name} | {result['traced_peak'] / MIB:.0f} MiB | {result['rss_peak'] / MIB:.0f} MiB "
+            f"({result['rss_before'] / MIB:.0f} before) | {invocations} | {result['failed']} | {fates} | "
+            f"{result['seconds']:.0f} s |"
+        )
+    table = "\n".join(rows)
+    worst = worst_batch_invocations(BATCH, bulk_max_bytes=sizing["bulk_max_bytes"], work_budget_bytes=budget)
+    return f"""### Memory under heavy geometry
+
+Each case runs in a fresh process with prod's sizing: {sizing["memory_mb"]} MB of function memory (half of it:
+{half / MIB:.0f} MiB), a {sizing["timeout_seconds"]} s timeout counted down by a real clock,
+`BULK_MAX_BYTES` {sizing["bulk_max_bytes"] / MIB:.0f} MiB and so a work budget of {budget / MIB:.0f} MiB of held lines.
+The handler is the real one with its real clients (botocore for S3 and SQS, the signed transport for `_bulk`)
+against a stand-in in another process: S3 serving compact GeoJSON polygons of the case's size (larger objects
+are streamed from a pattern and their bodies should never be read), SQS, and a `_bulk` that answers every update
+as created and keeps nothing (the loopback OpenSearch server would hold gigabytes of documents). The batch is
+delivered as Lambda delivers it: after a partial batch response, again from the reported record (the 1 MB and 5 MB
+batches for their first invocations only unless `BENCH_SYNC_FULL_DRAIN=1`: draining 1 and 5 GB of GeoJSON takes
+long on a shared machine, and each later invocation repeats the first's pattern). *Python peak* is
+tracemalloc's peak over the first invocation (the whole batch, all the handler allocates); *process peak* is the
+process's peak resident memory over every invocation (interpreter, boto3, the event and tracemalloc's own
+bookkeeping included), beside its value before the first invocation.
+
+| case | Python peak (first invocation) | process peak | invocations | failed invocations | fates | wall time |
+|---|---:|---:|---:|---:|---|---:|
+{table}
+
+Target: every peak below half the function's memory, and no failed invocation: {"met" if met else "**missed**"}.
+The invocation counts are this machine's; the function at {sizing["memory_mb"]} MB has about 0.6 of a vCPU, so
+expect up to about 1.7 times as many there (each is bounded by the timeout either way). The worst batch the
+mapping can deliver ({BATCH} records, each naming an object at the bulk cap) takes at most {worst} invocations of one
+work-budget slice each ({budget // sizing["bulk_max_bytes"]} objects), {worst * sizing["timeout_seconds"] / 3600:.1f} h at
+the timeout, inside the 6-hour record age (docs/sync.md, *Memory and time*).
+"""
+
+
 def run() -> str:
     for path in (str(LAMBDAS), str(ROOT)):
         if path not in sys.path:
@@ -390,6 +705,7 @@ def run() -> str:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+    memory = measure_memory()
     encoding = measure_encoding()
     handler_import = _import_seconds("stream_sync.handler")
     boto3_import = _import_seconds("boto3")
@@ -442,7 +758,8 @@ path: that is the part this code controls.
 
 The handler module imports no AWS SDK: boto3/botocore/urllib3 load on the first invocation that needs
 them (the signed transport on the first batch, S3 and SQS only when a geometry or a dead letter needs them).
-"""
+
+{memory_section(memory)}"""
 
 
 if __name__ == "__main__":

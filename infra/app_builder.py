@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_cdk import App, Environment, Stage, Validations
 
-from infra.config import ConfigError, EnvironmentConfig
+from infra.config import EnvironmentConfig, unknown_environment
 from infra.environments import environments
 from infra.nag import RULE_PACKS
 from infra.stacks.stateful import StatefulStack
@@ -32,7 +32,7 @@ def account_overrides(app: App, *, known: set[str]) -> dict[str, str]:
             continue
         name = key.removeprefix("account.")
         if name not in known:
-            raise ConfigError(f"{key}: unknown environment {name!r}; known: {sorted(known)}")
+            raise unknown_environment(name, known, where=key)
         overrides[name] = str(value)
     return overrides
 

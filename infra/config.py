@@ -1,19 +1,26 @@
 """Typed, validated settings for one deployment environment.
 
 Every difference between environments lives here as data; constructs read these records and never branch on
-an environment's name. Validation runs when a record is built, and each error names the offending field as
-``<environment>.<field>`` so a bad edit fails synth with a message that says what to fix.
+an environment's name. A record refuses a field it does not have when it is built (infra/validation.py); an
+``EnvironmentConfig`` then checks every field's type against its annotation and every rule below, and each error
+names the offending field as ``<environment>.<field>`` so a bad edit fails synth with one line that says what to
+fix. ``environment_map`` checks the environments against each other (names, overlapping ranges in one account).
 """
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import re
-from dataclasses import dataclass, field, fields, is_dataclass
+from collections.abc import Iterable
+from dataclasses import field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
 from datamodel.registry import COUNTER, REGISTRY
 from search.readers import check_role_name
+
+from infra.validation import ConfigError, check_types, dataclass, nearest
 
 ACCOUNT_ID = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
@@ -28,9 +35,13 @@ ROLE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/(?
 ROLE_NAME_PATTERN = re.compile(r"^[\w+=,.@/*-]{1,512}$")
 ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
 # Members of the IAM Identity Center (SSO) permission set "AdministratorAccess" in the environment's account.
-SSO_ADMINISTRATORS = "aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_AdministratorAccess_*"
+# `*` in an ARN pattern spans "/": with or without the region segment that newer IAM Identity Center instances add
+# (aws-reserved/sso.amazonaws.com/<region>/AWSReservedSSO_...; older ones have none).
+SSO_ADMINISTRATORS = "aws-reserved/sso.amazonaws.com/*AWSReservedSSO_AdministratorAccess_*"
 STREAMS_ENDPOINT = re.compile(r"^vpce-[0-9a-z-]+\.streams\.dynamodb\.[a-z0-9-]+\.vpce\.amazonaws\.com$")
-CIDR = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/(1[6-9]|2[0-8])$")
+SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
+# The network builds one isolated subnet of this size per zone (infra/constructs/network.py).
+ISOLATED_SUBNET_MASK = 22
 TABLE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{0,31}$")
 # The construct id of the main table (``EnvironmentConfig.table``); an additional table's is ``Table<name>``.
 MAIN_TABLE = "Table"
@@ -60,10 +71,6 @@ LOG_RETENTION_DAYS = (
     3288,
     3653,
 )
-
-
-class ConfigError(ValueError):
-    """A setting is invalid; the message starts with the field's dotted path."""
 
 
 class RemovalPolicy(StrEnum):
@@ -272,13 +279,43 @@ class NetworkSettings:
     # The DNS name of the existing VPC's DynamoDB Streams interface endpoint (it has no private DNS name), for the
     # ops redrive of the event source mapping's on-failure records.
     existing_dynamodb_streams_endpoint: str | None = None
+    # The security group of the existing VPC's interface endpoints (SQS, Lambda, STS, DynamoDB Streams): each
+    # function admits itself into it on 443 (required with existing_vpc_id; no group is made for that VPC).
+    existing_endpoint_security_group_id: str | None = None
     flow_log_retention_days: int = 90
 
+    @property
+    def ip_network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(self.cidr)
+
     def validate(self, path: str) -> None:
+        try:
+            network = ipaddress.IPv4Network(self.cidr, strict=False)
+        except ValueError as invalid:
+            raise ConfigError(
+                f"{path}.cidr: {self.cidr!r} is not an IPv4 network like '10.40.0.0/16' ({invalid})"
+            ) from None
         _require(
-            bool(CIDR.fullmatch(self.cidr)), f"{path}.cidr", f"{self.cidr!r} is not an IPv4 CIDR /16-/28"
+            str(network) == self.cidr,
+            f"{path}.cidr",
+            f"{self.cidr!r} has host bits set: the network it names is {str(network)!r}; write that, or the range "
+            "you meant",
         )
+        _require(16 <= network.prefixlen <= 28, f"{path}.cidr", f"{self.cidr!r}: a VPC is a /16 to a /28")
         _require(1 <= self.max_azs <= 3, f"{path}.max_azs", "must be 1, 2 or 3")
+        if self.existing_vpc_id is None:
+            room = (
+                2 ** (ISOLATED_SUBNET_MASK - network.prefixlen)
+                if network.prefixlen <= ISOLATED_SUBNET_MASK
+                else 0
+            )
+            needed = ISOLATED_SUBNET_MASK - (self.max_azs - 1).bit_length()
+            _require(
+                room >= self.max_azs,
+                f"{path}.cidr",
+                f"{self.cidr!r} is too small: the network builds one /{ISOLATED_SUBNET_MASK} subnet per zone "
+                f"(max_azs {self.max_azs}); use a /{needed} or larger",
+            )
         _require(
             self.flow_log_retention_days in LOG_RETENTION_DAYS,
             f"{path}.flow_log_retention_days",
@@ -301,6 +338,23 @@ class NetworkSettings:
                 len(self.existing_route_table_ids) == count,
                 f"{path}.existing_route_table_ids",
                 "needs one route table per subnet",
+            )
+            _require(
+                self.existing_endpoint_security_group_id is not None,
+                f"{path}.existing_endpoint_security_group_id",
+                "required with existing_vpc_id: the security group of the VPC's interface endpoints (SQS, Lambda, "
+                "STS, DynamoDB Streams), which each function admits itself into on 443",
+            )
+        if self.existing_endpoint_security_group_id is not None:
+            _require(
+                self.existing_vpc_id is not None,
+                f"{path}.existing_endpoint_security_group_id",
+                "is only for an existing VPC (a VPC made here gets its own endpoints and their group)",
+            )
+            _require(
+                bool(SECURITY_GROUP_ID.fullmatch(self.existing_endpoint_security_group_id)),
+                f"{path}.existing_endpoint_security_group_id",
+                f"{self.existing_endpoint_security_group_id!r} is not a security group id like 'sg-0123456789abcdef0'",
             )
         if self.existing_dynamodb_streams_endpoint is not None:
             _require(
@@ -428,6 +482,37 @@ class ReadRole:
         return self.iam_role_arns + self.backend_roles
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReaderNetwork:
+    """Who may reach the domain's HTTPS port besides the platform's functions: readers' security groups (in the
+    domain's VPC, or a peered one in the same region) and CIDRs (a VPN, Direct Connect or peered range), for
+    applications and Dashboards users. The network only lets them knock: the access policy and fine-grained access
+    control still decide (a reader's IAM role also needs its own identity policy, docs/operations.md)."""
+
+    security_group_ids: tuple[str, ...] = ()
+    cidrs: tuple[str, ...] = ()
+
+    def validate(self, path: str) -> None:
+        for index, group in enumerate(self.security_group_ids):
+            _require(
+                bool(SECURITY_GROUP_ID.fullmatch(group)),
+                f"{path}.security_group_ids[{index}]",
+                f"{group!r} is not a security group id like 'sg-0123456789abcdef0'",
+            )
+        for index, cidr in enumerate(self.cidrs):
+            try:
+                network = ipaddress.IPv4Network(cidr, strict=True)
+            except ValueError as invalid:
+                raise ConfigError(
+                    f"{path}.cidrs[{index}]: {cidr!r} is not an IPv4 CIDR ({invalid})"
+                ) from None
+            _require(
+                network.prefixlen >= 8,
+                f"{path}.cidrs[{index}]",
+                f"{cidr!r} admits more than a /8: name the readers' range",
+            )
+
+
 def http_payload_limit_bytes(instance_type: str) -> int:
     """Amazon OpenSearch Service's documented maximum HTTP request payload per instance size."""
     size = instance_type.split(".")[1] if instance_type.count(".") == 2 else ""
@@ -455,6 +540,17 @@ class SearchSettings:
     dashboards_login: CognitoLogin | SamlLogin | None = None
     snapshot_hour_utc: int = 8
     read_roles: tuple[ReadRole, ...] = ()
+    # The network path of readers and Dashboards users into the domain's security group (none by default).
+    reader_network: ReaderNetwork = field(default_factory=ReaderNetwork)
+
+    def probe_role_name(self, reader: str) -> str:
+        """The IAM role the smoke run signs as to see what read role ``reader`` sees (mapped to it alone; only the
+        ops worker may assume it): ``<domain name>-probe-<reader>``, cut to IAM's 64 characters with a hash."""
+        name = f"{self.domain_name}-probe-{reader}"
+        if len(name) <= 64:
+            return name
+        digest = hashlib.sha256(reader.encode()).hexdigest()[:8]
+        return f"{name[:55]}-{digest}"
 
     def validate(self, path: str) -> None:
         _require(
@@ -536,7 +632,6 @@ class SyncSettings:
     batch_size: int = 1000
     batching_window_seconds: int = 1
     parallelization_factor: int = 1
-    retry_attempts: int = 10
     max_record_age_seconds: int = 21600
     request_timeout_seconds: int = 30
 
@@ -547,7 +642,6 @@ class SyncSettings:
         _require(1 <= self.batch_size <= 10000, f"{path}.batch_size", "must be 1-10000")
         _require(0 <= self.batching_window_seconds <= 300, f"{path}.batching_window_seconds", "must be 0-300")
         _require(1 <= self.parallelization_factor <= 10, f"{path}.parallelization_factor", "must be 1-10")
-        _require(0 <= self.retry_attempts <= 10000, f"{path}.retry_attempts", "must be 0-10000")
         _require(
             60 <= self.max_record_age_seconds <= 604800, f"{path}.max_record_age_seconds", "must be 60-604800"
         )
@@ -577,6 +671,9 @@ class OpsSettings:
     """
 
     max_concurrency: int = 4
+    # Runs that may go at full speed at once (a long reindex and the nightly purge, say): the worker's reserved
+    # concurrency is ``max_concurrency`` for each, so one run never starves another of workers.
+    concurrent_runs: int = 2
     scan_segments: int = 8
     scan_read_units_per_second: int = 400
     scan_max_hours: int = 2
@@ -590,6 +687,11 @@ class OpsSettings:
         return self.scan_read_units_per_second * READ_UNIT_BYTES * self.scan_max_hours * 3600
 
     @property
+    def worker_concurrency(self) -> int:
+        """The worker's reserved concurrency: ``max_concurrency`` workers for each of ``concurrent_runs`` runs."""
+        return self.max_concurrency * self.concurrent_runs
+
+    @property
     def read_units_per_segment(self) -> float:
         """Each running segment's share of the read budget (at most ``max_concurrency`` run at once)."""
         return self.scan_read_units_per_second / min(self.max_concurrency, self.scan_segments)
@@ -599,6 +701,11 @@ class OpsSettings:
             1 <= self.max_concurrency <= MAX_INLINE_MAP_CONCURRENCY,
             f"{path}.max_concurrency",
             f"must be 1-{MAX_INLINE_MAP_CONCURRENCY} (an inline Map state runs at most that many iterations at once)",
+        )
+        _require(
+            2 <= self.concurrent_runs <= 10,
+            f"{path}.concurrent_runs",
+            "must be 2-10 (with one, a long run would starve the nightly purge of workers)",
         )
         _require(1 <= self.scan_segments <= 1000, f"{path}.scan_segments", "must be 1-1000")
         _require(
@@ -612,6 +719,37 @@ class OpsSettings:
             bool(SCHEDULE_EXPRESSION.fullmatch(self.purge_schedule)),
             f"{path}.purge_schedule",
             f"{self.purge_schedule!r} is not an EventBridge Scheduler cron(...) or rate(...) expression",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeartbeatSettings:
+    """The heartbeat (infra/constructs/heartbeat.py; docs/sync.md, *Heartbeat*): every ``interval_minutes`` an
+    EventBridge Scheduler schedule rewrites one heartbeat item per source table, and the sync emits the time from
+    that write to the index accepting it. Its alarm fires when that lag reaches ``lag_alarm_seconds`` or when no
+    heartbeat arrives, in each of ``alarm_periods`` consecutive intervals.
+    """
+
+    interval_minutes: int = 1
+    lag_alarm_seconds: int = 300
+    alarm_periods: int = 3
+
+    def validate(self, path: str) -> None:
+        _require(1 <= self.interval_minutes <= 60, f"{path}.interval_minutes", "must be 1-60")
+        _require(
+            self.lag_alarm_seconds >= 60,
+            f"{path}.lag_alarm_seconds",
+            "must be at least 60 (one alarm period)",
+        )
+        _require(
+            2 <= self.alarm_periods <= 10,
+            f"{path}.alarm_periods",
+            "must be 2-10: one interval without a heartbeat is scheduler jitter, not an outage",
+        )
+        _require(
+            self.alarm_periods * self.interval_minutes <= 1440,
+            f"{path}.alarm_periods",
+            "alarm_periods × interval_minutes must be at most a day (CloudWatch evaluates at most a day)",
         )
 
 
@@ -681,9 +819,10 @@ class EnvironmentConfig:
     sync: SyncSettings = field(default_factory=SyncSettings)
     ops: OpsSettings = field(default_factory=OpsSettings)
     monitoring: MonitoringSettings = field(default_factory=MonitoringSettings)
+    heartbeat: HeartbeatSettings = field(default_factory=HeartbeatSettings)
     production: bool = False
     # Reserve concurrency for every function (the sync's from sync.reserved_concurrency, one each for the index
-    # bootstrap and its provider, the ops worker's from ops.max_concurrency). Lambda keeps 100 of an account's
+    # bootstrap and its provider, the ops worker's from ops.worker_concurrency). Lambda keeps 100 of an account's
     # quota unreserved, so a new account (quota often 10) cannot reserve anything: turn it off there.
     reserve_concurrency: bool = True
     # The role the deploy workflow assumes through GitHub's OIDC provider (README, "Deploy from GitHub Actions"):
@@ -694,14 +833,12 @@ class EnvironmentConfig:
         self.validate()
 
     def validate(self) -> None:
-        path = self.name if ENVIRONMENT_NAME.fullmatch(self.name or "") else "environment"
+        named = isinstance(self.name, str) and bool(ENVIRONMENT_NAME.fullmatch(self.name))
+        path = self.name if named else "environment"
+        _require(named, f"{path}.name", f"{self.name!r} must be 2-16 of a-z 0-9, starting with a letter")
+        check_types(self, path)
         _require(
-            bool(ENVIRONMENT_NAME.fullmatch(self.name or "")),
-            f"{path}.name",
-            f"{self.name!r} must be 2-16 of a-z 0-9, starting with a letter",
-        )
-        _require(
-            isinstance(self.account, str) and bool(ACCOUNT_ID.fullmatch(self.account)),
+            bool(ACCOUNT_ID.fullmatch(self.account)),
             f"{path}.account",
             f"{self.account!r} is not a 12-digit AWS account id",
         )
@@ -709,14 +846,9 @@ class EnvironmentConfig:
             bool(REGION.fullmatch(self.region)), f"{path}.region", f"{self.region!r} is not an AWS region"
         )
         _require(
-            isinstance(self.removal_policy, RemovalPolicy),
-            f"{path}.removal_policy",
-            f"{self.removal_policy!r} must be one of {[p.value for p in RemovalPolicy]}",
-        )
-        _require(
             self.log_retention_days in LOG_RETENTION_DAYS,
             f"{path}.log_retention_days",
-            f"{self.log_retention_days} must be one of {LOG_RETENTION_DAYS}",
+            f"{self.log_retention_days} is not a retention CloudWatch Logs offers: one of {LOG_RETENTION_DAYS}",
         )
         _require(
             bool(ROLE_ARN.fullmatch(self.deploy_role) or ROLE_NAME.fullmatch(self.deploy_role)),
@@ -768,6 +900,11 @@ class EnvironmentConfig:
                 f"{path}.monitoring.{lag}",
                 "must be below sync.max_record_age_seconds, or records are given up before the alarm fires",
             )
+        _require(
+            self.heartbeat.lag_alarm_seconds < self.sync.max_record_age_seconds,
+            f"{path}.heartbeat.lag_alarm_seconds",
+            "must be below sync.max_record_age_seconds, or records are given up before the alarm fires",
+        )
         platform = {self.role_arn(self.platform_role_name(purpose)) for purpose in PLATFORM_ROLES}
         platform |= {self.search.master_role_arn} if self.search.master_role_arn else set()
         for index, role in enumerate(self.search.read_roles):
@@ -839,7 +976,7 @@ class EnvironmentConfig:
             "stream sync": self.sync.reserved_concurrency,
             "index bootstrap": 1,
             "bootstrap provider": 1,
-            "ops worker": self.ops.max_concurrency,
+            "ops worker": self.ops.worker_concurrency,
         }
 
     def required_concurrency_quota(self) -> int:
@@ -860,6 +997,11 @@ class EnvironmentConfig:
             raise ValueError(f"{purpose!r} is not one of the platform roles {PLATFORM_ROLES}")
         return f"{self.search.domain_name}-{purpose}"
 
+    @property
+    def smoke_runner_role_name(self) -> str:
+        """The role the deploy workflow's smoke run assumes (infra/constructs/smoke.py)."""
+        return f"{self.search.domain_name}-smoke-runner"
+
     def role_arn(self, name: str) -> str:
         """The ARN of the IAM role ``name`` (path included, no leading slash) in this environment's account."""
         return f"arn:{self.partition}:iam::{self.account}:role/{name}"
@@ -872,3 +1014,29 @@ class EnvironmentConfig:
     def admin_principal_arns(self) -> list[str]:
         """``search.admin_principals`` as role ARN patterns (paths and names resolve in this account)."""
         return [p if p.startswith("arn:") else self.role_arn(p) for p in self.search.admin_principals]
+
+
+def environment_map(*configs: EnvironmentConfig) -> dict[str, EnvironmentConfig]:
+    """The environments by name, checked against each other: names are unique, and the VPCs the stacks build in
+    one account never overlap (peering, or a shared transit gateway, needs distinct ranges)."""
+    found: dict[str, EnvironmentConfig] = {}
+    for config in configs:
+        _require(config.name not in found, f"{config.name}.name", "is the name of another environment too")
+        found[config.name] = config
+    built = [config for config in configs if config.network.existing_vpc_id is None]
+    for index, config in enumerate(built):
+        for other in built[:index]:
+            _require(
+                config.account != other.account
+                or not config.network.ip_network.overlaps(other.network.ip_network),
+                f"{config.name}.network.cidr",
+                f"{config.network.cidr} overlaps {other.name}.network.cidr ({other.network.cidr}) in account "
+                f"{config.account}: give each environment of an account its own range",
+            )
+    return found
+
+
+def unknown_environment(name: str, known: Iterable[str], where: str | None = None) -> ConfigError:
+    """The error for a name that is no environment's (given as ``where``, e.g. ``account.<name>``), with the
+    nearest one."""
+    return ConfigError(f"{where or name}: unknown environment{nearest(name, known)}; known: {sorted(known)}")

@@ -102,6 +102,9 @@ class Workload:
     state_transitions: int = _assumption(
         10_000, "state transitions (or express requests) of each state machine"
     )
+    heartbeat_ms: int = _assumption(
+        100, "duration of the sync invocation one heartbeat causes, in milliseconds"
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -247,7 +250,9 @@ def opensearch_domain(ctx: Context, logical_id: str, resource: Mapping[str, Any]
                     "opensearch.gp3.throughput",
                 ),
             ]
-    return [item for item in items if item.usd or item.quantity.amount]
+    return [
+        item for item in items if item.usd or (isinstance(item.quantity, Quantity) and item.quantity.amount)
+    ]
 
 
 def _literal_text(value: Any) -> str:
@@ -294,14 +299,16 @@ def _provisioned(
     ctx: Context, logical_id: str, table: Mapping[str, Any], index_units: Mapping[str, int]
 ) -> list[LineItem]:
     w = ctx.workload
-    throughput = {None: table.get("ProvisionedThroughput", {})}
+    throughput: dict[str | None, Any] = {None: table.get("ProvisionedThroughput", {})}
     throughput.update(
         {
             str(i.get("IndexName")): i.get("ProvisionedThroughput", {})
             for i in table.get("GlobalSecondaryIndexes", [])
         }
     )
-    demands = [(None, "table", w.writes_per_month * w.write_units, w.reads_per_month * w.read_units)]
+    demands: list[tuple[str | None, str, float, float]] = [
+        (None, "table", w.writes_per_month * w.write_units, w.reads_per_month * w.read_units)
+    ]
     demands += [(name, f"GSI {name}", w.writes_per_month * units, 0.0) for name, units in index_units.items()]
     items = []
     for index, label, writes, reads in demands:
@@ -643,7 +650,7 @@ def state_machine(ctx: Context, logical_id: str, resource: Mapping[str, Any]) ->
 def schedule(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list[LineItem]:
     expression = str(props(resource).get("ScheduleExpression", ""))
     runs = 1 if expression.startswith("at(") else _per_day(expression) * DAYS
-    return [
+    items = [
         ctx.charge(
             "EventBridge Scheduler",
             f"{construct(logical_id)}: {expression}",
@@ -653,6 +660,124 @@ def schedule(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list
             per=1e6,
         )
     ]
+    if props(resource).get("Target", {}).get("Arn") == HEARTBEAT_TARGET:
+        items += _heartbeat_writes(ctx, logical_id, resource, runs)
+    return items
+
+
+HEARTBEAT_TARGET = "arn:aws:scheduler:::aws-sdk:dynamodb:putItem"  # infra/constructs/heartbeat.py
+HEARTBEAT_METRIC = "HeartbeatLagSeconds"  # stream_sync/heartbeat.py
+HEARTBEAT_LOG_KIB = 1.5  # the sync's log lines for a batch of one record: summary, EMF, heartbeat EMF
+
+
+def _table_of_input(ctx: Context, value: Any) -> Mapping[str, Any] | None:
+    """The source table a heartbeat schedule writes: its input names the table through the SSM-typed parameter of
+    the table's stream ARN (infra/handoff.py), which the stateful stack writes from the table."""
+    parameters = ctx.stack.template.get("Parameters", {})
+    names = {parameters[name].get("Default") for name in referenced_names(value) if name in parameters}
+    for stack in ctx.environment:
+        for _, parameter in stack.resources.items():
+            if parameter.get("Type") != "AWS::SSM::Parameter" or props(parameter).get("Name") not in names:
+                continue
+            for table_id in referenced_names(props(parameter).get("Value")):
+                table: Mapping[str, Any] = stack.resources.get(table_id, {})
+                if table.get("Type") in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"):
+                    return table
+    return None
+
+
+def _sync_function(ctx: Context) -> Mapping[str, Any] | None:
+    """The function the tables' event source mappings invoke (the stream sync)."""
+    for function_id, function in ctx.resources_of("AWS::Lambda::Function"):
+        if _event_sources(ctx, function_id):
+            return function
+    return None
+
+
+def _heartbeat_writes(
+    ctx: Context, logical_id: str, resource: Mapping[str, Any], runs: float
+) -> list[LineItem]:
+    """What each heartbeat costs beyond its invocation: the item write (a small item: one write unit), the sync
+    invocation its stream record causes (at worst one per heartbeat: a table without other traffic) and the log
+    lines that invocation writes. The alarm and its metric are priced with the other alarms and custom metrics."""
+    name = construct(logical_id)
+    table = _table_of_input(ctx, props(resource).get("Target", {}).get("Input"))
+    if table is not None and props(table).get("BillingMode") == "PAY_PER_REQUEST":
+        items = [
+            ctx.charge(
+                "DynamoDB",
+                f"{name}: heartbeat writes",
+                runs,
+                "write request units",
+                "dynamodb.write_request",
+                per=1e6,
+            )
+        ]
+    else:
+        items = [LineItem("DynamoDB", f"{name}: heartbeat writes", "within provisioned capacity", 0.0)]
+    function = _sync_function(ctx)
+    if function is not None:
+        p = props(function)
+        memory_gb = number(p.get("MemorySize"), 128) / 1024
+        architecture = (p.get("Architectures") or ["x86_64"])[0]
+        ms = ctx.workload.heartbeat_ms
+        run = f"{name}: {runs:,.0f} sync invocations of {ms:,} ms (one per heartbeat)"
+        compute = ctx.charge(
+            "Lambda", run, runs * ms / 1000 * memory_gb, "GB-seconds", f"lambda.{architecture}.gb_second"
+        )
+        requests = ctx.charge("Lambda", run, runs, "requests", "lambda.requests", per=1e6)
+        items.append(replace(compute, usd=compute.usd + requests.usd))
+        if p.get("TracingConfig", {}).get("Mode") == "Active":
+            items.append(
+                ctx.charge(
+                    "X-Ray", f"{name}: traces of those invocations", runs, "traces", "xray.traces", per=1e6
+                )
+            )
+    items.append(
+        ctx.charge(
+            "CloudWatch Logs",
+            f"{name}: the sync's log lines of each heartbeat",
+            runs * HEARTBEAT_LOG_KIB / KiB_PER_GiB,
+            "GB",
+            "logs.ingestion",
+        )
+    )
+    return items
+
+
+def _reads_heartbeat(resource: Mapping[str, Any]) -> bool:
+    p = props(resource)
+    metrics = [p] + [q["MetricStat"]["Metric"] for q in p.get("Metrics", []) if "MetricStat" in q]
+    return any(metric.get("MetricName") == HEARTBEAT_METRIC for metric in metrics)
+
+
+def heartbeat_cost(stacks: list[Stack], workload: Workload, prices: PriceTable) -> list[LineItem]:
+    """The heartbeat's share of an environment's estimate: its schedules, writes, sync invocations and log lines,
+    its alarms and its metric (one per table)."""
+    items: list[LineItem] = []
+    metrics = 0
+    for stack in stacks:
+        ctx = Context(stack=stack, environment=stacks, workload=workload, prices=prices)
+        for logical_id, resource in stack.resources.items():
+            kind = resource.get("Type")
+            if (
+                kind == "AWS::Scheduler::Schedule"
+                and props(resource).get("Target", {}).get("Arn") == HEARTBEAT_TARGET
+            ):
+                items += schedule(ctx, logical_id, resource)
+            elif kind == "AWS::CloudWatch::Alarm" and _reads_heartbeat(resource):
+                items += alarm(ctx, logical_id, resource)
+                metrics += 1
+    if metrics:
+        items.append(
+            LineItem(
+                "CloudWatch metrics",
+                f"{HEARTBEAT_METRIC} (one per table)",
+                Quantity(metrics, "metrics"),
+                metrics * prices["cloudwatch.custom_metric"],
+            )
+        )
+    return merged(items)
 
 
 RULES: dict[str, Rule] = {
@@ -791,7 +916,8 @@ def money(usd: float) -> str:
     return f"{usd:,.2f}"
 
 
-def summary_table(estimates: Mapping[str, list[LineItem]]) -> list[str]:
+def summary_table(estimates: Mapping[str, list[LineItem]], total: str = "total") -> list[str]:
+    """Each environment's items by service, and their total (a row named `total`)."""
     services = sorted({item.service for items in estimates.values() for item in items})
     lines = [
         "| monthly, USD | " + " | ".join(estimates) + " |",
@@ -801,15 +927,21 @@ def summary_table(estimates: Mapping[str, list[LineItem]]) -> list[str]:
         cells = [money(sum(i.usd for i in items if i.service == service)) for items in estimates.values()]
         lines.append(f"| {service} | " + " | ".join(cells) + " |")
     lines.append(
-        "| **total** | "
+        f"| **{total}** | "
         + " | ".join(f"**{money(sum(i.usd for i in items))}**" for items in estimates.values())
         + " |"
     )
     return lines
 
 
-def document(estimates: Mapping[str, list[LineItem]], workload: Workload, prices: PriceTable) -> str:
+def document(
+    estimates: Mapping[str, list[LineItem]],
+    workload: Workload,
+    prices: PriceTable,
+    heartbeats: Mapping[str, list[LineItem]] | None = None,
+) -> str:
     flags = {f.name: f.metadata["help"] for f in fields(Workload)}
+    heartbeats = heartbeats or {env: [] for env in estimates}
     lines = [
         "# Cost estimate",
         "",
@@ -845,6 +977,16 @@ def document(estimates: Mapping[str, list[LineItem]], workload: Workload, prices
     for env, items in estimates.items():
         lines += ["", f"### {env}", "", "| service | item | quantity | USD |", "|---|---|---|---:|"]
         lines += [f"| {i.service} | {i.item} | {i.quantity} | {money(i.usd)} |" for i in items]
+    lines += [
+        "",
+        "## The heartbeat",
+        "",
+        "What the heartbeat (docs/sync.md, *Heartbeat*) adds to each environment, already inside the estimate above:",
+        "a schedule per table, each run's item write, the sync invocation and log lines its stream record causes",
+        "(at worst one invocation per heartbeat), the alarm per table and its metric.",
+        "",
+        *summary_table(heartbeats, "heartbeat"),
+    ]
     lines += ["", "## Resource types that cost nothing themselves", "", "| type | why |", "|---|---|"]
     lines += [f"| `{kind}` | {why} |" for kind, why in sorted(FREE.items())]
     lines += ["", "## Prices", "", f"| price | {prices.currency} | per | source |", "|---|---:|---|---|"]
@@ -874,11 +1016,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         workload = Workload(**{f.name: getattr(args, f.name) for f in fields(Workload)})
         prices = load_prices()
-        estimates = {env: estimate(group, workload, prices) for env, group in by_environment(stacks).items()}
+        groups = by_environment(stacks)
+        estimates = {env: estimate(group, workload, prices) for env, group in groups.items()}
+        heartbeats = {env: heartbeat_cost(group, workload, prices) for env, group in groups.items()}
     except CostError as error:
         print(f"cost: {error}", file=sys.stderr)
         return 2
-    text = document(estimates, workload, prices)
+    text = document(estimates, workload, prices, heartbeats)
     if args.write:
         args.write.write_text(text)
     if args.readme:
@@ -889,4 +1033,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from infra.validation import run
+
+    run(main)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import tempfile
 import textwrap
 from collections import Counter, defaultdict
@@ -243,13 +242,13 @@ def mermaid(stage: str, stacks: Sequence[StackTemplate]) -> str:
             lines.append(f"    {_node_id(stack.name, box)}{opening}<b>{box}</b><br/>{label}{closing}")
             drawn.add((stack.name, box))
         lines.append("  end")
-    for (stack, source, target_stack, target), labels in sorted(graph.edges.items()):
-        if (stack, source) not in drawn or (target_stack, target) not in drawn:
+    for (stack_name, source, target_stack, target), labels in sorted(graph.edges.items()):
+        if (stack_name, source) not in drawn or (target_stack, target) not in drawn:
             continue
-        arrow = "-->" if stack == target_stack else "-.->"
+        arrow = "-->" if stack_name == target_stack else "-.->"
         text = ", ".join(sorted(label for label in labels if label))
         middle = f'{arrow}|"{text}"|' if text else arrow
-        lines.append(f"  {_node_id(stack, source)} {middle} {_node_id(target_stack, target)}")
+        lines.append(f"  {_node_id(stack_name, source)} {middle} {_node_id(target_stack, target)}")
     lines.append("```")
     return "\n".join(lines) + "\n"
 
@@ -273,6 +272,14 @@ def replace_block(text: str, block: str) -> str:
     return text[:start] + block + text[end + len(END) :]
 
 
+def drawn_environment() -> str:
+    """The environment the README draws: the first production one (the largest), else the last one."""
+    from infra.environments import environments
+
+    configs = environments()
+    return next((name for name, config in configs.items() if config.production), list(configs)[-1])
+
+
 def synthesized_stage(environment: str, outdir: Path) -> list[StackTemplate]:
     """Synthesizes every environment into ``outdir`` (offline, without the nag packs) and reads one of them."""
     from aws_cdk import App
@@ -287,11 +294,21 @@ def synthesized_stage(environment: str, outdir: Path) -> list[StackTemplate]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.diagram", description=__doc__.split("\n")[0])
-    parser.add_argument("--environment", default="prod", help="the stage to draw (default: prod)")
+    parser.add_argument(
+        "--environment",
+        help="the stage to draw (default: the first production environment, else the last one)",
+    )
     parser.add_argument("--write", type=Path, help="replace the diagram block in this file (the README)")
+    parser.add_argument(
+        "--assembly", type=Path, help="read this synthesized cloud assembly instead of synthesizing"
+    )
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as outdir:
-        block = section(args.environment, synthesized_stage(args.environment, Path(outdir)))
+    environment = args.environment or drawn_environment()
+    if args.assembly is not None:
+        block = section(environment, read_assembly(args.assembly / f"assembly-{environment}"))
+    else:
+        with tempfile.TemporaryDirectory() as outdir:
+            block = section(environment, synthesized_stage(environment, Path(outdir)))
     if args.write is None:
         print(block)
     else:
@@ -300,4 +317,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from infra.validation import run
+
+    run(main)

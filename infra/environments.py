@@ -5,6 +5,7 @@ from __future__ import annotations
 from infra.config import (
     CapacityMode,
     EnvironmentConfig,
+    HeartbeatSettings,
     MonitoringSettings,
     NetworkSettings,
     OpsSettings,
@@ -15,6 +16,7 @@ from infra.config import (
     SourceTable,
     SyncSettings,
     TableSettings,
+    environment_map,
 )
 
 # Example account ids; replace with yours, or pass `-c account.<env>=<id>` to the CDK CLI.
@@ -55,6 +57,8 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
                 read_roles=(public_search(account["dev"], "dev"),),
             ),
             ops=OpsSettings(max_concurrency=2, scan_segments=4, scan_read_units_per_second=200),
+            # A heartbeat every five minutes is enough for a development domain: its alarm fires after 15 quiet minutes.
+            heartbeat=HeartbeatSettings(interval_minutes=5),
             reserve_concurrency=False,
         ),
         EnvironmentConfig(
@@ -110,6 +114,7 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
             ),
             sync=SyncSettings(reserved_concurrency=20, parallelization_factor=2),
             ops=OpsSettings(max_concurrency=8, scan_segments=16, scan_read_units_per_second=2000),
+            heartbeat=HeartbeatSettings(interval_minutes=1, lag_alarm_seconds=180),
         ),
     )
-    return {env.name: env for env in envs}
+    return environment_map(*envs)

@@ -56,14 +56,14 @@ OVERRIDES_HEADER = """\
 #
 #   [[override]]
 #   resource = "dev/Stateful/Table7ABB320E"   # <environment>/<stack>/<logical id>; "*" for every environment
-#   change = "replace"                        # replace | delete | gsi
+#   change = "replace"                        # replace | delete | gsi | migration
 #   reason = "why losing this resource's data is acceptable, and who agreed"
 #
 # `make baseline` (after a release) empties this file: its entries applied to the previous release.
 """
 
-Change = Literal["replace", "delete", "gsi"]
-CHANGES: tuple[Change, ...] = ("replace", "delete", "gsi")
+Change = Literal["replace", "delete", "gsi", "migration"]
+CHANGES: tuple[Change, ...] = ("replace", "delete", "gsi", "migration")
 Certainty = Literal["definite", "possible"]
 # Properties of a GSI that CloudFormation updates in place; any other change deletes and re-creates the index.
 GSI_IN_PLACE = frozenset(
@@ -493,9 +493,60 @@ def compare_stack(before: Stack, after: Stack | None) -> list[Finding]:
     return findings
 
 
-def compare(before: Mapping[str, Stack], after: Mapping[str, Stack]) -> list[Finding]:
+def stream_schemas(stack: Stack) -> dict[str, str]:
+    """Schema -> the table stream whose event source mapping admits it (its stream parameter's last name part,
+    ``table-stream-arn``, ``table-bookings-stream-arn``), read from the mappings' pk-prefix filters."""
+    parameters = stack.template.get("Parameters", {})
+    found = {}
+    for resource in stack.resources.values():
+        if resource.get("Type") != "AWS::Lambda::EventSourceMapping":
+            continue
+        properties = resource.get("Properties", {})
+        arn = properties.get("EventSourceArn")
+        reference = arn.get("Ref") if isinstance(arn, dict) else None
+        source = str(parameters.get(reference, {}).get("Default", canonical(arn))).rsplit("/", 1)[-1]
+        for criterion in properties.get("FilterCriteria", {}).get("Filters", []):
+            keys = json.loads(criterion.get("Pattern", "{}")).get("dynamodb", {}).get("Keys", {})
+            for entry in keys.get("pk", {}).get("S", []):
+                if isinstance(entry, dict) and isinstance(entry.get("prefix"), str):
+                    found[entry["prefix"].removesuffix("::")] = source
+    return found
+
+
+def migrations(before: Stack, after: Stack) -> list[Finding]:
+    """A schema whose stream moves from one table to another: its items stay in the old table unless copied, and
+    its documents carry the old stream's sequence numbers, which the new stream's do not compare with."""
+    old, new = stream_schemas(before), stream_schemas(after)
     return [
+        Finding(
+            before.name,
+            schema,
+            "schema",
+            "migration",
+            "definite",
+            f"schema {schema!r} MOVES from {old[schema]} to {new[schema]}: a data migration",
+            (
+                "items left in the old table are no longer indexed; each later change to one is dead-lettered",
+                "copy its items to the new table and delete them from the old one, give the schema a new index "
+                "version, then `python -m ops reindex --schema "
+                + schema
+                + '` (README, "Move a schema to its own table")',
+            ),
+        )
+        for schema in sorted(old.keys() & new.keys())
+        if old[schema] != new[schema]
+    ]
+
+
+def compare(before: Mapping[str, Stack], after: Mapping[str, Stack]) -> list[Finding]:
+    findings = [
         finding for name, stack in sorted(before.items()) for finding in compare_stack(stack, after.get(name))
+    ]
+    return findings + [
+        finding
+        for name, stack in sorted(before.items())
+        if name in after
+        for finding in migrations(stack, after[name])
     ]
 
 
@@ -612,7 +663,9 @@ def report(findings: Iterable[Finding], overrides: list[Override], source: str) 
     unused = [o for o in overrides if not any(o.covers(f) for f in findings)]
     lines = [f"Destructive-change guard: synthesized templates against {source}"]
     if not findings:
-        lines.append("No stateful resource is replaced or deleted; no table changes more than one GSI.")
+        lines.append(
+            "No stateful resource is replaced or deleted; no table changes more than one GSI; no schema moves table."
+        )
     for title, group in (("BLOCKED", blocking), ("allowed by a reviewed override", allowed)):
         if not group:
             continue

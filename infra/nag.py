@@ -40,7 +40,7 @@ def _render(node: Any) -> str:
     if isinstance(node, dict) and len(node) == 1:
         ((fn, arg),) = node.items()
         if fn == "Fn::Join":
-            return arg[0].join(_render(part) for part in arg[1])
+            return str(arg[0]).join(_render(part) for part in arg[1])
         if fn == "Fn::ImportValue":
             return _render(arg)
         if fn == "Fn::GetAtt":

@@ -1,6 +1,8 @@
-"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``), the cdk-nag acknowledgments
-with their reasons (``python -m infra.report --acknowledgments``), and what the deploy workflow needs to know of
-one environment (``python -m infra.report --deploy-target <env>``, as ``key=value`` lines for ``$GITHUB_OUTPUT``)."""
+"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``), the synth gate
+(``python -m infra.report --check cdk.out``: fails on any cdk-nag finding, error annotation or missing context value
+and says which), the cdk-nag acknowledgments with their reasons (``python -m infra.report --acknowledgments``), and
+what the deploy workflow needs to know of one environment (``python -m infra.report --deploy-target <env>``, as
+``key=value`` lines for ``$GITHUB_OUTPUT``)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,13 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aws_cdk import App, Validations
-from constructs import IConstruct
+if TYPE_CHECKING:
+    from constructs import IConstruct
 
-from infra.nag import RULE_PACKS
-
+# The rule ids of the five packs of infra.nag.RULE_PACKS start with these (tests/infra/test_nag.py checks both agree).
 PACK_PREFIXES = ("AwsSolutions", "Serverless", "NIST.800.53.R5", "HIPAA.Security", "PCI.DSS.321")
-assert len(PACK_PREFIXES) == len(RULE_PACKS)
 
 
 def stack_lines(cloud_assembly: Path) -> list[str]:
@@ -34,6 +35,8 @@ def stack_lines(cloud_assembly: Path) -> list[str]:
 
 def acknowledgments(scope: IConstruct) -> list[tuple[str, str, str]]:
     """(construct path, rule id, reason) for every cdk-nag acknowledgment under ``scope``."""
+    from aws_cdk import Validations
+
     found = []
     for construct in scope.node.find_all():
         for entry in construct.node.metadata:
@@ -51,6 +54,8 @@ def pack_of(rule_id: str) -> str:
 
 
 def _print_acknowledgments() -> None:
+    from aws_cdk import App
+
     from infra.app_builder import build_app, committed_context
 
     app = App(context=committed_context())
@@ -66,29 +71,70 @@ def _print_acknowledgments() -> None:
 
 def deploy_target(name: str) -> list[str]:
     """``role_arn``, ``region`` and ``account`` of environment ``name`` from config, as ``key=value`` lines."""
-    from infra.config import ConfigError
+    from infra.config import unknown_environment
     from infra.environments import environments
 
     known = environments()
     if name not in known:
-        raise ConfigError(f"{name}: unknown environment; known: {sorted(known)}")
+        raise unknown_environment(name, known)
     config = known[name]
     return [f"role_arn={config.deploy_role_arn}", f"region={config.region}", f"account={config.account}"]
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--deploy-target":
-        from infra.config import ConfigError
+def gate_failures(cloud_assembly: Path) -> list[str]:
+    """What makes a synthesized assembly unfit to deploy, one line each: every cdk-nag finding and error annotation
+    (the validation report the CLI writes) and every context value the app had to look up (which synth would
+    otherwise fill with dummy values such as ``dummy1a`` zones)."""
+    failures = []
+    report = cloud_assembly / "validation-report.json"
+    if report.exists():
+        for plugin in json.loads(report.read_text()).get("pluginReports", []):
+            for violation in plugin.get("violations", []):
+                for construct in violation.get("violatingConstructs", []):
+                    failures.append(
+                        f"{'error annotation' if str(violation.get('ruleName')).startswith('Annotation::') else 'cdk-nag finding'} "
+                        f"{violation.get('ruleName')} on {construct.get('constructPath')}: "
+                        f"{violation.get('description', '').strip()}"
+                    )
+    for manifest in sorted(cloud_assembly.glob("**/manifest.json")):
+        for missing in json.loads(manifest.read_text()).get("missing", []):
+            line = (
+                f'missing context {missing["key"]}: add it to cdk.context.json (README, "Add an environment"); '
+                "synth never looks it up"
+            )
+            if line not in failures:
+                failures.append(line)
+    return failures
 
-        try:
-            print("\n".join(deploy_target(sys.argv[2])))
-        except ConfigError as error:
-            sys.exit(str(error))
-        sys.exit(0)
-    if sys.argv[1:] == ["--acknowledgments"]:
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--deploy-target":
+        print("\n".join(deploy_target(argv[1])))
+        return 0
+    if argv == ["--acknowledgments"]:
         _print_acknowledgments()
-        sys.exit(0)
-    lines = stack_lines(Path(sys.argv[1] if len(sys.argv) > 1 else "cdk.out"))
+        return 0
+    if argv[:1] == ["--check"]:
+        assembly = Path(argv[1] if len(argv) > 1 else "cdk.out")
+        failures = gate_failures(assembly)
+        lines = stack_lines(assembly)
+        if failures or not lines:
+            print(f"synth gate: {len(failures)} problem(s) in {assembly}", file=sys.stderr)
+            print(
+                "\n".join(f"  {failure}" for failure in failures or ["no templates found"]), file=sys.stderr
+            )
+            return 1
+        print("\n".join(lines))
+        return 0
+    lines = stack_lines(Path(argv[0] if argv else "cdk.out"))
     if not lines:
-        sys.exit("no templates found: run `make synth`")
+        print("no templates found: run `make synth`", file=sys.stderr)
+        return 1
     print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    from infra.validation import run
+
+    run(lambda: main(sys.argv[1:]))

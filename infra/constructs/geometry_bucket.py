@@ -7,7 +7,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.buckets import private_bucket
+from infra.buckets import private_bucket, skip_auto_delete_provider
+from infra.checkov import skip
 from infra.nag import acknowledge
 
 NONCURRENT_VERSION_DAYS = 90
@@ -48,6 +49,12 @@ class GeometryBucket(Construct):
             ],
             removal_policy=removal_policy,
             auto_delete_objects=disposable,
+        )
+        skip_auto_delete_provider(self)
+        skip(
+            self.access_logs,
+            "This bucket is the server-access-log target: logging a log bucket into itself would loop.",
+            "CKV_AWS_18",
         )
         acknowledge(
             self.access_logs,

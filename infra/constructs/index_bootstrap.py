@@ -14,9 +14,11 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from infra.checkov import skip
 from infra.constructs.dead_letter_queue import dead_letter_queue
 from infra.constructs.vpc_function import (
     ENI_ACTIONS,
+    ENI_REASON,
     UNRESERVED_CONCURRENCY_FINDINGS,
     UNRESERVED_CONCURRENCY_REASON,
     Placement,
@@ -137,6 +139,7 @@ class IndexBootstrap(Construct):
             "Actions that accept only '*': Lambda's VPC network-interface management and X-Ray segment upload.",
             "AwsSolutions-IAM5[Resource::*]",
         )
+        skip(framework_policy, ENI_REASON, "CKV_AWS_111")
         self.resource = CustomResource(
             self,
             "Resource",
@@ -166,6 +169,7 @@ class IndexBootstrap(Construct):
             framework.reserved_concurrent_executions = reserved
         else:
             acknowledge(framework, UNRESERVED_CONCURRENCY_REASON, *UNRESERVED_CONCURRENCY_FINDINGS)
+            skip(framework, UNRESERVED_CONCURRENCY_REASON, "CKV_AWS_115")
         framework.tracing_config = lambda_.CfnFunction.TracingConfigProperty(mode="Active")
         framework.dead_letter_config = lambda_.CfnFunction.DeadLetterConfigProperty(
             target_arn=dead_letter_queue.queue_arn

@@ -20,10 +20,11 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
+from stream_sync.heartbeat import METRIC as HEARTBEAT_METRIC
 from stream_sync.sync import Fate
 from stream_sync.telemetry import FATE_METRICS
 
-from infra.config import MonitoringSettings, SearchSettings
+from infra.config import HeartbeatSettings, MonitoringSettings, SearchSettings
 from infra.constructs.dashboard import Graph, OperationsDashboard, Section
 
 RUNBOOK = "docs/runbook.md"
@@ -77,13 +78,23 @@ TABLE_OPERATIONS = (
 
 
 @dataclass(frozen=True)
+class WatchedHeartbeat:
+    """The heartbeat's alarms: one per source table (its label in alarm names, the table), on the sync's
+    ``HeartbeatLagSeconds`` (infra/constructs/heartbeat.py)."""
+
+    settings: HeartbeatSettings
+    tables: Sequence[tuple[str, dynamodb.ITable]]
+
+
+@dataclass(frozen=True)
 class WatchedTable:
-    """A source table: its label in alarm names ("" for the main table, else its config name), the table, and its
-    global secondary indexes."""
+    """A source table: its label in alarm names ("" for the main table, else its config name), the table, its
+    global secondary indexes, and the id of the event source mapping that syncs its stream."""
 
     label: str
     table: dynamodb.ITable
     indexes: Sequence[str]
+    sync_mapping_id: str | None = None
 
 
 def alarm_name(environment: str, kind: str, subject: str | None = None) -> str:
@@ -114,6 +125,7 @@ class Monitoring(Construct):
         sync_metrics_namespace: str,
         dead_letter_queues: Mapping[str, sqs.IQueue],
         ops_workflows: Mapping[str, sfn.IStateMachine],
+        heartbeat: WatchedHeartbeat | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._environment = environment
@@ -123,7 +135,8 @@ class Monitoring(Construct):
         sections = [
             self._watch_domain(search, account),
             *(self._watch_table(watched) for watched in tables),
-            self._watch_sync(sync_function, sync_timeout, sync_metrics_namespace),
+            self._watch_sync(sync_function, sync_timeout, sync_metrics_namespace, tables),
+            *([self._watch_heartbeat(heartbeat, sync_function, sync_metrics_namespace)] if heartbeat else []),
             self._watch_queues(dead_letter_queues),
             self._watch_ops(ops_workflows),
         ]
@@ -353,22 +366,32 @@ class Monitoring(Construct):
         ]
         return Section(f"DynamoDB table {label}".strip(), graphs, alarms)
 
-    def _watch_sync(self, function: lambda_.IFunction, timeout: Duration, namespace: str) -> Section:
-        """The stream's lag, the function's health and the handler's own metrics (docs/sync.md)."""
+    def _watch_sync(
+        self, function: lambda_.IFunction, timeout: Duration, namespace: str, tables: Sequence[WatchedTable]
+    ) -> Section:
+        """The stream's lag, the function's health, and per source table the handler's own metrics (published with
+        the dimensions Environment and Table, stream_sync.telemetry) and what its event source mapping gave up on."""
         settings = self._settings
 
-        def emitted(name: str, statistic: str = "Sum", period: Duration = FIVE_MINUTES) -> cloudwatch.Metric:
+        def emitted(
+            name: str, watched: WatchedTable, statistic: str = "Sum", period: Duration = FIVE_MINUTES
+        ) -> cloudwatch.Metric:
             return cloudwatch.Metric(
-                namespace=namespace, metric_name=name, statistic=statistic, period=period
+                namespace=namespace,
+                metric_name=name,
+                dimensions_map={"Environment": self._environment, "Table": watched.table.table_name},
+                statistic=statistic,
+                period=period,
             )
 
+        def labelled(metric: cloudwatch.Metric, watched: WatchedTable) -> cloudwatch.Metric:
+            """For a graph (an alarm's metric has no label: CloudWatch would read it as a metric-math query)."""
+            return metric.with_(label=f"{metric.metric_name} ({watched.label or 'main table'})")
+
         iterator_age = function.metric("IteratorAge", statistic="Maximum", period=MINUTE)
-        lag = emitted("ReplicationLagSeconds", "Maximum", MINUTE)
         duration = function.metric_duration(statistic="Maximum", period=FIVE_MINUTES)
         errors = function.metric_errors(statistic="Sum", period=FIVE_MINUTES)
         throttles = function.metric_throttles(statistic="Sum", period=FIVE_MINUTES)
-        script_errors = emitted("ScriptErrors")
-        fates = {fate: emitted(name) for fate, name in FATE_METRICS.items()}
         duration_limit = timeout.to_milliseconds() * settings.duration_timeout_percent / 100
         alarms = [
             self._alarm(
@@ -378,14 +401,6 @@ class Monitoring(Construct):
                 missing=EVENT,
                 summary=f"Stream records waited {settings.iterator_age_seconds} s or more before the sync "
                 "received them: OpenSearch lags DynamoDB.",
-            ),
-            self._alarm(
-                "SyncReplicationLag",
-                lag,
-                threshold=settings.replication_lag_seconds,
-                missing=EVENT,
-                summary=f"Changes reached OpenSearch {settings.replication_lag_seconds} s or more after they "
-                "were made in DynamoDB.",
             ),
             self._alarm(
                 "SyncErrors",
@@ -409,31 +424,106 @@ class Monitoring(Construct):
                 summary=f"An invocation ran {settings.duration_timeout_percent} % of the "
                 f"{timeout.to_seconds():.0f} s timeout: the next one may be killed mid-batch.",
             ),
-            self._alarm(
-                "SyncDeadLettered",
-                fates[Fate.DEAD_LETTERED],
-                threshold=settings.dead_lettered_documents,
-                missing=EVENT,
-                summary="The sync dead-lettered records: they are in the DLQ with their reason, waiting for a "
-                "fix and a redrive.",
-            ),
-            self._alarm(
-                "SyncRecordsHeldForRetry",
-                fates[Fate.RETRY],
-                threshold=settings.records_held_for_retry,
-                evaluation_periods=3,
-                missing=EVENT,
-                summary="For 15 minutes the sync's transient retries ran out and records went back to Lambda: "
-                "a systemic fault holds the shard.",
-            ),
+        ]
+        lags: list[cloudwatch.Metric] = []
+        script_errors: dict[str, cloudwatch.Metric] = {}
+        discarded: list[cloudwatch.IMetric] = []
+        fate_graphs = []
+        for position, watched in enumerate(tables):
+            subject = watched.label or None
+            whose = f" of the {watched.label} table" if watched.label else ""
+            lag = emitted("ReplicationLagSeconds", watched, "Maximum", MINUTE)
+            fates = {fate: emitted(name, watched) for fate, name in FATE_METRICS.items()}
+            lags.append(labelled(lag, watched))
+            script_errors[f"scriptErrors{position}"] = labelled(emitted("ScriptErrors", watched), watched)
+            fate_graphs.append(
+                Graph(
+                    f"Records by fate ({watched.label or 'main table'})",
+                    [labelled(m, watched) for m in (*fates.values(), emitted("RecordsDeferred", watched))],
+                    stacked=True,
+                )
+            )
+            alarms += [
+                self._alarm(
+                    "SyncReplicationLag",
+                    lag,
+                    subject=subject,
+                    threshold=settings.replication_lag_seconds,
+                    missing=EVENT,
+                    summary=f"Changes{whose} reached OpenSearch {settings.replication_lag_seconds} s or more after "
+                    "they were made in DynamoDB.",
+                ),
+                self._alarm(
+                    "SyncDeadLettered",
+                    fates[Fate.DEAD_LETTERED],
+                    subject=subject,
+                    threshold=settings.dead_lettered_documents,
+                    missing=EVENT,
+                    summary=f"The sync dead-lettered records{whose}: they are in the DLQ with their reason, waiting "
+                    "for a fix and a redrive.",
+                ),
+                self._alarm(
+                    "SyncRecordsHeldForRetry",
+                    fates[Fate.RETRY],
+                    subject=subject,
+                    threshold=settings.records_held_for_retry,
+                    evaluation_periods=3,
+                    missing=EVENT,
+                    summary=f"For 15 minutes the sync's transient retries ran out and records{whose} went back to "
+                    "Lambda: a systemic fault holds the shard.",
+                ),
+            ]
+            if watched.sync_mapping_id is not None:
+                # What the mapping gave up on: delivered to the DLQ as a range only, or (the DLQ unreachable) dropped
+                # outright; DroppedEventCount leaves out what reached the on-failure destination.
+                mapping = {"EventSourceMappingUUID": watched.sync_mapping_id}
+                gave_up = {
+                    f"{kind}{position}": cloudwatch.Metric(
+                        namespace="AWS/Lambda",
+                        metric_name=name,
+                        dimensions_map=mapping,
+                        statistic="Sum",
+                        period=FIVE_MINUTES,
+                    )
+                    for kind, name in (
+                        ("rangesSent", "OnFailureDestinationDeliveredEventCount"),
+                        ("dropped", "DroppedEventCount"),
+                    )
+                }
+                discarded_records = cloudwatch.MathExpression(
+                    expression=" + ".join(f"FILL({name}, 0)" for name in gave_up),
+                    using_metrics=gave_up,
+                    label=f"Records discarded ({watched.label or 'main table'})",
+                    period=FIVE_MINUTES,
+                )
+                discarded.append(discarded_records)
+                alarms.append(
+                    self._alarm(
+                        "SyncRecordsDiscarded",
+                        discarded_records,
+                        subject=subject,
+                        threshold=1,
+                        missing=EVENT,
+                        summary=f"The event source mapping{whose} gave up on records at the maximum record age and "
+                        "sent only their stream range to the DLQ (or dropped them): redrive before the stream's "
+                        "24-hour retention ends (within 18 hours of this alarm), or they are lost to the redrive.",
+                    )
+                )
+        every_table = cloudwatch.MathExpression(
+            expression=" + ".join(f"FILL({name}, 0)" for name in script_errors),
+            using_metrics=script_errors,
+            label="Script errors (every table)",
+            period=FIVE_MINUTES,
+        )
+        alarms.append(
             self._alarm(
                 "SyncScriptErrors",
-                script_errors,
+                every_table,
                 threshold=1,
                 missing=EVENT,
                 summary="The stored ordering script is missing, does not compile, or failed on a document.",
-            ),
-        ]
+            )
+        )
         seconds = cloudwatch.MathExpression(
             expression="age / 1000",
             using_metrics={"age": iterator_age},
@@ -441,17 +531,70 @@ class Monitoring(Construct):
             period=MINUTE,
         )
         graphs = [
-            Graph("Stream lag (s)", [seconds, lag], threshold=settings.iterator_age_seconds),
+            Graph("Stream lag (s)", [seconds, *lags], threshold=settings.iterator_age_seconds),
             Graph(
                 "Throughput",
                 [function.metric_invocations(statistic="Sum", period=FIVE_MINUTES)],
-                right=[emitted("BatchSize"), emitted("BulkRequests")],
+                right=[
+                    labelled(emitted(name, watched), watched)
+                    for watched in tables
+                    for name in ("BatchSize", "BulkRequests")
+                ],
             ),
-            Graph("Records by fate", list(fates.values()), stacked=True),
-            Graph("Failures", [errors, throttles, script_errors]),
+            *fate_graphs,
+            Graph("Failures", [errors, throttles, *script_errors.values(), *discarded]),
             Graph("Duration (ms)", [duration], threshold=duration_limit),
         ]
         return Section("Stream sync", graphs, alarms)
+
+    def _watch_heartbeat(
+        self, heartbeat: WatchedHeartbeat, function: lambda_.IFunction, namespace: str
+    ) -> Section:
+        """Each table's heartbeat lag (write to indexed). A missing heartbeat is breaching: it is how a disabled or
+        stuck mapping, a sync that fails or is never invoked, an expired iterator or a blocked index shows."""
+        settings = heartbeat.settings
+        period = Duration.minutes(settings.interval_minutes)
+        lags = []
+        alarms = []
+        for label, table in heartbeat.tables:
+            lag = cloudwatch.Metric(
+                namespace=namespace,
+                metric_name=HEARTBEAT_METRIC,
+                dimensions_map={"Environment": self._environment, "Table": table.table_name},
+                statistic="Maximum",
+                period=period,
+            )
+            lags.append(lag.with_(label=f"Heartbeat lag {label or 'main table'}"))
+            whose = f"the {label} table" if label else "the main table"
+            alarms.append(
+                self._alarm(
+                    "HeartbeatLag",
+                    lag,
+                    subject=label or None,
+                    threshold=settings.lag_alarm_seconds,
+                    evaluation_periods=settings.alarm_periods,
+                    missing=cloudwatch.TreatMissingData.BREACHING,
+                    summary=f"For {settings.alarm_periods} heartbeats in a row, {whose}'s heartbeat reached the "
+                    f"index {settings.lag_alarm_seconds} s or more after it was written, or never: the pipeline "
+                    "is slow or has stopped.",
+                )
+            )
+        iterator_age = cloudwatch.MathExpression(
+            expression="heartbeatIteratorAge / 1000",
+            using_metrics={
+                "heartbeatIteratorAge": function.metric("IteratorAge", statistic="Maximum", period=period)
+            },
+            label="Iterator age (s)",
+            period=period,
+        )
+        graphs = [
+            Graph(
+                "Heartbeat lag beside iterator age (s)",
+                [*lags, iterator_age],
+                threshold=settings.lag_alarm_seconds,
+            )
+        ]
+        return Section("Heartbeat (end-to-end lag)", graphs, alarms)
 
     def _watch_queues(self, queues: Mapping[str, sqs.IQueue]) -> Section:
         alarms = []

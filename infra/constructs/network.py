@@ -9,7 +9,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import NetworkSettings
+from infra.config import ISOLATED_SUBNET_MASK, NetworkSettings
 from infra.iam import attach_policy
 from infra.nag import acknowledge
 
@@ -67,7 +67,9 @@ class Network(Construct):
                 nat_gateways=0,
                 subnet_configuration=[
                     ec2.SubnetConfiguration(
-                        name="Isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=22
+                        name="Isolated",
+                        subnet_type=ec2.SubnetType.PRIVATE_ISOLATED,
+                        cidr_mask=ISOLATED_SUBNET_MASK,
                     )
                 ],
                 restrict_default_security_group=False,
@@ -112,13 +114,20 @@ class Network(Construct):
         )
         # Flow logs deliver as the role: its permission must exist first (and go last).
         flow_log.node.add_dependency(flow_log_policy)
-        self.endpoint_security_group = ec2.SecurityGroup(
-            self,
-            "EndpointSecurityGroup",
-            vpc=self.vpc,
-            description="Interface endpoints: HTTPS from platform functions only",
-            allow_all_outbound=False,
-        )
+        self.endpoint_security_group: ec2.ISecurityGroup
+        if settings.existing_vpc_id and settings.existing_endpoint_security_group_id:
+            # The existing endpoints' own group (config requires it): each function admits itself into it on 443.
+            self.endpoint_security_group = ec2.SecurityGroup.from_security_group_id(
+                self, "EndpointSecurityGroup", settings.existing_endpoint_security_group_id, mutable=False
+            )
+        else:
+            self.endpoint_security_group = ec2.SecurityGroup(
+                self,
+                "EndpointSecurityGroup",
+                vpc=self.vpc,
+                description="Interface endpoints: HTTPS from platform functions only",
+                allow_all_outbound=False,
+            )
         self.streams_endpoint: str | None = settings.existing_dynamodb_streams_endpoint
         if not settings.existing_vpc_id:
             self.vpc.add_gateway_endpoint(

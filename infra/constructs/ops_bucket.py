@@ -16,7 +16,6 @@ from constructs import Construct
 from infra.buckets import private_bucket
 from infra.nag import acknowledge
 
-EXPORT_DAYS = 7  # longer than any run may write from an export (docs/operations.md, "Scan or export")
 RUN_RECORD_DAYS = 400  # a year of run summaries, and a month to look back at the oldest
 NONCURRENT_VERSION_DAYS = 7
 
@@ -33,7 +32,11 @@ class OpsBucket(Construct):
         key: kms.IKey,
         access_logs: s3.IBucket,
         removal_policy: RemovalPolicy,
+        export_days: int,
     ) -> None:
+        """``export_days``: how long an export is kept, at least as long as a run may still write from it (a
+        snapshot up to the tombstone purge's bound less a day old, docs/operations.md "Scan or export"), so a
+        resumed export run finds its files."""
         super().__init__(scope, construct_id)
         self.bucket = private_bucket(
             self,
@@ -42,7 +45,7 @@ class OpsBucket(Construct):
             access_logs=access_logs,
             access_log_prefix="ops/",
             lifecycle_rules=[
-                s3.LifecycleRule(id="Exports", prefix="exports/", expiration=Duration.days(EXPORT_DAYS)),
+                s3.LifecycleRule(id="Exports", prefix="exports/", expiration=Duration.days(export_days)),
                 s3.LifecycleRule(id="RunRecords", prefix="runs/", expiration=Duration.days(RUN_RECORD_DAYS)),
                 s3.LifecycleRule(
                     id="Versions",

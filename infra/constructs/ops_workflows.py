@@ -1,5 +1,6 @@
-"""The ops workflows: reindex, reconcile, redrive and tombstone purge as Step Functions state machines whose steps
-run in one Lambda worker inside the VPC (``ops.worker``), and the purge's schedule.
+"""The ops workflows: reindex, reconcile, redrive, tombstone purge and the post-deploy smoke run as Step Functions
+state machines whose steps run in one Lambda worker inside the VPC (``ops.worker``), and the purge's schedule
+(the smoke run's own permissions: infra/constructs/smoke.py).
 
 Every state machine has the same shape (``lambdas/ops/workflow.py``): **Prepare** (decides and records the plan)
 → for reindex and reconcile, when the plan's source is ``export``: **ExportTable** (``ExportTableToPointInTime``
@@ -11,8 +12,15 @@ step, writes the summary) → succeed, or **RunFailed** when the summary says fa
 works until its time is nearly up and answers ``done``; a step that fails (including after its retries) goes to
 **FinishAfterFailure**, which still writes the summary with what failed.
 
+Both maps are distributed: each part's loop runs in a child execution with its own history, so however long a
+part works its loop never fills the run's 25,000-event history (a child's loop is bounded by the run's timeout:
+a part answers "not done" only after about 11 minutes of work). The export is polled at most
+``EXPORT_MAX_POLLS`` times.
+
 Maps run ``ops.max_concurrency`` parts at once, and with ``reserve_concurrency`` the worker's reserved
-concurrency is the same number: however many runs are going, the domain sees at most that many workers. A
+concurrency is that for each of ``ops.concurrent_runs`` runs: a long run leaves another (the nightly purge) its
+workers, and the domain sees at most that many. Each state machine has its own role: it may invoke the worker,
+start and stop its own children, and (reindex, reconcile) export its tables. A
 throttled part (``TransientFailure``: OpenSearch or DynamoDB still throttling after the worker's own retries) and a
 throttled invocation (``Lambda.TooManyRequestsException``) are retried with backoff from the part's last saved
 page: nothing is dropped.
@@ -24,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Aws, Duration
+from aws_cdk import Aws, Duration, Fn, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
@@ -34,18 +42,20 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.config import OpsSettings
+from infra.constructs.dead_letter_queue import dead_letter_queue
 from infra.constructs.stream_sync import SyncedTable, schema_tables, stream_arns_of
 from infra.constructs.vpc_function import Placement, VpcFunction
 from infra.iam import attach_policy
 from infra.nag import acknowledge, finding_resource
 
-OPERATIONS = ("reindex", "reconcile", "redrive", "purge")
+OPERATIONS = ("reindex", "reconcile", "redrive", "purge", "smoke")
 TABLE_OPERATIONS = frozenset({"reindex", "reconcile"})  # read the table: scan or export
 WORKER_TIMEOUT = Duration.minutes(15)
 DEADLINE_MARGIN_SECONDS = 240  # a part stops starting pages with this much of its 15 minutes left
 # well inside the tombstone purge's bound (an export run refuses older snapshots)
 RUN_TIMEOUT = Duration.days(7)
-EXPORT_POLL_SECONDS = 60
+EXPORT_POLL_SECONDS = 120
+EXPORT_MAX_POLLS = 720  # a day of polling: about 9,400 history events, well inside the 25,000
 TOKEN_MARK = "${Token["
 PARTS_RESULT = {"parts.$": "States.ArrayLength($)"}  # what a map keeps of its iterations: how many ran
 SERVICE_ERRORS = (
@@ -118,7 +128,7 @@ class OpsWorkflows(Construct):
             placement=placement,
             memory_mb=settings.worker_memory_mb,
             timeout=WORKER_TIMEOUT,
-            reserved_concurrency=settings.max_concurrency,
+            reserved_concurrency=settings.worker_concurrency,
             environment={
                 "SCHEMA_TABLES": schema_tables(self, tables),
                 "OPENSEARCH_ENDPOINT": f"https://{domain_endpoint}",
@@ -159,11 +169,10 @@ class OpsWorkflows(Construct):
                 ),
                 iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[runs]),
                 iam.PolicyStatement(actions=["s3:GetObject"], resources=[exports, geometries]),
-                iam.PolicyStatement(
-                    actions=["s3:ListBucket"],
-                    resources=[ops_bucket.bucket_arn],
-                    conditions={"StringLike": {"s3:prefix": ["runs/*"]}},
-                ),
+                # Unconditioned: a GetObject of a key not written yet (a new run's record) answers 404 only to a
+                # caller that may list the bucket, and a GetObject carries no s3:prefix (a grant conditioned on it
+                # would not apply, and S3 would answer 403).
+                iam.PolicyStatement(actions=["s3:ListBucket"], resources=[ops_bucket.bucket_arn]),
                 iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
             ],
         )
@@ -189,18 +198,23 @@ class OpsWorkflows(Construct):
             f"AwsSolutions-IAM5[Resource::{finding_resource(self, geometries)}]",
         )
 
-        self.role = iam.Role(
-            self, "StateMachineRole", assumed_by=iam.ServicePrincipal("states.amazonaws.com")
-        )
         self.log_group = logs.LogGroup(
             self,
             "Logs",
+            # Under /aws/vendedlogs/ the account's CloudWatch Logs resource policy (5,120 characters) covers the
+            # group by that prefix instead of growing by its ARN. The stack's id makes the name new for a new stack:
+            # a retained group never blocks the stateless stack's re-creation.
+            # (No domain name in it: renaming the domain must not replace the log group.)
+            log_group_name=Fn.join(
+                "", ["/aws/vendedlogs/states/ops-", Fn.select(2, Fn.split("/", Aws.STACK_ID))]
+            ),
             encryption_key=key,
             retention=placement.log_retention,
             removal_policy=placement.removal_policy,
         )
         prefix = name_prefix
         self.state_machines: dict[str, sfn.StateMachine] = {}
+        self.roles: dict[str, iam.Role] = {}
         targets = Targets(
             worker_arn=self.worker.arn,
             ops_bucket=ops_bucket.bucket_name,
@@ -208,17 +222,35 @@ class OpsWorkflows(Construct):
             partition=Aws.PARTITION,
             max_concurrency=settings.max_concurrency,
         )
+        export_arns = [f"{arn}/export/*" for arn in table_arns]
         for operation in OPERATIONS:
+            title = operation.title()
+            role = iam.Role(
+                self, f"{title}StateMachineRole", assumed_by=iam.ServicePrincipal("states.amazonaws.com")
+            )
+            policy = attach_policy(
+                self,
+                f"{title}StateMachinePolicy",
+                role,
+                self._machine_statements(
+                    operation,
+                    prefix,
+                    table_arns=table_arns,
+                    export_arns=export_arns,
+                    exports=exports,
+                    key=key,
+                ),
+            )
             body = ObjectDefinition(
                 definition(operation, targets),
                 f"ops {operation}: see docs/operations.md",
             )
             machine = sfn.StateMachine(
                 self,
-                f"{operation.title()}StateMachine",
+                f"{title}StateMachine",
                 state_machine_name=state_machine_name(prefix, operation),
                 definition_body=body,
-                role=self.role.without_policy_updates(),
+                role=role.without_policy_updates(),
                 logs=sfn.LogOptions(
                     destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
                 ),
@@ -228,57 +260,81 @@ class OpsWorkflows(Construct):
             resource = machine.node.default_child
             assert isinstance(resource, sfn.CfnStateMachine)
             resource.definition_substitutions = body.substitutions
+            machine.node.add_dependency(policy)  # its first execution has its permissions
             self.state_machines[operation] = machine
-        machine_arns = [_state_machine_arn(prefix, operation) for operation in OPERATIONS]
-        export_arns = [f"{arn}/export/*" for arn in table_arns]
-        executions = [_execution_arn(prefix, operation) for operation in OPERATIONS]
-        self.policy = attach_policy(
-            self,
-            "StateMachinePolicy",
-            self.role,
-            [
-                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.worker.arn]),
-                iam.PolicyStatement(actions=["dynamodb:ExportTableToPointInTime"], resources=table_arns),
-                iam.PolicyStatement(actions=["dynamodb:DescribeExport"], resources=export_arns),
+            self.roles[operation] = role
+            acknowledge(
+                policy,
+                "CloudWatch Logs vended log delivery (the state machines' logs) and X-Ray accept only '*'.",
+                "AwsSolutions-IAM5[Resource::*]",
+            )
+            acknowledge(
+                policy,
+                "Step Functions names the child executions a distributed map starts (one per part or export file) "
+                "at run time: the grant is to this state machine's own executions only.",
+                f"AwsSolutions-IAM5[Resource::{finding_resource(self, _execution_arn(prefix, operation))}]",
+            )
+            if operation in TABLE_OPERATIONS:
+                acknowledge(
+                    policy,
+                    "DynamoDB writes a run's export under exports/<operation>/<run id>/ (run ids exist only at run "
+                    "time) and names the export itself (table/<name>/export/<id>) when it starts it: the grants are "
+                    "to those paths.",
+                    f"AwsSolutions-IAM5[Resource::{finding_resource(self, exports)}]",
+                    *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in export_arns),
+                )
+        self._schedule_purge(settings.purge_schedule, prefix, key, placement.removal_policy)
+
+    def _machine_statements(
+        self,
+        operation: str,
+        prefix: str,
+        *,
+        table_arns: Sequence[str],
+        export_arns: Sequence[str],
+        exports: str,
+        key: Any,
+    ) -> list[iam.PolicyStatement]:
+        """What one operation's state machine may do: invoke the worker, run its own distributed maps' children,
+        deliver its logs and traces; reindex and reconcile also export their tables into the ops bucket."""
+        statements = [
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.worker.arn]),
+            # A distributed map runs each item as a child execution of the same state machine.
+            iam.PolicyStatement(
+                actions=["states:StartExecution"], resources=[_state_machine_arn(prefix, operation)]
+            ),
+            iam.PolicyStatement(
+                actions=["states:DescribeExecution", "states:StopExecution"],
+                resources=[_execution_arn(prefix, operation)],
+            ),
+            iam.PolicyStatement(actions=list(LOG_DELIVERY_ACTIONS), resources=["*"]),
+            iam.PolicyStatement(actions=list(XRAY_ACTIONS), resources=["*"]),
+        ]
+        if operation in TABLE_OPERATIONS:
+            statements += [
+                iam.PolicyStatement(
+                    actions=["dynamodb:ExportTableToPointInTime"], resources=list(table_arns)
+                ),
+                iam.PolicyStatement(actions=["dynamodb:DescribeExport"], resources=list(export_arns)),
                 # DynamoDB writes the export with the caller's permissions; the distributed map reads its manifest.
                 iam.PolicyStatement(
                     actions=["s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl", "s3:GetObject"],
                     resources=[exports],
                 ),
                 iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
-                # The distributed map runs each export file as a child execution of the same state machine.
-                iam.PolicyStatement(actions=["states:StartExecution"], resources=machine_arns),
-                iam.PolicyStatement(
-                    actions=["states:DescribeExecution", "states:StopExecution"], resources=executions
-                ),
-                iam.PolicyStatement(actions=list(LOG_DELIVERY_ACTIONS), resources=["*"]),
-                iam.PolicyStatement(actions=list(XRAY_ACTIONS), resources=["*"]),
-            ],
-        )
-        for machine in self.state_machines.values():
-            machine.node.add_dependency(self.policy)  # its first execution has its permissions
-        acknowledge(
-            self.policy,
-            "CloudWatch Logs vended log delivery (the state machines' logs) and X-Ray accept only '*'.",
-            "AwsSolutions-IAM5[Resource::*]",
-        )
-        acknowledge(
-            self.policy,
-            "DynamoDB writes a run's export under exports/<operation>/<run id>/ (run ids exist only at run time) and "
-            "names the export itself (table/<name>/export/<id>) when it starts it: the grants are to those paths.",
-            f"AwsSolutions-IAM5[Resource::{finding_resource(self, exports)}]",
-            *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in export_arns),
-        )
-        acknowledge(
-            self.policy,
-            "Step Functions names the child executions a distributed map starts (one per export file) at run time: "
-            "the grant is to these state machines' executions only.",
-            *(f"AwsSolutions-IAM5[Resource::{finding_resource(self, arn)}]" for arn in executions),
-        )
-        self._schedule_purge(settings.purge_schedule, prefix)
+            ]
+        return statements
 
-    def _schedule_purge(self, expression: str, prefix: str) -> None:
+    def _schedule_purge(self, expression: str, prefix: str, key: Any, removal_policy: RemovalPolicy) -> None:
         """EventBridge Scheduler starts the purge workflow (input ``{}``: the execution's name is the run id)."""
+        # An invocation the scheduler could not deliver after its retries lands here (and its depth alarms).
+        self.schedule_dead_letter_queue = dead_letter_queue(
+            self,
+            "PurgeScheduleDeadLetters",
+            key=key,
+            removal_policy=removal_policy,
+            owner="the tombstone purge's schedule",
+        )
         role = iam.Role(
             self,
             "PurgeScheduleRole",
@@ -293,7 +349,11 @@ class OpsWorkflows(Construct):
             [
                 iam.PolicyStatement(
                     actions=["states:StartExecution"], resources=[_state_machine_arn(prefix, "purge")]
-                )
+                ),
+                iam.PolicyStatement(
+                    actions=["sqs:SendMessage"], resources=[self.schedule_dead_letter_queue.queue_arn]
+                ),
+                iam.PolicyStatement(actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn]),
             ],
         )
         self.purge_schedule = scheduler.CfnSchedule(
@@ -310,6 +370,9 @@ class OpsWorkflows(Construct):
                 input="{}",
                 retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
                     maximum_retry_attempts=5, maximum_event_age_in_seconds=3600
+                ),
+                dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(
+                    arn=self.schedule_dead_letter_queue.queue_arn
                 ),
             ),
         )
@@ -335,12 +398,13 @@ class ObjectDefinition(sfn.DefinitionBody):
         self,
         scope: Construct,
         sfn_principal: iam.IPrincipal,
-        sfn_props: sfn.StateMachineProps,
+        sfn_props: sfn.StateMachineProps | dict[str, Any],
         graph: sfn.StateGraph | None = None,
     ) -> sfn.DefinitionConfig:
         body = {**self._states, "Comment": self._comment}
-        if sfn_props.timeout is not None:
-            body["TimeoutSeconds"] = sfn_props.timeout.to_seconds()
+        timeout = sfn_props.get("timeout") if isinstance(sfn_props, dict) else sfn_props.timeout
+        if timeout is not None:
+            body["TimeoutSeconds"] = timeout.to_seconds()
         return sfn.DefinitionConfig(definition=self._placeholders(body))
 
     def _placeholders(self, value: object) -> object:
@@ -368,7 +432,7 @@ def _execution_arn(prefix: str, operation: str) -> str:
 
 
 def _worker_task(
-    worker_arn: str, operation: str, parameters: dict[str, Any], result_path: str, **fields: Any
+    worker_arn: str, operation: str, parameters: dict[str, Any], result_path: str | None, **fields: Any
 ) -> dict[str, Any]:
     """A Task invoking the worker for one step; its retries: Lambda's own transient errors, and throttling (an
     invocation over the worker's reserved concurrency, or a `TransientFailure` the worker reports)."""
@@ -397,7 +461,9 @@ CAUGHT = {"Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Ne
 
 def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
     """A map's item processor: invoke the worker on one part until it answers done; end with {} so a map's results
-    stay small however many parts it runs."""
+    stay small however many parts it runs. A part that fails for good has its error saved on its state first
+    (`part-failed`): the map itself only fails with States.ExceedToleratedFailureThreshold, and the summary names
+    each failed part's own error."""
     return {
         "StartAt": f"{label}Part",
         "States": {
@@ -407,7 +473,29 @@ def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
                 {"step": "part", "runId.$": "$.runId", "part.$": "$.part"},
                 "$.progress",
                 Next=f"{label}PartDone",
+                Catch=[
+                    {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": f"{label}PartFailed"}
+                ],
             ),
+            f"{label}PartFailed": _worker_task(
+                worker_arn,
+                operation,
+                {"step": "part-failed", "runId.$": "$.runId", "part.$": "$.part", "error.$": "$.error"},
+                None,
+                Next=f"{label}PartFailedEnd",
+                Catch=[
+                    {
+                        "ErrorEquals": ["States.ALL"],
+                        "ResultPath": "$.saveError",
+                        "Next": f"{label}PartFailedEnd",
+                    }
+                ],
+            ),
+            f"{label}PartFailedEnd": {
+                "Type": "Fail",
+                "ErrorPath": "$.error.Error",
+                "CausePath": "$.error.Cause",
+            },
             f"{label}PartDone": {
                 "Type": "Choice",
                 "Choices": [
@@ -451,8 +539,8 @@ def definition(operation: str, targets: Targets) -> dict[str, Any]:
             "ItemSelector": {"runId.$": "$.plan.runId", "part.$": "$$.Map.Item.Value"},
             "MaxConcurrency": max_concurrency,
             "ItemProcessor": {
-                "ProcessorConfig": {"Mode": "INLINE"},
-                **_part_loop(worker_arn, operation, "Inline"),
+                "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                **_part_loop(worker_arn, operation, "Plan"),
             },
             "ResultSelector": PARTS_RESULT,
             "ResultPath": "$.partsRun",
@@ -465,6 +553,7 @@ def definition(operation: str, targets: Targets) -> dict[str, Any]:
             {"step": "finish", "runId.$": "$.plan.runId"},
             "$.finished",
             Next="RunStatus",
+            **CAUGHT,
         ),
         "FinishAfterFailure": _worker_task(
             worker_arn,
@@ -477,7 +566,10 @@ def definition(operation: str, targets: Targets) -> dict[str, Any]:
             },
             "$.finished",
             Next="RunStatus",
+            # The summary could not be written either: the run fails with the step's own error as the cause.
+            Catch=[{"ErrorEquals": ["States.ALL"], "ResultPath": "$.finishError", "Next": "SummaryFailed"}],
         ),
+        "SummaryFailed": {"Type": "Fail", "Error": "SummaryFailed", "CausePath": "$.finishError.Cause"},
         "RunStatus": {
             "Type": "Choice",
             "Choices": [{"Variable": "$.finished.status", "StringEquals": "failed", "Next": "RunFailed"}],
@@ -514,6 +606,12 @@ def _export_states(operation: str, targets: Targets) -> dict[str, Any]:
             "Type": "Pass",
             "Parameters": {"arn.$": "$.plan.exportArn"},
             "ResultPath": "$.export",
+            "Next": "StartPolling",
+        },
+        "StartPolling": {
+            "Type": "Pass",
+            "Result": {"count": 0},
+            "ResultPath": "$.polls",
             "Next": "WaitForExport",
         },
         "ExportTable": {
@@ -532,7 +630,7 @@ def _export_states(operation: str, targets: Targets) -> dict[str, Any]:
             },
             "ResultSelector": {"arn.$": "$.ExportDescription.ExportArn"},
             "ResultPath": "$.export",
-            "Next": "WaitForExport",
+            "Next": "StartPolling",
             **CAUGHT,
         },
         "WaitForExport": {"Type": "Wait", "Seconds": EXPORT_POLL_SECONDS, "Next": "DescribeExport"},
@@ -555,7 +653,34 @@ def _export_states(operation: str, targets: Targets) -> dict[str, Any]:
                 {"Variable": "$.export.status", "StringEquals": "COMPLETED", "Next": "ExportReady"},
                 {"Variable": "$.export.status", "StringEquals": "FAILED", "Next": "ExportFailed"},
             ],
+            "Default": "CountPoll",
+        },
+        "CountPoll": {
+            "Type": "Pass",
+            "Parameters": {"count.$": "States.MathAdd($.polls.count, 1)"},
+            "ResultPath": "$.polls",
+            "Next": "PollLimit",
+        },
+        "PollLimit": {
+            "Type": "Choice",
+            "Choices": [
+                {
+                    "Variable": "$.polls.count",
+                    "NumericGreaterThanEquals": EXPORT_MAX_POLLS,
+                    "Next": "ExportTooSlow",
+                }
+            ],
             "Default": "WaitForExport",
+        },
+        "ExportTooSlow": {
+            "Type": "Pass",
+            "Parameters": {
+                "Error": "ExportTooSlow",
+                "Cause": f"the export was not complete after {EXPORT_MAX_POLLS} polls "
+                f"{EXPORT_POLL_SECONDS} s apart; --resume goes on waiting for it",
+            },
+            "ResultPath": "$.error",
+            "Next": "FinishAfterFailure",
         },
         "ExportFailed": {
             "Type": "Pass",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -22,7 +24,7 @@ def domain_arn(domain_name: str) -> str:
     return f"arn:{Aws.PARTITION}:es:{Aws.REGION}:{Aws.ACCOUNT_ID}:domain/{domain_name}"
 
 
-def _saml_options(login: CognitoLogin | SamlLogin | None) -> dict[str, object]:
+def _saml_options(login: CognitoLogin | SamlLogin | None) -> dict[str, Any]:
     if not isinstance(login, SamlLogin):
         return {}
     return {
@@ -70,6 +72,23 @@ class SearchDomain(Construct):
         )
         # The retained domain's network interfaces live in this group.
         self.security_group.apply_removal_policy(removal_policy)
+        # Readers and Dashboards users (config): HTTPS only; the access policy and FGAC still decide.
+        readers = settings.reader_network
+        sources = [*(("Group", {"source_security_group_id": g}) for g in readers.security_group_ids)]
+        sources += [("Cidr", {"cidr_ip": cidr}) for cidr in readers.cidrs]
+        counts = {"Group": 0, "Cidr": 0}
+        for kind, source in sources:
+            ec2.CfnSecurityGroupIngress(
+                self,
+                f"Reader{kind}Ingress{counts[kind]}",
+                group_id=self.security_group.security_group_id,
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                description=f"HTTPS from readers ({next(iter(source.values()))})",
+                **source,
+            )
+            counts[kind] += 1
         log_groups = {
             kind: logs.LogGroup(
                 self,
@@ -162,7 +181,9 @@ class SearchDomain(Construct):
             }
         ]
         for reader in settings.read_roles:
-            statements.extend(self._reader_statements(reader))
+            # The smoke run's probe of the reader (infra/constructs/smoke.py) is admitted exactly like it.
+            probe = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/{settings.probe_role_name(reader.name)}"
+            statements.extend(self._reader_statements(reader, probe))
         if isinstance(login, SamlLogin):
             # A browser's requests are not SigV4-signed: Dashboards (and only Dashboards) must admit them, so
             # SAML sign-in and fine-grained access control decide. The REST API stays role-scoped.
@@ -203,7 +224,7 @@ class SearchDomain(Construct):
                 "AwsSolutions-OS7",
             )
 
-    def _reader_statements(self, reader: ReadRole) -> list[dict[str, object]]:
+    def _reader_statements(self, reader: ReadRole, probe_role_arn: str) -> list[dict[str, object]]:
         """A read role's IAM roles may search and count (GET, POST) and get documents (GET) through its schemas'
         read aliases, and reach nothing else (fine-grained access control then hides what the role may not see).
 
@@ -211,12 +232,11 @@ class SearchDomain(Construct):
         principals: they belong to application teams, may be created after this stack (a policy's named principal
         must exist when the policy is set), and are then matched by name, as fine-grained access control matches
         them."""
-        if not reader.iam_role_arns:
-            return []
         accounts = sorted({arn.split(":")[4] for arn in reader.iam_role_arns})
+        roots = [f"arn:{Aws.PARTITION}:iam::{account}:root" for account in accounts]
         who = {
-            "Principal": {"AWS": [f"arn:{Aws.PARTITION}:iam::{account}:root" for account in accounts]},
-            "Condition": {"ArnEquals": {"aws:PrincipalArn": sorted(reader.iam_role_arns)}},
+            "Principal": {"AWS": [*roots, f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:root"]},
+            "Condition": {"ArnEquals": {"aws:PrincipalArn": [*sorted(reader.iam_role_arns), probe_role_arn]}},
         }
         aliases = [f"{self.domain_arn}/{read_alias(schema)}" for schema in reader.schemas]
         return [

@@ -55,7 +55,7 @@ class SingleTable(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        retain = removal_policy is RemovalPolicy.RETAIN
+        retain = removal_policy is not RemovalPolicy.DESTROY
         provisioned = settings.capacity_mode is CapacityMode.PROVISIONED
         capacity = settings.provisioned
         self.table = dynamodb.Table(

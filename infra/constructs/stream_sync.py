@@ -18,8 +18,12 @@ from infra.constructs.dead_letter_queue import dead_letter_queue
 from infra.constructs.vpc_function import Placement, VpcFunction
 from infra.nag import acknowledge, finding_resource
 
-# The namespace of the handler's own metrics (EMF, no dimensions; see docs/sync.md "Logs and metrics").
+# The namespace of the handler's own metrics (EMF, each with the dimensions Environment and Table; see
+# stream_sync.telemetry and docs/sync.md "Logs and metrics").
 METRICS_NAMESPACE = "RefData/StreamSync"
+# The mapping never gives up a systemic fault by count: a partial batch response is a retry attempt, and a hold
+# lasts until the record-age bound, near which the handler dead-letters each record with its payload (docs/sync.md).
+UNBOUNDED_RETRIES = -1
 
 
 def key_prefix_filter(schemas: list[str]) -> dict[str, object]:
@@ -58,8 +62,9 @@ class StreamSync(Construct):
 
     One function reads every table's stream, through one mapping per table whose filter admits that table's
     indexable schemas only. Each mapping reports partial batch failures, bisects failing batches, bounds retries
-    and record age, and sends what it finally gives up on to the same encrypted queue the handler dead-letters
-    permanent failures into, so every record ends indexed, deleted, retried or in the queue. The function knows
+    by record age only (never by count), and sends what it finally gives up on to the same encrypted queue the
+    handler dead-letters permanent failures into, so every record ends indexed, deleted, retried or in the queue.
+    The function knows
     which table holds which schema (``SCHEMA_TABLES``) and dead-letters a record of a schema another table holds
     (``wrong-table``), so two tables never write one document.
     """
@@ -69,6 +74,7 @@ class StreamSync(Construct):
         scope: Construct,
         construct_id: str,
         *,
+        environment: str,
         settings: SyncSettings,
         placement: Placement,
         tables: Sequence[SyncedTable],
@@ -109,6 +115,7 @@ class StreamSync(Construct):
                 "REQUEST_TIMEOUT_SECONDS": str(settings.request_timeout_seconds),
                 "MAX_RECORD_AGE_SECONDS": str(settings.max_record_age_seconds),
                 "METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "ENVIRONMENT_NAME": environment,
                 "SCHEMA_TABLES": schema_tables(self, tables),
             },
             statements=[
@@ -132,22 +139,27 @@ class StreamSync(Construct):
             "are written, so reading them needs that prefix's wildcard (and nothing else in the bucket).",
             f"AwsSolutions-IAM5[Resource::{finding_resource(self, geometry_objects)}]",
         )
+        # The id of each table's mapping (its metrics' EventSourceMappingUUID), in the order of `tables`.
+        self.mapping_ids: list[str] = []
         for synced in tables:
-            self.function.add_event_source(
-                sources.DynamoEventSource(
-                    synced.table,
-                    starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                    batch_size=settings.batch_size,
-                    max_batching_window=Duration.seconds(settings.batching_window_seconds),
-                    parallelization_factor=settings.parallelization_factor,
-                    retry_attempts=settings.retry_attempts,
-                    max_record_age=Duration.seconds(settings.max_record_age_seconds),
-                    bisect_batch_on_error=True,
-                    report_batch_item_failures=True,
-                    on_failure=sources.SqsDlq(self.dead_letter_queue),
-                    filters=[
-                        lambda_.FilterCriteria.filter(key_prefix_filter(list(synced.indexable_schemas)))
-                    ],
-                    metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
-                )
+            source = sources.DynamoEventSource(
+                synced.table,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=settings.batch_size,
+                max_batching_window=Duration.seconds(settings.batching_window_seconds),
+                parallelization_factor=settings.parallelization_factor,
+                max_record_age=Duration.seconds(settings.max_record_age_seconds),
+                bisect_batch_on_error=True,
+                report_batch_item_failures=True,
+                on_failure=sources.SqsDlq(self.dead_letter_queue),
+                filters=[lambda_.FilterCriteria.filter(key_prefix_filter(list(synced.indexable_schemas)))],
+                # Its event counts say what it gave up on (alarmed: its on-failure messages hold no payload).
+                metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
             )
+            before = {child.node.id for child in self.function.node.children}
+            self.function.add_event_source(source)
+            (mapping,) = (c for c in self.function.node.children if c.node.id not in before)
+            resource = mapping.node.default_child
+            assert isinstance(resource, lambda_.CfnEventSourceMapping)
+            resource.maximum_retry_attempts = UNBOUNDED_RETRIES
+            self.mapping_ids.append(source.event_source_mapping_id)

@@ -14,6 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.checkov import skip
 from infra.iam import attach_policy
 from infra.nag import acknowledge
 
@@ -69,6 +70,10 @@ UNRESERVED_CONCURRENCY_REASON = (
     "still bounds the sync's concurrency per shard."
 )
 
+ENI_REASON = (
+    "Lambda's VPC network-interface management (ec2:CreateNetworkInterface, DeleteNetworkInterface, ...) accepts "
+    "only '*' as its resource; every other write in the policy names its resource."
+)
 ENI_ACTIONS = [
     "ec2:CreateNetworkInterface",
     "ec2:DescribeNetworkInterfaces",
@@ -151,6 +156,14 @@ class VpcFunction(Construct):
         )
         if reserved is None:
             acknowledge(self.function, UNRESERVED_CONCURRENCY_REASON, *UNRESERVED_CONCURRENCY_FINDINGS)
+            skip(self.function, UNRESERVED_CONCURRENCY_REASON, "CKV_AWS_115")
+        if dead_letter_queue is None:
+            skip(
+                self.function,
+                "Invoked synchronously (by Step Functions or the provider framework), which handles every failure; "
+                "an asynchronous-invocation DLQ would never receive anything.",
+                "CKV_AWS_116",
+            )
         self.policy = attach_policy(
             self,
             "Policy",
@@ -178,6 +191,7 @@ class VpcFunction(Construct):
             + (f" {wildcard_reason}" if wildcard_reason else ""),
             "AwsSolutions-IAM5[Resource::*]",
         )
+        skip(self.policy, ENI_REASON, "CKV_AWS_111")
 
     def _allow_https_to(self, reach: Reach) -> ec2.CfnSecurityGroupIngress:
         """Admits this function into the peer's group on 443.

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from constructs import Construct
+from ops.purge import minimum_age_seconds
 
 from infra.config import EnvironmentConfig
 from infra.constructs.alarm_topic import AlarmTopic
@@ -25,7 +28,9 @@ class StatefulStack(Stack):
         self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, **kwargs: object
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
-        removal = RemovalPolicy.RETAIN if config.retains_data else RemovalPolicy.DESTROY
+        # RetainExceptOnCreate: kept on every update and delete, except when the create that made it rolls back
+        # (then it is empty): a failed first create leaves no named role, policy or domain behind to collide with.
+        removal = RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if config.retains_data else RemovalPolicy.DESTROY
         log_retention = retention(config.log_retention_days)
         self.key = DataKey(self, "DataKey", removal_policy=removal).key
         # One table per source table, the main one ("Table") first: construct ids fix their logical ids.
@@ -38,7 +43,12 @@ class StatefulStack(Stack):
         geometry = GeometryBucket(self, "GeometryBucket", key=self.key, removal_policy=removal)
         self.geometry_bucket = geometry.bucket
         self.ops_bucket = OpsBucket(
-            self, "OpsBucket", key=self.key, access_logs=geometry.access_logs, removal_policy=removal
+            self,
+            "OpsBucket",
+            key=self.key,
+            access_logs=geometry.access_logs,
+            removal_policy=removal,
+            export_days=math.ceil(minimum_age_seconds(config.sync.max_record_age_seconds) / 86400),
         ).bucket
         self.network = Network(
             self,

@@ -10,11 +10,13 @@ from search.indices import bootstrap_fingerprint
 from search.readers import read_role_definitions
 
 from infra.config import EnvironmentConfig
+from infra.constructs.heartbeat import Heartbeat, HeartbeatTable
 from infra.constructs.index_bootstrap import IndexBootstrap
-from infra.constructs.monitoring import Monitoring, WatchedTable
-from infra.constructs.ops_workflows import OpsWorkflows
+from infra.constructs.monitoring import Monitoring, WatchedHeartbeat, WatchedTable
+from infra.constructs.ops_workflows import OpsWorkflows, state_machine_name
 from infra.constructs.search_domain import domain_arn
 from infra.constructs.single_table import index_names
+from infra.constructs.smoke import Probe, SmokeAccess
 from infra.constructs.stream_sync import METRICS_NAMESPACE, StreamSync, SyncedTable
 from infra.constructs.vpc_function import Placement, Reach
 from infra.retention import retention
@@ -62,6 +64,7 @@ class StatelessStack(Stack):
         self.sync = StreamSync(
             self,
             "StreamSync",
+            environment=config.name,
             settings=config.sync,
             tables=tables,
             geometry_bucket=handed.geometry_bucket,
@@ -71,6 +74,11 @@ class StatelessStack(Stack):
             bulk_max_bytes=config.search.bulk_max_bytes,
             placement=placement,
         )
+        # The smoke run's probe of each read role: mapped to it alone, so it sees what the reader sees.
+        probes = [
+            Probe(role.name, role.schemas, config.search.probe_role_name(role.name))
+            for role in config.search.read_roles
+        ]
         self.bootstrap = IndexBootstrap(
             self,
             "IndexBootstrap",
@@ -82,7 +90,8 @@ class StatelessStack(Stack):
             replicas=config.search.replicas,
             fingerprint=bootstrap_fingerprint(schemas, replicas=config.search.replicas),
             read_roles=read_role_definitions(
-                (role.name, role.schemas, role.mapped_backend_roles) for role in config.search.read_roles
+                (role.name, role.schemas, (*role.mapped_backend_roles, config.role_arn(probe.role_name)))
+                for role, probe in zip(config.search.read_roles, probes, strict=True)
             ),
             placement=placement,
         )
@@ -104,6 +113,32 @@ class StatelessStack(Stack):
             tombstone_min_age_seconds=minimum_age_seconds(config.sync.max_record_age_seconds),
             placement=placement,
         )
+        self.heartbeat = Heartbeat(
+            self,
+            "Heartbeat",
+            settings=config.heartbeat,
+            tables=[
+                HeartbeatTable(plan.label, handed.tables[plan.construct_id], plan.indexable_schemas[0])
+                for plan in config.source_tables
+            ],
+            key=handed.key,
+        )
+        self.smoke = SmokeAccess(
+            self,
+            "Smoke",
+            worker=self.ops.worker.function,
+            worker_role=handed.ops_worker_role,
+            tables=tables,
+            sync_function=self.sync.function,
+            probes=probes,
+            key=handed.key,
+            state_machine=self.ops.state_machines["smoke"],
+            state_machine_name=state_machine_name(config.search.domain_name, "smoke"),
+            ops_bucket=handed.ops_bucket,
+            stack_names=[stateful.stack_name, self.stack_name],
+            runner_role_name=config.smoke_runner_role_name,
+            deploy_role_arn=config.deploy_role_arn,
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -113,8 +148,13 @@ class StatelessStack(Stack):
             topic=handed.alarm_topic,
             search=config.search,
             tables=[
-                WatchedTable(plan.label, handed.tables[plan.construct_id], index_names(plan.settings))
-                for plan in config.source_tables
+                WatchedTable(
+                    plan.label,
+                    handed.tables[plan.construct_id],
+                    index_names(plan.settings),
+                    sync_mapping_id=mapping_id,
+                )
+                for plan, mapping_id in zip(config.source_tables, self.sync.mapping_ids, strict=True)
             ],
             sync_function=self.sync.function,
             sync_timeout=Duration.seconds(config.sync.timeout_seconds),
@@ -122,8 +162,13 @@ class StatelessStack(Stack):
             dead_letter_queues={
                 "StreamSync": self.sync.dead_letter_queue,
                 "Bootstrap": self.bootstrap.dead_letter_queue,
+                "PurgeSchedule": self.ops.schedule_dead_letter_queue,
             },
             ops_workflows=self.ops.state_machines,
+            heartbeat=WatchedHeartbeat(
+                config.heartbeat,
+                [(plan.label, handed.tables[plan.construct_id]) for plan in config.source_tables],
+            ),
         )
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)
         # What docs/runbook.md asks for by name.
@@ -131,6 +176,12 @@ class StatelessStack(Stack):
         CfnOutput(self, "IndexBootstrapFunctionName", value=self.bootstrap.handler.function.function_name)
         CfnOutput(self, "BootstrapDeadLetterQueueUrl", value=self.bootstrap.dead_letter_queue.queue_url)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard.dashboard_name)
+        CfnOutput(
+            self,
+            "SmokeRunnerRoleArn",
+            value=self.smoke.runner_role.role_arn,
+            description="The deploy workflow runs python -m ops smoke --assume-role <this> after cdk deploy",
+        )
         for operation, machine in self.ops.state_machines.items():
             CfnOutput(
                 self,

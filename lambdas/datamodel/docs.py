@@ -57,7 +57,8 @@ visibility says who sees them. Attributes a schema does not declare are mapped d
 
 Read roles (`search.read_roles` in the environment's config, created by the index bootstrap) read only through
 the read aliases, and fine-grained access control restricts them whichever index name they use:
-**document-level security** hides tombstones and every item whose hidden flag is true, **field-level
+**document-level security** hides tombstones, every item whose hidden flag is true and the platform's reserved
+scopes (below), **field-level
 security** hides the internal attributes (also their exact decimal text in `exactNumbers`). The admin role
 and the ops tools see everything.
 
@@ -93,6 +94,13 @@ Adding a schema is one `Schema(...)` entry in `SHIPPED` in `lambdas/datamodel/re
   (seed 004): `META`, `TEXT` and `COMMENT#<epoch ms>`, reassembled by one paginated Query of the pk.
 - **Counters** live in the `counter` schema at pk `counter::<data pk>`, sk `counter`: never in the data
   partition's queries, never matched by an indexable prefix.
+- **Reserved scopes** (`datamodel.reserved`). Two values of an indexable schema's first scope field (a text field,
+  which the registry requires) belong to the platform: `refdata-heartbeat` (one heartbeat item per source table,
+  rewritten on a schedule; its lag is the pipeline's, docs/sync.md) and `refdata-canary` (the post-deploy smoke
+  run's canaries, one per run and schema, written and removed by that run; docs/operations.md). They are keys
+  of the conventions (`heartbeat_key`, `canary_key`), go through the stream filter, the sync and the index like
+  any item, are hidden from every read role by document-level security and left out by reconcile; the key
+  builders refuse them to every other writer (`build_pk(..., reserved=True)` only).
 - **globalId** is a UUID4 attribute assigned by `create_item` and never changed: `replace_item` requires
   the stored value and `update_attributes` refuses to set it. `lookup(table, globalId)` queries the
   KEYS_ONLY GSI for the key, then reads the item with GetItem.
@@ -151,6 +159,8 @@ Adding a schema is one `Schema(...)` entry in `SHIPPED` in `lambdas/datamodel/re
 | `sharding` | `shard_of`, `sharded_pk`, `shard_pks`, `query_all_shards` (merged, paginated) |
 | `vertical` | `split`/`assemble`, `put_entity`, `add_comment`, `load_entity` |
 | `item_size` | `item_size(item)`, `check_item(item)` |
+| `numbers` | `parse_number_text` (DynamoDB's number grammar and range), `range_error` |
+| `limits` | `check_item(item, mapped)`: what the search engine could never index (depth, total fields, name length, names, one path as value and object), before a put |
 | `geometry` | `validate`, `envelope`, `centroid`, `canonical_bytes`, `content_key` |
 | `offload` | `prepare_item`, `write_item`, `fetch_geometry`, `load_geometry` |
 

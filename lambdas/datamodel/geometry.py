@@ -25,16 +25,24 @@ class GeometryError(ValueError):
 
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        raise GeometryError(f"{where}: {value!r} is not a number")
-    number = float(value)
+        raise GeometryError(f"{where}: {value!r:.60} is not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond a double's range (JSON allows any number of digits)
+        number = math.inf
     if not math.isfinite(number):
-        raise GeometryError(f"{where}: {value!r} is not finite")
+        raise GeometryError(f"{where}: {value!r:.60} is not finite")
     return number
 
 
 def _position(value: Any, where: str) -> Position:
+    # The common case first, without building `where` texts: two finite floats in range.
+    if type(value) is list and len(value) == 2:
+        lon, lat = value
+        if type(lon) is float and type(lat) is float and -180 <= lon <= 180 and -90 <= lat <= 90:
+            return lon, lat
     if not isinstance(value, Sequence) or isinstance(value, str) or len(value) not in (2, 3):
-        raise GeometryError(f"{where}: a position is [lon, lat] or [lon, lat, alt], got {value!r}")
+        raise GeometryError(f"{where}: a position is [lon, lat] or [lon, lat, alt], got {value!r:.200}")
     lon, lat = _number(value[0], f"{where}[0]"), _number(value[1], f"{where}[1]")
     if len(value) == 3:
         _number(value[2], f"{where}[2]")
@@ -50,7 +58,17 @@ def _list(value: Any, where: str, minimum: int, what: str) -> Sequence[Any]:
 
 
 def _line(value: Any, where: str, minimum: int = 2, what: str = "a line string") -> list[Position]:
-    return [_position(p, f"{where}[{i}]") for i, p in enumerate(_list(value, where, minimum, what))]
+    positions = _list(value, where, minimum, what)
+    line: list[Position] = []
+    append = line.append
+    for p in positions:
+        if type(p) is list and len(p) == 2:  # the fast path of `_position`, inlined: most of a geometry
+            lon, lat = p
+            if type(lon) is float and type(lat) is float and -180 <= lon <= 180 and -90 <= lat <= 90:
+                append((lon, lat))
+                continue
+        append(_position(p, f"{where}[{len(line)}]"))
+    return line
 
 
 def _ring(value: Any, where: str) -> list[Position]:
@@ -104,8 +122,11 @@ def _rings(polygon: list[list[Position]]) -> Iterator[Part]:
 
 def validate(geometry: Any) -> None:
     """Raise GeometryError unless `geometry` is a valid GeoJSON geometry object."""
-    for _ in _parts(geometry):
-        pass
+    try:
+        for _ in _parts(geometry):
+            pass
+    except RecursionError:  # geometry collections nested beyond Python's recursion limit
+        raise GeometryError("geometry: geometry collections nest too deeply") from None
 
 
 def envelope(geometry: Any) -> tuple[float, float, float, float]:

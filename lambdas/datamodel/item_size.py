@@ -21,12 +21,10 @@ from typing import Any
 from boto3.dynamodb.types import Binary
 
 from datamodel.keys import MAX_PK_BYTES, MAX_SK_BYTES
+from datamodel.numbers import range_error
 
 MAX_ITEM_BYTES = 400 * 1024
 MAX_NESTING = 32
-MAX_NUMBER_DIGITS = 38
-MIN_NUMBER_EXPONENT = -130
-MAX_NUMBER_EXPONENT = 125
 
 
 class ItemSizeError(ValueError):
@@ -38,14 +36,12 @@ def number_size(value: int | Decimal) -> int:
     number = Decimal(value)
     if not number.is_finite():
         raise ItemSizeError(f"number {value!r} is not finite")
+    problem = range_error(number)
+    if problem is not None:
+        raise ItemSizeError(f"number {value!r} {problem}")
     if number.is_zero():
         return 1
-    # Not normalize(): it rounds to the context precision (28 digits) and would hide a 39-digit number.
     digits = len("".join(map(str, number.as_tuple().digits)).strip("0"))
-    if digits > MAX_NUMBER_DIGITS:
-        raise ItemSizeError(f"number {value!r} has more than {MAX_NUMBER_DIGITS} significant digits")
-    if not MIN_NUMBER_EXPONENT <= number.adjusted() <= MAX_NUMBER_EXPONENT:
-        raise ItemSizeError(f"number {value!r} is outside DynamoDB's range 1E-130 .. 9.99E+125")
     return math.ceil(digits / 2) + 1
 
 

@@ -35,6 +35,11 @@ COMMENT = "COMMENT"
 MAX_PK_BYTES = 2048
 MAX_SK_BYTES = 1024
 MAX_DOCUMENT_ID_BYTES = 512
+# Values of a schema's first scope field that only the platform writes (datamodel.reserved).
+RESERVED_PREFIX = "refdata-"
+HEARTBEAT_SCOPE = f"{RESERVED_PREFIX}heartbeat"
+CANARY_SCOPE = f"{RESERVED_PREFIX}canary"
+RESERVED_SCOPES = frozenset({HEARTBEAT_SCOPE, CANARY_SCOPE})
 
 Value = str | int | date
 
@@ -129,10 +134,15 @@ def _check_length(key: str, limit: int, what: str) -> str:
     return key
 
 
-def build_pk(schema_name: str, values: Mapping[str, object]) -> str:
-    """`<schema>::<scope values...>[::<shard>]`."""
+def build_pk(schema_name: str, values: Mapping[str, object], *, reserved: bool = False) -> str:
+    """`<schema>::<scope values...>[::<shard>]`. The first scope field's reserved values (`RESERVED_SCOPES`: the
+    platform's heartbeat and canaries, datamodel.reserved) are refused unless `reserved`."""
     schema = get_schema(schema_name)
     _check_known(schema, values)
+    if schema.scope and not reserved and values.get(schema.scope[0].name) in RESERVED_SCOPES:
+        raise _reject(
+            schema.scope[0], values[schema.scope[0].name], "is reserved for the platform's own items"
+        )
     segments = _join(schema.pk_fields, values, f"{schema.name} pk")
     return _check_length(SEPARATOR.join([schema.name, *segments]), MAX_PK_BYTES, "pk")
 

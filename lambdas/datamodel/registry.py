@@ -124,6 +124,7 @@ PLATFORM_ATTRIBUTES = frozenset(
         "location",
         "bbox",
         "expiresAt",
+        "deletedAt",  # a tombstone's deletion time (the sync writes it, the tombstone purge compares it)
     }
 )
 
@@ -194,6 +195,11 @@ class Schema:
         if any(f.kind is Kind.KEY for f in self.sk_fields):
             raise KeyConventionError(f"schema {self.name!r}: sk fields may not be KEY fields")
         self._check_attributes()
+        if self.indexable and (not self.scope or self.scope[0].kind is not Kind.TEXT):
+            # datamodel.reserved: the platform's heartbeat and canaries live under reserved values of it.
+            raise KeyConventionError(
+                f"schema {self.name!r}: an indexable schema's first scope field must be text"
+            )
 
     def _check_attributes(self) -> None:
         names = [a.name for a in self.attributes]

@@ -1,15 +1,19 @@
-"""`python -m ops <reindex|reconcile|redrive|purge>`: run an ops workflow, deployed or here.
+"""`python -m ops <reindex|reconcile|redrive|purge|smoke>`: run an ops workflow, deployed or here.
 
 `--env ENV` (the usual way, from a laptop with AWS credentials): starts the environment's workflow, which runs
 inside its VPC on Step Functions and Lambda, shows its progress, prints its summary. `--local`: runs the same
 operation in this process against the endpoints given (for someone already inside the VPC), with `--segments`
 parallel scan segments on as many threads.
 
-Local settings come from flags, defaulting to the environment variables the functions use: `--table`
-(TABLE_NAME), `--endpoint` (OPENSEARCH_ENDPOINT), `--region` (AWS_REGION, AWS_DEFAULT_REGION),
-`--geometry-bucket` (GEOMETRY_BUCKET). `redrive --local` is `python -m stream_sync.redrive` (its arguments pass
-through). Every command prints one JSON summary. Exit status: 0 done (or nothing to do), 1 work left
-(differences, refused documents, messages left: read the summary), 2 failed, or a usage or configuration error.
+Run it from the repository root (the root's `ops` package puts lambdas/ on the path) or from lambdas/. A deployed
+run uses the environment's region from config (infra/environments.py) unless `--region` names another. Local
+settings come from flags, defaulting to the environment variables the functions use: `--table` (TABLE_NAME),
+`--endpoint` (OPENSEARCH_ENDPOINT), `--region` (AWS_REGION, AWS_DEFAULT_REGION), `--geometry-bucket`
+(GEOMETRY_BUCKET). `redrive --local` is `python -m stream_sync.redrive` (its arguments pass through). Both show
+progress on stderr. `smoke` runs deployed only (`--assume-role` names the role to run it as) and also prints each
+canary's steps, times and the verdict on stderr. Every command prints one JSON summary. Exit status: 0 done (or
+nothing to do), 1 work left (differences, refused documents, messages left: read the summary), 2 failed (a smoke
+run's failed verdict too), or a usage or configuration error.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 from datamodel.registry import REGISTRY, Schema
@@ -27,10 +32,21 @@ from stream_sync.config import ConfigError
 from stream_sync.tables import SchemaTables
 
 from ops.index import OpsError
+from ops.runs import PartState
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 EXIT_STATUS = {"done": 0, "work-left": 1, "failed": 2}
-COMMANDS = ("reindex", "reconcile", "redrive", "purge")
+COMMANDS = ("reindex", "reconcile", "redrive", "purge", "smoke")
+
+
+# The environments config builds (infra.environments.environments), set by the repository root's `ops` package
+# (this package ships in the Lambda asset, which holds no infra/): None inside the VPC, where --env is not used.
+ENVIRONMENTS: Callable[[], Mapping[str, Any]] | None = None
+
+
+def configured_environments() -> dict[str, Any] | None:
+    """The configured environments by name, or None where no config is at hand (a copy of lambdas/ alone)."""
+    return None if ENVIRONMENTS is None else dict(ENVIRONMENTS())
 
 
 def _env(*names: str) -> str | None:
@@ -61,14 +77,27 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ops", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
+    known = configured_environments()
+    names = sorted(known) if known is not None else None
+
     def common(sub: argparse.ArgumentParser, *, schema: bool) -> None:
         where = sub.add_mutually_exclusive_group(required=True)
-        where.add_argument("--env", help="run the deployed workflow of this environment (dev, test, prod)")
+        where.add_argument(
+            "--env",
+            choices=names,
+            metavar="ENV",
+            help="run the deployed workflow of this environment"
+            + (f": one of {', '.join(names)} (infra/environments.py)" if names else ""),
+        )
         where.add_argument("--local", action="store_true", help="run here, inside the VPC")
         if schema:
             sub.add_argument("--schema", type=_indexable, required=True, help="an indexable schema name")
         sub.add_argument("--dry-run", action="store_true", help="report, change nothing")
-        sub.add_argument("--region", default=_env("AWS_REGION", "AWS_DEFAULT_REGION"), help="(AWS_REGION)")
+        sub.add_argument(
+            "--region",
+            default=None,
+            help="AWS region (--env: the environment's configured region; --local: AWS_REGION, AWS_DEFAULT_REGION)",
+        )
         deployed = sub.add_argument_group("deployed runs (--env)")
         deployed.add_argument(
             "--resume", metavar="RUN_ID", help="go on with an earlier run from where it stopped"
@@ -123,6 +152,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     redrive = commands.add_parser("redrive", help="redrive the sync's dead-letter queue")
     common(redrive, schema=False)
+    smoke = commands.add_parser(
+        "smoke", help="prove the deployed pipeline end to end: write, index, update, delete, read (ops.smoke)"
+    )
+    smoke.add_argument("--env", required=True, help="the deployed environment to prove (dev, test, prod)")
+    smoke.add_argument("--region", default=_env("AWS_REGION", "AWS_DEFAULT_REGION"), help="(AWS_REGION)")
+    smoke.add_argument("--no-wait", action="store_true", help="start it, print the execution, return")
+    smoke.add_argument(
+        "--assume-role", metavar="ROLE_ARN", help="run as this role (the deploy workflow's smoke runner role)"
+    )
+    smoke.set_defaults(dry_run=False, resume=None)
     return parser
 
 
@@ -138,12 +177,34 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     return request
 
 
+def deployed_region(args: argparse.Namespace) -> str:
+    """`--region`, else the environment's configured region."""
+    if args.region:
+        return str(args.region)
+    known = configured_environments()
+    if known is None or args.env not in known:
+        raise OpsError(f"--region required: no configured environment {args.env!r} to take the region from")
+    return str(known[args.env].region)
+
+
 def run_deployed(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     import boto3
 
     from ops import deployed
 
-    session = boto3.Session(region_name=args.region)
+    region = deployed_region(args)
+    session = boto3.Session(region_name=region)
+    if getattr(args, "assume_role", None):
+        issued = session.client("sts").assume_role(
+            RoleArn=args.assume_role, RoleSessionName=f"ops-{args.command}"
+        )
+        credentials = issued["Credentials"]
+        session = boto3.Session(
+            region_name=region,
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"],
+        )
     deployment = deployed.resolve(session.client("cloudformation"), args.env)
     sfn, s3 = session.client("stepfunctions"), session.client("s3")
     subject = args.schema.name if getattr(args, "schema", None) is not None else None
@@ -178,6 +239,7 @@ def run_local(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     from ops.reindex import Reindex
     from ops.runs import MemoryRunStore, Run
 
+    args.region = args.region or _env("AWS_REGION", "AWS_DEFAULT_REGION")
     required = [("--endpoint", args.endpoint), ("--region", args.region)]
     if args.command != "purge":
         required.append(("--table", args.table))
@@ -208,10 +270,37 @@ def run_local(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     subject = args.schema.name if getattr(args, "schema", None) is not None else None
     run = Run(MemoryRunStore(), args.command, new_run_id(args.command, subject))
     try:
-        summary = workflow.run_local(operation, env, run, _request(args), concurrency=args.segments)
+        summary = workflow.run_local(
+            operation, env, run, _request(args), concurrency=args.segments, progress=LocalProgress(sys.stderr)
+        )
     finally:
         transport.close()
     return summary, EXIT_STATUS[summary["status"]]
+
+
+class LocalProgress:
+    """A `--local` run's progress on stderr, in the deployed run's form, after every page a part commits (the
+    parts run on threads: one line at a time)."""
+
+    def __init__(self, err: TextIO) -> None:
+        self._err = err
+        self._states: dict[str, PartState] = {}
+        self._lock = threading.Lock()
+        self._shown = ""
+
+    def __call__(self, record: Mapping[str, Any], state: PartState) -> None:
+        from ops.deployed import progress_line
+        from ops.runs import part_id
+
+        with self._lock:
+            self._states[part_id(state.part)] = state
+            parts = int(record.get("partCount", len(record.get("parts", []))))
+            line = progress_line(record.get("expectedItems"), self._states.values(), parts)
+            if line != self._shown:
+                tty = self._err.isatty()
+                self._err.write(f"\r{line}" if tty else f"{line}\n")
+                self._err.flush()
+                self._shown = line
 
 
 def _redrive_here(argv: Sequence[str]) -> int:
@@ -246,7 +335,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         summary, status = run_deployed(args) if args.env else run_local(args)
     except (OpsError, ConfigError, BotoCoreError, ClientError, ValueError) as error:
-        print(json.dumps({"command": args.command, "error": f"{type(error).__name__}: {error}"}))
+        failed: dict[str, Any] = {"command": args.command, "error": f"{type(error).__name__}: {error}"}
+        print(json.dumps(failed | _dry_run_note(args)))
         return EXIT_STATUS["failed"]
+    if args.command == "smoke":
+        from ops.smoke import render
+
+        print(render(summary), file=sys.stderr)
+    if status == EXIT_STATUS["failed"]:
+        summary = summary | _dry_run_note(args)
     print(json.dumps(summary, default=str))
     return status
+
+
+def _dry_run_note(args: argparse.Namespace) -> dict[str, Any]:
+    """What a failed dry run says of itself: that it was one, and that it changed nothing."""
+    if not args.dry_run:
+        return {}
+    return {"dryRun": True, "note": "this was a dry run: it changed nothing"}

@@ -13,7 +13,7 @@ import json
 import secrets
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -26,6 +26,7 @@ STATE_MACHINE_OUTPUTS = {
     "reconcile": "ReconcileStateMachineArn",
     "redrive": "RedriveStateMachineArn",
     "purge": "PurgeStateMachineArn",
+    "smoke": "SmokeStateMachineArn",
 }
 BUCKET_OUTPUT = "OpsBucketName"
 RUNNING = "RUNNING"
@@ -86,9 +87,28 @@ def start(
     return str(answer["executionArn"])
 
 
+def progress_line(total: int | None, states: Iterable[PartState], parts: int | None) -> str:
+    """`[####    ] 8 / 20 items 40% · 1/2 parts done`: the items the parts have read, out of the run's total."""
+    states = list(states)
+    items = sum(state.items for state in states)
+    done = sum(state.done for state in states)
+    parts = parts if parts else len(states)
+    if total:
+        share = min(items / total, 1.0)
+        bar = "#" * int(share * 30)
+        measure = f"[{bar:<30}] {items:,} / {total:,} items {share:4.0%}"
+    else:
+        measure = f"{items:,} items"
+    return f"{measure} · {done}/{parts} parts done"
+
+
 @dataclass
 class Progress:
-    """The run's progress from its records: the total (once prepare recorded it) and each part's items."""
+    """The run's progress from its records: the total (once prepare recorded it) and each part's items.
+
+    Every look starts with a listing of the run's prefix, and only listed keys are read: an operator whose
+    `s3:ListBucket` is limited to `runs/` (an `s3:prefix` condition, which a GetObject does not carry) would get
+    403, not 404, for a record not written yet."""
 
     s3: Any
     bucket: str
@@ -99,39 +119,38 @@ class Progress:
     _etags: dict[str, str] = field(default_factory=dict)
 
     def refresh(self) -> None:
+        listed = self._listing()
         if self.total is None or self.parts_expected is None:
-            record = self._read(f"{self.prefix}run.json")
+            record = self._read(f"{self.prefix}run.json", listed)
             if record is not None:
                 self.total = record.get("expectedItems")
                 self.parts_expected = record.get("partCount", len(record.get("parts", [])))
-        paginator = self.s3.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}parts/"):
-            for entry in page.get("Contents", []):
-                key, etag = entry["Key"], entry["ETag"]
-                if self._etags.get(key) == etag:
-                    continue  # unchanged since the last look (finished parts never change again)
-                value = self._read(key)
-                if value is not None:
-                    self.states[key] = PartState.from_json(value)
-                    self._etags[key] = etag
+        for key, etag in listed.items():
+            if not key.startswith(f"{self.prefix}parts/") or self._etags.get(key) == etag:
+                continue  # not a part, or unchanged since the last look (finished parts never change again)
+            value = self._read(key, listed)
+            if value is not None:
+                self.states[key] = PartState.from_json(value)
+                self._etags[key] = etag
 
     def line(self) -> str:
-        items = sum(state.items for state in self.states.values())
-        done = sum(state.done for state in self.states.values())
-        parts = self.parts_expected if self.parts_expected else len(self.states)
-        if self.total:
-            share = min(items / self.total, 1.0)
-            bar = "#" * int(share * 30)
-            measure = f"[{bar:<30}] {items:,} / {self.total:,} items {share:4.0%}"
-        else:
-            measure = f"{items:,} items"
-        return f"{measure} · {done}/{parts} parts done"
+        return progress_line(self.total, self.states.values(), self.parts_expected)
 
-    def _read(self, key: str) -> dict[str, Any] | None:
-        try:
-            return dict(json.loads(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()))
-        except self.s3.exceptions.NoSuchKey:
+    def summary(self) -> dict[str, Any] | None:
+        return self._read(f"{self.prefix}summary.json", self._listing())
+
+    def _listing(self) -> dict[str, str]:
+        paginator = self.s3.get_paginator("list_objects_v2")
+        return {
+            entry["Key"]: entry["ETag"]
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix)
+            for entry in page.get("Contents", [])
+        }
+
+    def _read(self, key: str, listed: Mapping[str, str]) -> dict[str, Any] | None:
+        if key not in listed:
             return None
+        return dict(json.loads(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()))
 
 
 def pause(seconds: float) -> None:
@@ -188,6 +207,6 @@ def follow(
         pause(interval)
     if tty:
         err.write("\n")
-    summary = progress._read(f"{progress.prefix}summary.json")
+    summary = progress.summary()
     failure = None if status == "SUCCEEDED" else failure_of(sfn, execution_arn)
     return status, summary, failure

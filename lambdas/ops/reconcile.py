@@ -5,10 +5,20 @@ Differences, per document id `<pk>#<sk>`:
 - stale: the index's live document differs from the document the sync would build from the item;
 - deleted: the index has a live document for an item that no longer exists.
 
+The platform's own items (the heartbeat and the smoke run's canaries, datamodel.reserved) are left out: they
+change every minute or are written and deleted within seconds, so in flight they would always look like drift.
+
 The run has two kinds of parts, all independent: **table parts** (scan segments or export files) read items and
 fetch their documents by id (`_mget`): missing and stale; **index slices** page the live documents of a point in
-time opened at prepare (`slice` i of n) and look their items up (`BatchGetItem`, consistent): deleted. Memory
-stays one page per part, whatever the table's size.
+time (`slice` i of n) and look their items up (`BatchGetItem`, consistent): deleted. Memory stays one page per
+part, whatever the table's size.
+
+Each slice opens its own point in time when it reads its first page, not at prepare: in an export-sourced run the
+slices start only after the export and every export file, hours later, and a point in time opened at prepare would
+have expired by then. The point in time travels in the slice's cursor (with the `search_after` of its last page),
+each page renews its keep-alive, and a slice that finds it gone (idle over its keep-alive, a node restart, a
+blue/green deployment) opens another and goes on after the same (`pk`, `sk`): the pages are sorted on the
+documents' own keys, so no page is skipped or repeated.
 
 Reading order matters for the repair. The item is read first, then its document; before each repair the item is
 read again (GetItem, ConsistentRead) *after* its document was read. A change still in flight through the
@@ -32,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from datamodel.keys import document_id, parse_document_id
+from datamodel.reserved import is_reserved
 from search.documents import (
     GEOMETRY_ATTRIBUTE,
     GEOMETRY_URL_ATTRIBUTE,
@@ -54,8 +65,9 @@ from ops.writes import APPLIED, BACKFILL_SEQ, UNCHANGED, Write, apply_writes, re
 
 Kind = Literal["missing", "stale", "deleted"]
 KINDS: Final[tuple[Kind, ...]] = ("missing", "stale", "deleted")
-# A point in time's keep-alive, renewed by every page read through it; a slice idle longer loses it.
+# A point in time's keep-alive, renewed by every page read through it; a slice idle longer opens another.
 POINT_IN_TIME_KEEP_ALIVE: Final = "1h"
+POINT_IN_TIME_GONE: Final = "search_context_missing_exception"
 BATCH_GET_KEYS: Final = 100  # BatchGetItem's limit per request
 _ORDERING_FIELDS: Final = frozenset({"stream_seq", "tombstone"})
 _DEREFERENCED: Final = "<geometry dereferenced from geometryUrl>"
@@ -121,6 +133,8 @@ def table_differences(
     """Missing and stale documents of `items` (read first), given their documents by id (read afterwards)."""
     found: list[Difference] = []
     for item in items:
+        if is_reserved(item["pk"]["S"]):
+            continue  # the heartbeat and smoke canaries change all the time: never drift (datamodel.reserved)
         doc_id = document_id(item["pk"]["S"], item["sk"]["S"])
         source = documents.get(doc_id)
         if source is None or source.get("tombstone") is True:
@@ -140,6 +154,8 @@ def index_differences(hits: Sequence[Hit], existing: set[str]) -> list[Differenc
         if hit.doc_id in existing or hit.source.get("tombstone") is True:
             continue
         pk, sk = parse_document_id(hit.doc_id)
+        if is_reserved(pk):
+            continue
         keys = {"pk": {"S": pk}, "sk": {"S": sk}}
         found.append(
             Difference("deleted", hit.doc_id, keys, _stored_seq(hit.source), stored_digest(hit.source))
@@ -193,9 +209,7 @@ class Reconcile:
         index = env.client.alias_state(schema).write_index
         if index is None:
             raise OpsError(f"the write alias of {schema!r} names no write index")
-        # DynamoDB first, then the index: the point in time opens before any item is read (see the module doc).
         table = choose_source(env, schema, str(request.get("source", "auto")))
-        pit = env.client.open_point_in_time(index, POINT_IN_TIME_KEEP_ALIVE)
         slices = [{"kind": "slice", "number": n, "of": env.segments} for n in range(env.segments)]
         record: dict[str, Any] = {
             "operation": self.name,
@@ -204,7 +218,6 @@ class Reconcile:
             "index": index,
             "fix": bool(request.get("fix", False)) and not bool(request.get("dryRun", False)),
             "startedAt": env.now(),
-            "pointInTime": pit,
         }
         record |= {key: value for key, value in table.items() if key != "tableParts"}
         record["parts"] = [*table["tableParts"], *slices]
@@ -216,11 +229,15 @@ class Reconcile:
             for page in table_pages(env, run, state.part, state.cursor):
                 yield page, page.cursor
             return
-        after = state.cursor
+        cursor = dict(state.cursor or {})
+        pit, after = cursor.get("pit"), cursor.get("after")
         while True:
+            fresh = pit is None
+            if pit is None:
+                pit = env.client.open_point_in_time(run["index"], POINT_IN_TIME_KEEP_ALIVE)
             try:
                 hits = env.client.point_in_time_page(
-                    run["pointInTime"],
+                    pit,
                     keep_alive=POINT_IN_TIME_KEEP_ALIVE,
                     query=read_alias_filter(),
                     after=after,
@@ -228,16 +245,16 @@ class Reconcile:
                     parts=int(state.part["of"]),
                 )
             except OpsError as error:
-                if "search_context_missing_exception" in str(error):
-                    raise OpsError(
-                        "the run's point in time is gone (idle over its keep-alive, or the domain restarted or "
-                        f"had a blue/green deployment): start a new run. {error}"
-                    ) from error
-                raise
+                if POINT_IN_TIME_GONE not in str(error) or fresh:
+                    raise
+                pit = None  # expired or lost with its node: a new one, read after the same keys
+                continue
             if not hits:
+                with contextlib.suppress(OpsError):  # it expires by itself after its keep-alive anyway
+                    env.client.close_point_in_time(pit)
                 return
             after = list(hits[-1].sort or [])
-            yield hits, after
+            yield hits, {"pit": pit, "after": after}
 
     def process(
         self, env: Env, run: dict[str, Any], state: PartState, page: TablePage | list[Hit], ports: Ports
@@ -312,10 +329,6 @@ class Reconcile:
         return outcomes
 
     def finish(self, env: Env, run: dict[str, Any], merged: Merged, error: str | None) -> dict[str, Any]:
-        pit = run.get("pointInTime")
-        if pit:
-            with contextlib.suppress(OpsError):  # it expires by itself after its keep-alive anyway
-                env.client.close_point_in_time(pit)
         differences = {kind: merged.counts.get(f"differences:{kind}", 0) for kind in KINDS}
         found = any(differences.values())
         clean = not found or (bool(run.get("fix")) and merged.failure_count == 0)
@@ -331,6 +344,11 @@ class Reconcile:
             "fixFailures": merged.failures,
             "clean": clean and merged.finished and not error,
             "errors": merged.errors,
+            "truncated": [
+                f"documentIds.{kind}: {len(merged.listed.get(kind, []))} of {count} listed (MAX_LISTED)"
+                for kind, count in differences.items()
+                if count > len(merged.listed.get(kind, []))
+            ],
         }
         if error or "index" not in run:
             return summary | {"status": FAILED}

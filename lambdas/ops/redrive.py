@@ -51,7 +51,10 @@ class Redrive:
         return record
 
     def pages(self, env: Env, run: dict[str, Any], state: PartState) -> Iterator[tuple[Any, Any]]:
-        seen: list[str] = list(state.cursor or [])
+        """A consumer has no position in the queue to resume from: its cursor counts the receives it made (a dry
+        run's, the messages it described)."""
+        seen: list[str] = list(state.cursor or []) if run["dryRun"] else []
+        receives = state.cursor if isinstance(state.cursor, int) else 0
         while True:
             messages = receive(
                 env.sqs, run["queueUrl"], 10, visibility_timeout=VISIBILITY_TIMEOUT, wait_seconds=1
@@ -59,7 +62,8 @@ class Redrive:
             if not run["dryRun"]:
                 if not messages:
                     return
-                yield messages, None
+                receives += 1
+                yield messages, receives
                 continue
             fresh = [m for m in messages if m.message_id not in seen]
             release(env.sqs, run["queueUrl"], [m for m in messages if m.message_id in seen])

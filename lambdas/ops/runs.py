@@ -21,6 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from botocore.exceptions import ClientError
+
+from ops.index import OpsError
+
 MAX_LISTED = 100  # document ids listed per kind, failures listed per run: counts are always complete
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 
@@ -80,10 +84,22 @@ class S3RunStore:
         self.bucket = bucket
 
     def read(self, key: str) -> dict[str, Any] | None:
+        """The record at `key`, None when there is none. S3 answers a missing key with 404 `NoSuchKey` only to a
+        caller that may list the bucket (`s3:ListBucket`, unconditioned: a GetObject carries no `s3:prefix`);
+        to any other it answers 403, which is an error here, never "missing": a run must not prepare again
+        because it may not read its record."""
         try:
             body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except self._s3.exceptions.NoSuchKey:
             return None
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("AccessDenied", "403"):
+                raise OpsError(
+                    f"s3://{self.bucket}/{key}: access denied. The role needs s3:GetObject on the key and "
+                    "s3:ListBucket on the bucket without an s3:prefix condition (without it S3 answers 403 for a "
+                    "key that does not exist yet)"
+                ) from error
+            raise
         return dict(json.loads(body))
 
     def write(self, key: str, value: Mapping[str, Any]) -> None:

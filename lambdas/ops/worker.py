@@ -1,10 +1,12 @@
-"""Lambda entry point of the ops workflows: the four state machines invoke this one function for every step.
+"""Lambda entry point of the ops workflows: the state machines (reindex, reconcile, redrive, purge and the smoke run)
+invoke this one function for every step.
 
 Event (built by the state machine, infra/constructs/ops_workflows.py):
 
     {"step": "prepare", "operation": "reindex", "input": <execution input>, "executionName": ...}
     {"step": "export-ready", "operation": ..., "runId": ..., "export": <DescribeExport ExportDescription>}
     {"step": "part", "operation": ..., "runId": ..., "part": {...}}
+    {"step": "part-failed", "operation": ..., "runId": ..., "part": {...}, "error": {"Error", "Cause"}}
     {"step": "finish", "operation": ..., "runId"?, "input"?, "executionName"?, "error"?: {"Error", "Cause"}}
 
 The function signs every OpenSearch request as the FGAC admin role (ADMIN_ROLE_ARN, assumed through the STS VPC
@@ -33,10 +35,13 @@ from ops.reconcile import Reconcile
 from ops.redrive import Redrive
 from ops.reindex import Reindex
 from ops.runs import Run, S3RunStore, check_run_id
+from ops.smoke import Smoke
 from ops.sources import export_ready
 from ops.workflow import Env, Operation, finish_run, prepared, run_part, sync_settings
 
-OPERATIONS: dict[str, Operation] = {op.name: op for op in (Reindex(), Reconcile(), Redrive(), Purge())}
+OPERATIONS: dict[str, Operation] = {
+    op.name: op for op in (Reindex(), Reconcile(), Redrive(), Purge(), Smoke())
+}
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,11 @@ def handle(
             deadline=lambda: remaining_seconds() < margin,
         )
         return {"done": state.done}
+    if step == "part-failed":  # a part's retries ran out: its own error, for the summary (see finish_run)
+        state = run.part(event["part"])
+        state.error = _error_text(event.get("error"))
+        run.save_part(state)
+        return {}
     if step == "finish":
         summary = finish_run(operation, env, run, _error_text(event.get("error")))
         return {
@@ -175,15 +185,21 @@ def _export_ready(env: Env, run: Run, description: Mapping[str, Any]) -> dict[st
 
 
 def _error_text(error: Any) -> str | None:
-    """What a Catch put in `$.error`: {"Error": name, "Cause": text (often a Lambda error's JSON)}."""
+    """What a Catch put in `$.error`: {"Error": name, "Cause": text}. The cause is often JSON: a Lambda error
+    (`errorType`, `errorMessage`) or, from the ExportFailed state, the export's description (`FailureCode`,
+    `FailureMessage`); any other cause is kept as it is."""
     if not error:
         return None
     cause = error.get("Cause", "")
     try:
         parsed = json.loads(cause)
-        cause = f"{parsed.get('errorType', '')}: {parsed.get('errorMessage', '')}"
-    except (TypeError, ValueError, AttributeError):
-        pass
+    except (TypeError, ValueError):
+        parsed = None
+    if isinstance(parsed, dict):
+        for kind, message in (("errorType", "errorMessage"), ("FailureCode", "FailureMessage")):
+            if kind in parsed or message in parsed:
+                cause = f"{parsed.get(kind, '')}: {parsed.get(message, '')}"
+                break
     return f"{error.get('Error', 'Error')}: {cause}"[:2000]
 
 

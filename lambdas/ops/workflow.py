@@ -96,7 +96,8 @@ class Operation(Protocol):
         ...
 
     def pages(self, env: Env, run: dict[str, Any], state: PartState) -> Iterator[tuple[Any, Any]]:
-        """(page, cursor after it) from `state.cursor` on."""
+        """(page, cursor after it) from `state.cursor` on. A cursor of None after a page says it was the part's
+        last page (None before the first page means "not started")."""
         ...
 
     def process(self, env: Env, run: dict[str, Any], state: PartState, page: Any, ports: Ports) -> None:
@@ -116,8 +117,11 @@ def run_part(
     *,
     ports: Ports,
     deadline: Callable[[], bool] = lambda: False,
+    on_page: Callable[[PartState], None] | None = None,
 ) -> PartState:
-    """Go on with `part` from its saved cursor until it is done or `deadline()` says stop."""
+    """Go on with `part` from its saved cursor until it is done or `deadline()` says stop. The page that ends the
+    part (its cursor after is None) marks it done in the same save: a part stopped by its deadline right after its
+    last page must not be read again from the start, which is what a saved cursor of None means."""
     record = run.record()
     if record is None:
         raise OpsError(f"run {run.run_id} has no run record: prepare first")
@@ -127,11 +131,18 @@ def run_part(
     for page, cursor in operation.pages(env, record, state):
         operation.process(env, record, state, page, ports)
         state.cursor = cursor
+        state.done = cursor is None
         run.save_part(state)
+        if on_page is not None:
+            on_page(state)
+        if state.done:
+            return state
         if deadline():
             return state
     state.done = True
     run.save_part(state)
+    if on_page is not None:
+        on_page(state)
     return state
 
 
@@ -143,9 +154,18 @@ def finish_run(operation: Operation, env: Env, run: Run, error: str | None = Non
     expected = int(record.get("partCount", len(record.get("parts", []))))
     if merged.parts < expected:
         merged.errors.append(f"{expected - merged.parts} of {expected} parts never ran")
+    if (
+        error and merged.errors
+    ):  # a failed map says only that a part failed: each failed part's error says why
+        error = f"{error} ({'; '.join(merged.errors)})"
     summary: dict[str, Any] = {"runId": run.run_id, "operation": operation.name}
     summary |= operation.finish(env, record, merged, error)
     summary |= {"parts": {"total": expected, "done": merged.done}}
+    if merged.failure_count > len(merged.failures):
+        summary.setdefault("truncated", []).append(
+            f"failures: {len(merged.failures)} of {merged.failure_count} listed (MAX_LISTED)"
+        )
+    summary.setdefault("truncated", [])
     if error:
         summary |= {"status": FAILED, "error": error}
     run.save_summary(summary)
@@ -160,29 +180,44 @@ def prepared(operation: Operation, env: Env, run: Run, request: Mapping[str, Any
 
 
 def run_local(
-    operation: Operation, env: Env, run: Run, request: Mapping[str, Any], *, concurrency: int = 1
+    operation: Operation,
+    env: Env,
+    run: Run,
+    request: Mapping[str, Any],
+    *,
+    concurrency: int = 1,
+    progress: Callable[[dict[str, Any], PartState], None] | None = None,
 ) -> dict[str, Any]:
     """A whole run in this process: prepare, every part on `concurrency` threads, finish (which always runs,
-    and reports what stopped the run)."""
+    and reports what stopped the run). `progress(record, state)` is told of every page a part commits."""
     try:
         record = prepared(operation, env, run, request)
     except OpsError as error:
         return finish_run(operation, env, run, f"prepare: {error}")
     if record.get("source") == "export":
         raise OpsError("a local run reads the table with a parallel scan; exports are for deployed runs")
-    failures = run_parts(operation, env, run, record.get("parts", []), concurrency=concurrency)
+    on_page = None if progress is None else (lambda state: progress(record, state))
+    failures = run_parts(
+        operation, env, run, record.get("parts", []), concurrency=concurrency, on_page=on_page
+    )
     return finish_run(operation, env, run, "; ".join(failures) or None)
 
 
 def run_parts(
-    operation: Operation, env: Env, run: Run, parts: Sequence[Mapping[str, Any]], *, concurrency: int
+    operation: Operation,
+    env: Env,
+    run: Run,
+    parts: Sequence[Mapping[str, Any]],
+    *,
+    concurrency: int,
+    on_page: Callable[[PartState], None] | None = None,
 ) -> list[str]:
     """Every part to its end on `concurrency` threads (each with its own ports). A transient failure stops its
     part with the error saved on it (a rerun goes on from there); the others are returned, one per part."""
 
     def work(part: Mapping[str, Any]) -> str | None:
         try:
-            run_part(operation, env, run, part, ports=env.ports())
+            run_part(operation, env, run, part, ports=env.ports(), on_page=on_page)
         except TransientFailure as failure:
             state = run.part(part)
             state.error = f"{type(failure).__name__}: {failure}"

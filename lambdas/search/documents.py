@@ -20,13 +20,15 @@ import base64
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from functools import lru_cache
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
 from datamodel import geometry as geometry_rules
+from datamodel import limits
 from datamodel.keys import document_id
+from datamodel.numbers import NUMBER_TEXT, NumberError, parse_number_text
 from datamodel.registry import schema_of_pk
 
 from search import indices
@@ -54,29 +56,29 @@ class RecordError(Exception):
 # --------------------------------------------------------------------------- DynamoDB JSON -> plain JSON
 
 
-def _precise_number(text: str) -> float | Decimal:
+def _number(text: Any) -> int | float | Decimal:
+    """A DynamoDB number's text (its grammar and range: `datamodel.numbers`) as an int, as the double that names
+    the same value, or else as the exact Decimal."""
+    if (
+        type(text) is str
+        and len(text) <= 16
+        and "e" not in text
+        and "E" not in text
+        and NUMBER_TEXT.fullmatch(text)
+    ):
+        # Sixteen characters hold at most 15 significant digits, well inside DynamoDB's range: an int, or a float
+        # whose shortest repr is the same value, without a Decimal.
+        return float(text) if "." in text else int(text)
     try:
-        exact = Decimal(text)
-    except InvalidOperation:
-        raise RecordError("malformed-record", f"not a number: {text!r}") from None
-    if not exact.is_finite():
-        raise RecordError("malformed-record", f"not a finite number: {text!r}")
-    approx = float(exact)
-    if approx not in (float("inf"), float("-inf")) and Decimal(repr(approx)) == exact:
+        exact = parse_number_text(text)
+    except NumberError as error:
+        raise RecordError("malformed-record", str(error)) from None
+    if type(exact) is int:
+        return exact
+    approx = float(exact)  # finite: DynamoDB's range ends at 9.99E+125
+    if Decimal(repr(approx)) == exact:
         return approx
     return exact
-
-
-def _number(text: str) -> int | float | Decimal:
-    try:
-        if "." in text or "e" in text or "E" in text:
-            # At most 15 significant digits and no exponent: the float's shortest repr is the same value.
-            if len(text) <= 16 and "e" not in text and "E" not in text:
-                return float(text)
-            return _precise_number(text)
-        return int(text)
-    except (ValueError, TypeError):
-        raise RecordError("malformed-record", f"not a number: {text!r}") from None
 
 
 def _binary(value: Any) -> str:
@@ -87,33 +89,49 @@ def _binary(value: Any) -> str:
     raise RecordError("malformed-record", f"not a binary value: {type(value).__name__}")
 
 
+def _members(inner: Any, what: str) -> list[Any]:
+    """A set's members: a non-empty JSON array (DynamoDB has no empty sets)."""
+    if type(inner) is not list or not inner:
+        raise RecordError("malformed-record", f"{what} is not a non-empty list: {inner!r:.100}")
+    return inner
+
+
+def _strings(inner: Any) -> list[str]:
+    members = _members(inner, "SS")
+    if not all(type(member) is str for member in members):
+        raise RecordError("malformed-record", f"SS holds a value that is not a string: {inner!r:.100}")
+    return sorted(members)
+
+
 def from_dynamodb(value: Mapping[str, Any]) -> Any:
     """One DynamoDB-JSON value (`{"S": "x"}`, `{"M": {...}}`, ...) as plain JSON-able Python."""
     try:
         ((tag, inner),) = value.items()
-    except (AttributeError, ValueError):
+    except (AttributeError, TypeError, ValueError):
         raise RecordError("malformed-record", f"not a DynamoDB value: {value!r:.200}") from None
     if tag == "S":
-        return inner
-    if tag == "N":
+        if type(inner) is str:
+            return inner
+    elif tag == "N":
         return _number(inner)
-    if tag == "M":
+    elif tag == "M":
         return _map(inner)
-    if tag == "L":
+    elif tag == "L":
         return _list(inner)
-    if tag == "BOOL":
+    elif tag == "BOOL":
         if inner is True or inner is False:
             return inner
     elif tag == "NULL":
-        return None
+        if inner is True:
+            return None
     elif tag == "SS":
-        return sorted(inner)
+        return _strings(inner)
     elif tag == "NS":
-        return sorted(_number(member) for member in inner)
+        return sorted(_number(member) for member in _members(inner, "NS"))
     elif tag == "B":
         return _binary(inner)
     elif tag == "BS":
-        return sorted(_binary(member) for member in inner)
+        return sorted(_binary(member) for member in _members(inner, "BS"))
     raise RecordError("malformed-record", f"unsupported DynamoDB value: {value!r:.200}")
 
 
@@ -123,39 +141,45 @@ def _map(members: Mapping[str, Any]) -> dict[str, Any]:
     try:
         for name, value in members.items():
             ((tag, inner),) = value.items()
-            if tag == "S":
+            if tag == "S" and type(inner) is str:
                 plain[name] = inner
-            elif tag == "N":
-                # Plain digits (most numbers) are ints whatever else _number would check first.
-                plain[name] = int(inner) if type(inner) is str and inner.isdecimal() else _number(inner)
+            elif tag == "N" and type(inner) is str:
+                # Plain ASCII digits within DynamoDB's 38 are an int; `isdigit` alone admits other scripts' digits.
+                plain[name] = (
+                    int(inner) if len(inner) <= 38 and inner.isascii() and inner.isdigit() else _number(inner)
+                )
             elif tag == "M":
                 plain[name] = _map(inner)
             elif tag == "L":
                 plain[name] = _list(inner)
             else:
                 plain[name] = from_dynamodb(value)
-    except (AttributeError, ValueError):
+    except (AttributeError, TypeError, ValueError):
         raise RecordError("malformed-record", f"not a DynamoDB map: {members!r:.200}") from None
     return plain
 
 
 def _list(members: Sequence[Any]) -> list[Any]:
+    if type(members) is not list:
+        raise RecordError("malformed-record", f"L is not a list: {members!r:.200}")
     plain: list[Any] = []
     append = plain.append
     try:
         for value in members:
             ((tag, inner),) = value.items()
-            if tag == "S":
+            if tag == "S" and type(inner) is str:
                 append(inner)
-            elif tag == "N":
-                append(int(inner) if type(inner) is str and inner.isdecimal() else _number(inner))
+            elif tag == "N" and type(inner) is str:
+                append(
+                    int(inner) if len(inner) <= 38 and inner.isascii() and inner.isdigit() else _number(inner)
+                )
             elif tag == "M":
                 append(_map(inner))
             elif tag == "L":
                 append(_list(inner))
             else:
                 append(from_dynamodb(value))
-    except (AttributeError, ValueError):
+    except (AttributeError, TypeError, ValueError):
         raise RecordError("malformed-record", f"not a DynamoDB list: {members!r:.200}") from None
     return plain
 
@@ -164,7 +188,10 @@ def item_from_dynamodb(image: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     """A whole item image (attribute name -> DynamoDB-JSON value) as a plain dict."""
     if type(image) is not dict and not isinstance(image, Mapping):  # `type` first: the ABC check is slow
         raise RecordError("malformed-record", "item image is not a map")
-    return _map(image)
+    try:
+        return _map(image)
+    except RecursionError:  # DynamoDB nests at most 32 levels: only a forged record gets here
+        raise RecordError("malformed-record", "item image nests too deeply") from None
 
 
 # --------------------------------------------------------------------------- geometry
@@ -188,12 +215,18 @@ def _check_list(value: Any, what: str) -> list[Any]:
     return value
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 def geometry_from_geojson(raw: bytes) -> dict[str, Any]:
     """Parse a GeoJSON file fetched from S3 (a geometry, a Feature or a FeatureCollection) and validate it."""
     try:
-        parsed = json.loads(raw)
+        parsed = json.loads(raw, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError) as error:
         raise RecordError("invalid-geometry", f"geometry object is not JSON: {error}") from None
+    except RecursionError:
+        raise RecordError("invalid-geometry", "geometry object nests too deeply to be GeoJSON") from None
     if isinstance(parsed, dict) and parsed.get("type") == "Feature":
         parsed = parsed.get("geometry")
     elif isinstance(parsed, dict) and parsed.get("type") == "FeatureCollection":
@@ -356,6 +389,21 @@ def item_document(image: Mapping[str, Mapping[str, Any]], schema: str) -> dict[s
     return doc
 
 
+@lru_cache(maxsize=64)
+def _mapped_fields(schema: str) -> tuple[dict[str, Any], int]:
+    """The fields the schema's index template maps, as `datamodel.limits` walks them."""
+    return limits.mapped_tree(indices.index_mappings(schema)["properties"])
+
+
+def check_indexable(doc: Mapping[str, Any], schema: str) -> None:
+    """The engine's document limits (`datamodel.limits`) against the schema's template: a permanent failure
+    naming the limit when the engine could never index `doc`."""
+    try:
+        limits.check_item(doc, tree=_mapped_fields(schema))
+    except limits.DocumentLimitError as error:
+        raise RecordError(error.kind, error.detail) from None
+
+
 @lru_cache(maxsize=4096)
 def _target(pk: str) -> tuple[str, bool, str]:
     try:
@@ -390,6 +438,7 @@ def build_document(change: Change, geometry_bucket: str | None) -> None:
     if image is None:
         raise RecordError("malformed-record", f"{change.record.get('eventName')} record without NewImage")
     doc = item_document(image, change.schema)
+    check_indexable(doc, change.schema)
     if LOCATION_ATTRIBUTE in doc:
         validate_location(doc[LOCATION_ATTRIBUTE])
     url = doc.get(GEOMETRY_URL_ATTRIBUTE)
@@ -445,13 +494,14 @@ def _refuse(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+# Only finite numbers: OpenSearch's parser refuses `NaN` and `Infinity`, and it refuses the whole request.
 _fast_encode: Callable[[Any], str] = json.JSONEncoder(
-    ensure_ascii=True, check_circular=False, separators=(",", ":"), default=_refuse
+    ensure_ascii=True, check_circular=False, allow_nan=False, separators=(",", ":"), default=_refuse
 ).encode
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
 if _c_make_encoder is not None:
     # The C encoder that `JSONEncoder.encode` above builds on every call (same arguments), built once.
-    _c_encode = _c_make_encoder(None, _refuse, encode_basestring_ascii, None, ":", ",", False, False, True)
+    _c_encode = _c_make_encoder(None, _refuse, encode_basestring_ascii, None, ":", ",", False, False, False)
 
     def _c_fast_encode(value: Any) -> str:
         return "".join(_c_encode(value, 0))
@@ -461,7 +511,8 @@ if _c_make_encoder is not None:
 
 def encode_json(value: Any) -> str:
     """Compact ASCII JSON (so its length in characters is its length in bytes) of plain JSON values; a
-    `Decimal` is refused (TypeError): documents go through `encode_document`."""
+    `Decimal` is refused (TypeError): documents go through `encode_document`. A non-finite float is refused
+    (ValueError)."""
     try:
         return _fast_encode(value)
     except _HasDecimal:
@@ -469,11 +520,17 @@ def encode_json(value: Any) -> str:
 
 
 def encode_document(doc: Mapping[str, Any]) -> str:
-    """`engine_document(doc)` as compact ASCII JSON (the conversion only runs when the document has a Decimal)."""
+    """`engine_document(doc)` as compact ASCII JSON (the conversion only runs when the document has a Decimal);
+    a document that has no JSON text the engine accepts (a non-finite number) is a permanent failure."""
     try:
-        return _fast_encode(doc)
-    except _HasDecimal:
-        return _fast_encode(engine_document(doc))
+        try:
+            return _fast_encode(doc)
+        except _HasDecimal:
+            return _fast_encode(engine_document(doc))
+    except ValueError as error:  # only finite numbers are JSON
+        raise RecordError("malformed-record", f"document cannot be sent: {error}") from None
+    except RecursionError:
+        raise RecordError("malformed-record", "document nests too deeply to encode") from None
 
 
 def encode_update(change: Change, *, require_alias: bool = True) -> str:

@@ -6,8 +6,9 @@ else. The security plugin resolves a role's index pattern that names an alias to
 member indices too (AbstractRuleBasedPrivileges collects the rules of an index and of its parent aliases), so
 whichever name a reader sends a query to, the same restrictions hold:
 
-- **document-level security** (`dls`): tombstones and items whose schema's hidden flag is true are never
-  returned (not by `_search`, `_count` or `_doc`);
+- **document-level security** (`dls`): tombstones, items whose schema's hidden flag is true and the platform's
+  own heartbeat and smoke-run canaries (their reserved scopes) are never returned (not by `_search`, `_count` or
+  `_doc`);
 - **field-level security** (`fls`): the schema's internal attributes are removed from every `_source` and
   cannot be queried, sorted or aggregated on; so is their exact decimal text in `exactNumbers`.
 
@@ -23,7 +24,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from datamodel.registry import Schema, Visibility, get_schema
+from datamodel import reserved
+from datamodel.registry import SEPARATOR, Schema, Visibility, get_schema
 
 from search.indices import EXACT_NUMBERS_FIELD, read_alias
 from search.security import SYNC_ROLE
@@ -54,10 +56,14 @@ RESERVED_ROLE_NAMES: Final = frozenset(
 
 
 def document_filter(schema: Schema) -> dict[str, Any]:
-    """The query a reader's documents of `schema` must match: no tombstone, hidden flag not true."""
+    """The query a reader's documents of `schema` must match: no tombstone, hidden flag not true, and none of the
+    platform's own items (the reserved heartbeat and canary scopes, datamodel.reserved)."""
     hidden: list[dict[str, Any]] = [{"term": {"tombstone": True}}]
     if schema.hidden_flag:
         hidden.append({"term": {schema.hidden_flag: True}})
+    for scope in reserved.SCOPES:
+        prefix = reserved.scope_prefix(schema.name, scope)
+        hidden.append({"prefix": {"pk": prefix}} if prefix.endswith(SEPARATOR) else {"term": {"pk": prefix}})
     return {"bool": {"must_not": hidden}}
 
 

@@ -5,12 +5,19 @@ boto3, botocore and urllib3 are imported on first use, not at module import, to 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from stream_sync.config import Settings
-from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, HttpReply, Ports, packed
+from stream_sync.sync import (
+    BulkUnavailable,
+    DeadLetter,
+    GeometryMissing,
+    GeometryTooLarge,
+    HttpReply,
+    Ports,
+    packed,
+)
 
 SQS_BATCH_ENTRIES = 10
 SQS_BATCH_MAX_BYTES = 256 * 1024
@@ -65,23 +72,24 @@ class BulkClient:
 
 
 class GeometryFetcher:
+    """`GetObject` of one geometry at a time: the object's size (`ContentLength`, sent before its body) is read
+    first, and an object larger than the caller allows is closed unread (GeometryTooLarge)."""
+
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._client: Any = None
-        self._lock = threading.Lock()  # called from a thread pool; boto3 client creation is not thread-safe
 
-    def __call__(self, bucket: str, key: str) -> bytes:
+    def __call__(self, bucket: str, key: str, max_bytes: int) -> bytes:
         from botocore.exceptions import ClientError
 
-        with self._lock:
-            if self._client is None:
-                import boto3
+        if self._client is None:
+            import boto3
 
-                self._client = boto3.client(
-                    "s3", region_name=self._settings.region, config=_client_config(self._settings)
-                )
+            self._client = boto3.client(
+                "s3", region_name=self._settings.region, config=_client_config(self._settings)
+            )
         try:
-            body: bytes = self._client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            response = self._client.get_object(Bucket=bucket, Key=key)
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code")
             if code in _MISSING_OBJECT_CODES:
@@ -91,6 +99,17 @@ class GeometryFetcher:
                     f"s3://{bucket}/{key} is missing or not readable by this function"
                 ) from error
             raise
+        stream = response["Body"]
+        size = int(response.get("ContentLength", 0))
+        if size > max_bytes:
+            stream.close()  # the body stays unread: the connection is dropped rather than drained
+            raise GeometryTooLarge(size)
+        try:
+            body: bytes = stream.read(max_bytes + 1)  # never more than allowed, whatever the header said
+        finally:
+            stream.close()
+        if len(body) > max_bytes:
+            raise GeometryTooLarge(max(size, len(body)))
         return body
 
 

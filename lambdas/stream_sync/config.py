@@ -12,6 +12,27 @@ _T = TypeVar("_T")
 
 DEFAULT_BULK_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_DLQ_MAX_MESSAGE_BYTES = 256 * 1024
+MIB = 1024 * 1024
+# The share of the function's memory an invocation may hold as encoded bulk lines (docs/sync.md, "Memory and
+# time"): the rest is the runtime, the event, one geometry being parsed (about 9 times its size) and a request.
+WORK_BUDGET_SHARE = 8
+DEFAULT_MEMORY_MB = 1024
+
+
+RECORD_AGE_MARGIN_SECONDS = 300
+
+
+def budget_for_memory(memory_mb: int) -> int:
+    """The bytes of encoded lines an invocation holds at most, for a function of `memory_mb`."""
+    return memory_mb * MIB // WORK_BUDGET_SHARE
+
+
+def worst_batch_invocations(batch_size: int, *, bulk_max_bytes: int, work_budget_bytes: int) -> int:
+    """Invocations the worst batch takes, each completing at least one slice of the work budget: `batch_size`
+    records each naming a geometry object of the bulk cap (a larger one is refused unread; a smaller one packs
+    more into a slice)."""
+    per_invocation = max(1, work_budget_bytes // bulk_max_bytes)
+    return -(-batch_size // per_invocation)
 
 
 class ConfigError(ValueError):
@@ -60,7 +81,7 @@ class Settings:
     bulk_max_bytes: int = DEFAULT_BULK_MAX_BYTES
     request_timeout_seconds: float = 30.0
     max_record_age_seconds: int = -1
-    record_age_margin_seconds: int = 300
+    record_age_margin_seconds: int = RECORD_AGE_MARGIN_SECONDS
     max_attempts: int = 5
     retry_base_seconds: float = 0.2
     retry_max_seconds: float = 10.0
@@ -69,6 +90,8 @@ class Settings:
     metrics_namespace: str = "RefData/StreamSync"
     log_level: str = "INFO"
     schema_tables: SchemaTables = field(default_factory=SchemaTables)  # empty: no wrong-table check
+    work_budget_bytes: int = budget_for_memory(DEFAULT_MEMORY_MB)
+    environment: str | None = None  # the platform environment: a dimension of every metric (the handler's)
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str]] = [
@@ -87,6 +110,7 @@ class Settings:
             ),
             (self.deadline_margin_seconds >= 0, "DEADLINE_MARGIN_SECONDS must not be negative"),
             (self.dlq_max_message_bytes >= 1024, "DLQ_MAX_MESSAGE_BYTES must be at least 1024"),
+            (self.work_budget_bytes >= 1024, "WORK_BUDGET_BYTES must be at least 1024"),
             (
                 self.log_level in ("DEBUG", "INFO", "WARNING", "ERROR"),
                 "LOG_LEVEL must be DEBUG/INFO/WARNING/ERROR",
@@ -114,6 +138,8 @@ class Settings:
         region = environ.get("AWS_REGION", "").strip() or environ.get("AWS_DEFAULT_REGION", "").strip()
         if not region:
             raise ConfigError("AWS_REGION is required (the Lambda runtime sets it)")
+        # Lambda sets the function's memory; elsewhere (the redrive CLI, tests) the default function's.
+        memory_mb = optional("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", int, DEFAULT_MEMORY_MB)
         return cls(
             opensearch_endpoint=required("OPENSEARCH_ENDPOINT"),
             region=region,
@@ -122,7 +148,7 @@ class Settings:
             bulk_max_bytes=optional("BULK_MAX_BYTES", int, DEFAULT_BULK_MAX_BYTES),
             request_timeout_seconds=optional("REQUEST_TIMEOUT_SECONDS", float, 30.0),
             max_record_age_seconds=optional("MAX_RECORD_AGE_SECONDS", int, -1),
-            record_age_margin_seconds=optional("RECORD_AGE_MARGIN_SECONDS", int, 300),
+            record_age_margin_seconds=optional("RECORD_AGE_MARGIN_SECONDS", int, RECORD_AGE_MARGIN_SECONDS),
             max_attempts=optional("BULK_MAX_ATTEMPTS", int, 5),
             retry_base_seconds=optional("RETRY_BASE_SECONDS", float, 0.2),
             retry_max_seconds=optional("RETRY_MAX_SECONDS", float, 10.0),
@@ -131,4 +157,6 @@ class Settings:
             metrics_namespace=environ.get("METRICS_NAMESPACE", "").strip() or "RefData/StreamSync",
             log_level=(environ.get("LOG_LEVEL", "").strip() or "INFO").upper(),
             schema_tables=schema_tables_env(environ),
+            work_budget_bytes=optional("WORK_BUDGET_BYTES", int, budget_for_memory(memory_mb)),
+            environment=environ.get("ENVIRONMENT_NAME", "").strip() or None,
         )

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from datamodel.limits import DOCUMENT_LIMIT
 from search.errors import cause_chain, describe
 
 SCRIPT_UNAVAILABLE: Final = "script-unavailable"
@@ -50,9 +51,19 @@ RULES: Final = (
     Rule("version_conflict_engine_exception", None, "version-conflict", True),
     Rule("rejected_execution_exception", None, "throttled", True),
     Rule("es_rejected_execution_exception", None, "throttled", True),
+    # The engine's limits on one document or on the index's mapping (datamodel.limits checks them before sending;
+    # the index's total reaches its limit only in the engine, as other documents add fields).
+    Rule("illegal_argument_exception", "Limit of total fields", DOCUMENT_LIMIT, False),
+    Rule("illegal_argument_exception", "Limit of mapping depth", DOCUMENT_LIMIT, False),
+    Rule("parse_exception", "index.mapping.depth.limit", DOCUMENT_LIMIT, False),
+    # The JSON parser's own limits (name length, nesting, number length): the whole request is refused.
+    Rule("stream_constraints_exception", None, DOCUMENT_LIMIT, False),
     # The document itself does not fit the mapping, or the engine refuses its content.
     Rule("mapper_parsing_exception", None, "mapping-rejected", False),
     Rule("strict_dynamic_mapping_exception", None, "mapping-rejected", False),
+    # JSON the parser refuses (`NaN`, `Infinity`, ...): the whole request is refused.
+    Rule("x_content_parse_exception", None, "document-unparseable", False),
+    Rule("json_parse_exception", None, "document-unparseable", False),
     Rule("illegal_argument_exception", None, "document-rejected", False),
 )
 

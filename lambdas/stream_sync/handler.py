@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from stream_sync import telemetry
-from stream_sync.config import Settings
+from stream_sync import heartbeat, telemetry
+from stream_sync.config import ConfigError, Settings
 from stream_sync.sync import Ports, process_batch
 
 _cached: tuple[Settings, Ports] | None = None
@@ -31,6 +31,8 @@ def reset() -> None:
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, list[dict[str, str]]]:
     settings = Settings.from_env(os.environ)
+    if settings.environment is None:  # every metric is published per environment: without it none would count
+        raise ConfigError("ENVIRONMENT_NAME is required")
     ports = _ports(settings)
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
 
@@ -41,4 +43,5 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, list[dict[str, 
         event.get("Records") or [], settings=settings, ports=ports, remaining_seconds=remaining_seconds
     )
     telemetry.emit(result, settings, now=ports.now())
+    heartbeat.emit(result, settings, now=ports.now())
     return {"batchItemFailures": result.batch_item_failures()}

@@ -1,4 +1,11 @@
-"""Structured JSON log lines and CloudWatch Embedded Metric Format (EMF) lines, written to stdout."""
+"""Structured JSON log lines and CloudWatch Embedded Metric Format (EMF) lines, written to stdout.
+
+Every metric of the sync (namespace `RefData/StreamSync`) carries two dimensions, `Environment` (the platform
+environment, `ENVIRONMENT_NAME`) and `Table` (the source table, from the stream ARN of the batch: one event source
+mapping per table, so one table per batch): two environments or tables in one account never mix, and each alarm
+reads exactly one of them. `metric_line` is the one place that writes them, for the batch's metrics and for any
+other metric of the sync (the heartbeat's).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +19,13 @@ from stream_sync.tables import table_of_arn
 
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 
+DIMENSIONS = ("Environment", "Table")
+# The Table dimension of a batch whose records name no stream (only the ops tools' synthetic records do not).
+UNKNOWN_TABLE = "unknown"
+
 # The metric counting each fate a record can reach in the function (``rejected`` exists only in the redrive).
-# RecordsReportedForRetry counts the records whose transient retries ran out within the invocation.
+# RecordsReportedForRetry counts the records whose transient retries ran out within the invocation; records the
+# work budget or the deadline left for the next invocation are reported too, but counted as RecordsDeferred.
 FATE_METRICS: dict[Fate, str] = {
     Fate.INDEXED: "DocumentsIndexed",
     Fate.DELETED: "DocumentsDeleted",
@@ -26,6 +38,8 @@ FATE_METRICS: dict[Fate, str] = {
 
 
 def _fate_count(fate: Fate) -> Callable[[BatchResult, dict[str, int]], float | None]:
+    if fate is Fate.RETRY:
+        return lambda r, c: c[fate] - r.deferred
     return lambda r, c: c[fate]
 
 
@@ -37,6 +51,7 @@ _METRICS: dict[str, tuple[str, Callable[[BatchResult, dict[str, int]], float | N
         "Count",
         lambda r, c: sum(1 for o in r.outcomes if o.fate is Fate.DELETED and o.change and o.change.expired),
     ),
+    "RecordsDeferred": ("Count", lambda r, c: r.deferred),
     "DocumentsRetried": ("Count", lambda r, c: r.item_retries),
     "DeadLetterSendFailures": ("Count", lambda r, c: r.dead_letter_failures),
     "BulkRequests": ("Count", lambda r, c: r.bulk_requests),
@@ -51,28 +66,50 @@ def _line(level: str, message: str, **fields: Any) -> str:
     return json.dumps({"level": level, "message": message, **fields}, default=str, separators=(",", ":"))
 
 
-def emf_line(result: BatchResult, namespace: str, now: float, counts: dict[str, int] | None = None) -> str:
-    if counts is None:
-        counts = result.counts()
-    values = {name: getter(result, counts) for name, (_, getter) in _METRICS.items()}
-    present = {name: value for name, value in values.items() if value is not None}
+def metric_line(
+    namespace: str, metrics: Mapping[str, tuple[str, float]], *, environment: str, table: str, now: float
+) -> str:
+    """One EMF document: each metric (name -> (unit, value)) in `namespace` under the dimensions Environment and
+    Table."""
     document: dict[str, Any] = {
         "_aws": {
             "Timestamp": int(now * 1000),
             "CloudWatchMetrics": [
                 {
                     "Namespace": namespace,
-                    "Dimensions": [[]],
-                    "Metrics": [{"Name": name, "Unit": _METRICS[name][0]} for name in present],
+                    "Dimensions": [list(DIMENSIONS)],
+                    "Metrics": [{"Name": name, "Unit": unit} for name, (unit, _) in metrics.items()],
                 }
             ],
         },
-        **present,
+        "Environment": environment,
+        "Table": table,
+        **{name: value for name, (_, value) in metrics.items()},
     }
     return json.dumps(document, separators=(",", ":"))
 
 
-def _source_table(result: BatchResult) -> str | None:
+def emf_line(
+    result: BatchResult, settings: Settings, now: float, counts: dict[str, int] | None = None
+) -> str:
+    """The batch's metrics (those with a value), for its environment and table."""
+    if counts is None:
+        counts = result.counts()
+    present: dict[str, tuple[str, float]] = {}
+    for name, (unit, getter) in _METRICS.items():
+        value = getter(result, counts)
+        if value is not None:
+            present[name] = (unit, value)
+    return metric_line(
+        settings.metrics_namespace,
+        present,
+        environment=settings.environment or "",
+        table=source_table(result) or UNKNOWN_TABLE,
+        now=now,
+    )
+
+
+def source_table(result: BatchResult) -> str | None:
     """The table whose stream the batch came from (one event source mapping per table: one table per batch)."""
     first = result.outcomes[0].record if result.outcomes else None
     return table_of_arn(first.get("eventSourceARN")) if isinstance(first, Mapping) else None
@@ -110,7 +147,7 @@ def emit(
             _line(
                 "INFO",
                 "batch synced",
-                table=_source_table(result),
+                table=source_table(result),
                 records=len(result.outcomes),
                 outcomes={fate: n for fate, n in counts.items() if n},
                 recordIds=by_fate,
@@ -120,4 +157,4 @@ def emit(
                 replicationLagSeconds=result.lag_seconds,
             )
         )
-    write(emf_line(result, settings.metrics_namespace, now, counts))
+    write(emf_line(result, settings, now, counts))

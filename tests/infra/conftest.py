@@ -1,11 +1,17 @@
-"""Synthesizes every environment once per test session and shares the templates with all infra tests."""
+"""Synthesizes every environment once per test session and shares the templates with all infra tests.
+
+Every fixture follows the configuration: ``env`` and ``config`` are each environment ``environments()`` returns,
+``stateful``/``stateless`` its templates. Tests state contracts over them, keyed on properties (``production``,
+``removal_policy``, the tables and roles configured), never on names; what the shipped configuration itself must be
+is tests/infra/test_shipped_config.py's alone.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -17,8 +23,12 @@ from aws_cdk import App, Stack, Stage
 from aws_cdk.assertions import Template
 
 from infra.app_builder import build_app, committed_context
+from infra.config import CapacityMode, EnvironmentConfig, ProvisionedCapacity, ReadRole, RemovalPolicy
+from infra.environments import environments
+from tests.support import coverage
 
-ENVIRONMENTS = ("dev", "test", "prod")
+# Every environment the app builds, in config order (also the parametrize ids: deterministic, so `pytest -n` works).
+ENVIRONMENTS = tuple(environments())
 STACK_KINDS = ("Stateful", "Stateless")
 
 
@@ -76,18 +86,70 @@ def stateless(synthesized: Synthesized, env: str) -> Template:
 
 
 @pytest.fixture
-def config(env: str):  # type: ignore[no-untyped-def]
-    from infra.environments import environments
-
+def config(env: str) -> EnvironmentConfig:
     return environments()[env]
 
 
-def table_ids(stateful: Template, config) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def base_config() -> EnvironmentConfig:
+    """The environment a variant test edits (``dataclasses.replace``) to build a configuration none ships: the first
+    one. A variant test's assertions hold for any environment."""
+    return next(iter(environments().values()))
+
+
+def production_config() -> EnvironmentConfig:
+    """``base_config()`` made production the way the rules ask (data retained, every table backed up, a domain in
+    three zones with dedicated masters): the base of tests of what production demands, whatever ships."""
+    base = base_config()
+    backed_up = tuple(
+        replace(table, settings=replace(table.settings, backup_enabled=True))
+        for table in base.additional_tables
+    )
+    search = replace(
+        base.search,
+        availability_zone_count=3,
+        data_node_count=3,
+        replicas=min(max(base.search.replicas, 1), 2),
+        master_node_type="m7g.large.search",
+        master_node_count=3,
+    )
+    return replace(
+        base,
+        production=True,
+        removal_policy=RemovalPolicy.RETAIN,
+        table=replace(base.table, backup_enabled=True),
+        additional_tables=backed_up,
+        network=replace(base.network, max_azs=3),
+        search=search,
+    )
+
+
+def provisioned_config() -> EnvironmentConfig:
+    """``base_config()`` with its main table on provisioned capacity (auto-scaled up to 200 read units)."""
+    base = base_config()
+    table = replace(
+        base.table,
+        capacity_mode=CapacityMode.PROVISIONED,
+        provisioned=ProvisionedCapacity(min_read=5, max_read=200, min_write=5, max_write=200),
+    )
+    return replace(base, table=table, ops=replace(base.ops, scan_read_units_per_second=100))
+
+
+def read_roles(config: EnvironmentConfig) -> tuple[ReadRole, ...]:
+    """The read roles of ``config``, for a test that asserts on each of them."""
+    for role in config.search.read_roles:
+        coverage.covers(f"role:{config.name}/{role.name}")
+    return config.search.read_roles
+
+
+def table_ids(stateful: Template, config: EnvironmentConfig) -> dict[str, str]:
     """Construct id -> logical id of each source table of ``config`` (the main table "Table" first)."""
     tables = stateful.find_resources("AWS::DynamoDB::Table")
     found = {}
     for plan in config.source_tables:
+        coverage.covers(f"table:{config.name}/{plan.construct_id}")
         (logical_id,) = [i for i in tables if re.fullmatch(rf"{plan.construct_id}[0-9A-F]{{8}}", i)]
         found[plan.construct_id] = logical_id
-    assert sorted(found.values()) == sorted(tables), "a table that config does not declare"
+    assert sorted(found.values()) == sorted(tables), (
+        f"tables that config does not declare: {sorted(set(tables) - set(found.values()))}"
+    )
     return found

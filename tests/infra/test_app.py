@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from aws_cdk import App, Stack
 
 from infra.app_builder import build_app, committed_context
 from infra.config import ConfigError, EnvironmentConfig
+from infra.environments import environments
 from infra.report import deploy_target, stack_lines
 from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
 
@@ -61,13 +63,24 @@ def test_stack_descriptions_name_the_environment(synthesized: Synthesized, env: 
 
 
 def test_account_context_overrides_one_environment() -> None:
-    app = App(context={**committed_context(), "account.test": "444444444444"})
+    overridden = ENVIRONMENTS[-1]
+    app = App(context={**committed_context(), f"account.{overridden}": "444444444444"})
     stages = build_app(app, nag=False)
     accounts = {
         name: {stage.node.find_child(kind).account for kind in STACK_KINDS}  # type: ignore[attr-defined]
         for name, stage in stages.items()
     }
-    assert accounts == {"dev": {"111111111111"}, "test": {"444444444444"}, "prod": {"333333333333"}}
+    configured = {name: {config.account} for name, config in environments().items()}
+    assert accounts == configured | {overridden: {"444444444444"}}
+
+
+def test_an_account_override_for_an_unknown_environment_names_the_nearest() -> None:
+    app = App(context={**committed_context(), f"account.{ENVIRONMENTS[0]}x": "444444444444"})
+    with pytest.raises(
+        ConfigError,
+        match=rf"^account\.{ENVIRONMENTS[0]}x: unknown environment \(did you mean '{ENVIRONMENTS[0]}'\?\)",
+    ):
+        build_app(app, nag=False)
 
 
 def test_synth_is_deterministic(synthesized: Synthesized, tmp_path: Path) -> None:
@@ -131,8 +144,11 @@ def test_the_infra_commands_import_the_config_without_pythonpath() -> None:
     assert imported.returncode == 0, imported.stderr
 
 
-def test_deploy_target_of_an_unknown_environment_names_the_known_ones() -> None:
+def test_deploy_target_of_an_unknown_environment_names_the_nearest_and_the_known_ones() -> None:
+    misspelt = f"{ENVIRONMENTS[0]}x"
+    known = re.escape(str(sorted(ENVIRONMENTS)))
     with pytest.raises(
-        ConfigError, match=r"^staging: unknown environment; known: \['dev', 'prod', 'test'\]$"
+        ConfigError,
+        match=rf"^{misspelt}: unknown environment \(did you mean '{ENVIRONMENTS[0]}'\?\); known: {known}$",
     ):
-        deploy_target("staging")
+        deploy_target(misspelt)

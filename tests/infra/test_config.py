@@ -10,6 +10,7 @@ import re
 from dataclasses import replace
 
 import pytest
+from datamodel.registry import REGISTRY
 
 from infra.config import (
     INVERTED_INDEX,
@@ -23,10 +24,11 @@ from infra.config import (
     RemovalPolicy,
     SourceTable,
     TableSettings,
+    data_schemas,
     http_payload_limit_bytes,
 )
-from infra.environments import EXAMPLE_ACCOUNTS, environments
-from tests.infra.conftest import ENVIRONMENTS
+from infra.environments import environments
+from tests.infra.conftest import base_config, production_config, provisioned_config
 
 MiB = 1024 * 1024
 
@@ -59,33 +61,23 @@ def with_ops(config: EnvironmentConfig, **changes: object) -> EnvironmentConfig:
 # --- the shipped environments -------------------------------------------------------------------------------
 
 
-def test_shipped_environments_are_dev_test_and_prod() -> None:
-    assert tuple(environments()) == ENVIRONMENTS
-
-
 def test_shipped_config_revalidates_unchanged(config: EnvironmentConfig) -> None:
     config.validate()
 
 
-def test_only_prod_is_marked_production(config: EnvironmentConfig) -> None:
-    assert config.production is (config.name == "prod")
+def test_a_production_environment_retains_its_data(config: EnvironmentConfig) -> None:
+    assert config.retains_data or not config.production
 
 
-def test_test_and_prod_retain_their_data_and_dev_does_not(config: EnvironmentConfig) -> None:
-    assert config.retains_data is (config.name != "dev")
+def test_account_override_replaces_only_the_named_environment(config: EnvironmentConfig) -> None:
+    accounts = {name: env.account for name, env in environments().items()}
+    overridden = environments({config.name: "444444444444"})
+    assert {name: env.account for name, env in overridden.items()} == accounts | {config.name: "444444444444"}
 
 
-def test_account_override_replaces_only_the_named_environment() -> None:
-    overridden = environments({"test": "444444444444"})
-    assert {name: env.account for name, env in overridden.items()} == {
-        **EXAMPLE_ACCOUNTS,
-        "test": "444444444444",
-    }
-
-
-def test_an_invalid_account_override_is_rejected_with_its_path() -> None:
-    with rejects("prod.account"):
-        environments({"prod": "12345"})
+def test_an_invalid_account_override_is_rejected_with_its_path(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.account"):
+        environments({config.name: "12345"})
 
 
 def test_shipped_bulk_payload_stays_below_the_instance_request_limit(config: EnvironmentConfig) -> None:
@@ -135,9 +127,17 @@ def test_bad_region_is_rejected(config: EnvironmentConfig, region: str) -> None:
         replace(config, region=region)
 
 
-def test_removal_policy_given_as_plain_string_is_rejected(config: EnvironmentConfig) -> None:
-    with rejects(f"{config.name}.removal_policy"):
-        replace(config, removal_policy="retain")  # type: ignore[arg-type]
+def test_removal_policy_given_as_its_value_becomes_the_member(config: EnvironmentConfig) -> None:
+    retained = replace(config, removal_policy="retain")  # type: ignore[arg-type]
+    assert retained.removal_policy is RemovalPolicy.RETAIN
+
+
+def test_an_unknown_removal_policy_lists_the_valid_values_and_the_nearest(config: EnvironmentConfig) -> None:
+    with pytest.raises(
+        ConfigError,
+        match=rf"^{config.name}\.removal_policy: 'retian' is not one of 'destroy', 'retain' \(did you mean 'retain'\?\)$",
+    ):
+        replace(config, removal_policy="retian")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("days", [0, 2, 42, 366, 10000])
@@ -165,14 +165,14 @@ def test_production_without_table_backups_is_rejected(config: EnvironmentConfig)
 
 
 def test_production_domain_in_fewer_than_three_zones_is_rejected() -> None:
-    prod = environments()["prod"]
-    with rejects("prod.search.availability_zone_count"):
+    prod = production_config()
+    with rejects(f"{prod.name}.search.availability_zone_count"):
         with_search(prod, availability_zone_count=1, data_node_count=3)
 
 
 def test_production_domain_without_dedicated_masters_is_rejected() -> None:
-    prod = environments()["prod"]
-    with rejects("prod.search.master_node_count"):
+    prod = production_config()
+    with rejects(f"{prod.name}.search.master_node_count"):
         with_search(prod, master_node_type=None, master_node_count=0)
 
 
@@ -185,7 +185,7 @@ def with_tables(config: EnvironmentConfig, *tables: SourceTable) -> EnvironmentC
 
 def test_every_data_schema_belongs_to_exactly_one_table(config: EnvironmentConfig) -> None:
     held = [schema for plan in config.source_tables for schema in plan.schemas]
-    assert sorted(held) == sorted(name for name in ("geozone", "productDate", "booking", "thread"))
+    assert sorted(held) == sorted(data_schemas())
     assert (
         config.source_tables[0].construct_id == "Table" and config.source_tables[0].settings is config.table
     )
@@ -244,23 +244,26 @@ def test_two_tables_of_one_name_are_rejected(config: EnvironmentConfig) -> None:
 
 def test_the_main_table_keeps_an_indexable_schema(config: EnvironmentConfig) -> None:
     with rejects(f"{config.name}.additional_tables"):
-        with_tables(config, SourceTable(name="Everything", schemas=("geozone", "productDate", "booking")))
+        indexable = tuple(name for name in data_schemas() if REGISTRY[name].indexable)
+        with_tables(config, SourceTable(name="Everything", schemas=indexable))
 
 
 def test_a_production_environment_backs_up_every_table() -> None:
-    prod = environments()["prod"]
-    with rejects("prod.additional_tables[0].settings.backup_enabled"):
+    prod = production_config()
+    with rejects(f"{prod.name}.additional_tables[0].settings.backup_enabled"):
         with_tables(prod, SourceTable(name="Bookings", schemas=("booking",)))
     backed_up = TableSettings(backup_enabled=True)
     assert with_tables(prod, SourceTable(name="Bookings", schemas=("booking",), settings=backed_up))
 
 
 def test_a_scan_may_take_at_most_half_of_any_provisioned_tables_read_capacity() -> None:
-    dev = environments()["dev"]
+    dev = base_config()
     small = TableSettings(
         capacity_mode=CapacityMode.PROVISIONED, provisioned=ProvisionedCapacity(min_read=5, max_read=100)
     )
-    with pytest.raises(ConfigError, match=r"^dev\.ops\.scan_read_units_per_second: .*additional_tables\[0\]"):
+    with pytest.raises(
+        ConfigError, match=rf"^{dev.name}\.ops\.scan_read_units_per_second: .*additional_tables\[0\]"
+    ):
         with_ops(
             with_tables(dev, SourceTable(name="Bookings", schemas=("booking",), settings=small)),
             scan_read_units_per_second=51,
@@ -442,6 +445,7 @@ def test_an_existing_vpcs_streams_endpoint_must_be_an_endpoint_dns_name(
             existing_isolated_subnet_ids=("subnet-01",),
             existing_availability_zones=("ca-central-1a",),
             existing_route_table_ids=("rtb-01",),
+            existing_endpoint_security_group_id="sg-0123456789abcdef0",
             existing_dynamodb_streams_endpoint=endpoint,
         )
 
@@ -459,9 +463,21 @@ def test_fully_described_existing_vpc_is_accepted(config: EnvironmentConfig) -> 
         existing_isolated_subnet_ids=("subnet-01", "subnet-02", "subnet-03"),
         existing_availability_zones=("ca-central-1a", "ca-central-1b", "ca-central-1d"),
         existing_route_table_ids=("rtb-01", "rtb-02", "rtb-03"),
+        existing_endpoint_security_group_id="sg-0123456789abcdef0",
         existing_dynamodb_streams_endpoint="vpce-0a1b2c3d-4e5f.streams.dynamodb.ca-central-1.vpce.amazonaws.com",
     )
     assert described.network.existing_vpc_id == "vpc-0123456789abcdef0"
+
+
+def test_an_existing_vpc_names_its_endpoints_security_group(config: EnvironmentConfig) -> None:
+    with rejects(f"{config.name}.network.existing_endpoint_security_group_id"):
+        with_network(
+            config,
+            existing_vpc_id="vpc-0123456789abcdef0",
+            existing_isolated_subnet_ids=("subnet-01",),
+            existing_availability_zones=("ca-central-1a",),
+            existing_route_table_ids=("rtb-01",),
+        )
 
 
 # --- search -------------------------------------------------------------------------------------------------
@@ -521,8 +537,14 @@ def test_negative_replicas_are_rejected(config: EnvironmentConfig) -> None:
 
 
 def test_multi_zone_domain_without_replicas_is_rejected() -> None:
-    test = environments()["test"]
-    with rejects("test.search.replicas"):
+    base = base_config()
+    test = with_search(
+        replace(base, network=replace(base.network, max_azs=2)),
+        availability_zone_count=2,
+        data_node_count=2,
+        replicas=1,
+    )
+    with rejects(f"{test.name}.search.replicas"):
         with_search(test, replicas=0)
 
 
@@ -582,14 +604,6 @@ def reader(config: EnvironmentConfig, **changes: object) -> ReadRole:
 
 def with_readers(config: EnvironmentConfig, *roles: ReadRole) -> EnvironmentConfig:
     return with_search(config, read_roles=(*config.search.read_roles, *roles))
-
-
-def test_shipped_public_read_role_reads_zones_and_product_dates_but_never_bookings(
-    config: EnvironmentConfig,
-) -> None:
-    (role,) = config.search.read_roles
-    assert (role.name, role.schemas) == ("public_search", ("geozone", "productDate"))
-    assert role.iam_role_arns == (f"arn:aws:iam::{config.account}:role/refdata-{config.name}-public-search",)
 
 
 def test_a_read_role_maps_its_iam_roles_then_its_other_backend_roles(config: EnvironmentConfig) -> None:
@@ -652,7 +666,6 @@ def test_a_read_role_of_backend_roles_only_is_accepted(config: EnvironmentConfig
         ({"batch_size": 10001}, "batch_size"),
         ({"batching_window_seconds": 301}, "batching_window_seconds"),
         ({"parallelization_factor": 11}, "parallelization_factor"),
-        ({"retry_attempts": -1}, "retry_attempts"),
         ({"max_record_age_seconds": 30}, "max_record_age_seconds"),
         ({"request_timeout_seconds": 120, "timeout_seconds": 120}, "request_timeout_seconds"),
         ({"request_timeout_seconds": 0}, "request_timeout_seconds"),
@@ -687,9 +700,9 @@ def test_invalid_ops_settings_name_their_field(config: EnvironmentConfig, field:
 
 
 def test_a_scan_may_take_at_most_half_of_a_provisioned_tables_read_capacity() -> None:
-    test = environments()["test"]
+    test = provisioned_config()
     assert test.table.provisioned is not None
-    with rejects("test.ops.scan_read_units_per_second"):
+    with rejects(f"{test.name}.ops.scan_read_units_per_second"):
         with_ops(test, scan_read_units_per_second=test.table.provisioned.max_read // 2 + 1)
 
 

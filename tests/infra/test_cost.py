@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from infra import cost
+from infra.config import EnvironmentConfig
 from infra.templates import Stack, load_assembly
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
 
@@ -52,11 +53,12 @@ def test_every_resource_type_in_the_templates_is_priced_or_named_free(
 def test_an_unpriced_resource_type_stops_the_estimate_and_names_it(
     environments: dict[str, list[Stack]], prices: cost.PriceTable
 ) -> None:
-    stack = environments["dev"][0]
+    name = ENVIRONMENTS[0]
+    stack = environments[name][0]
     template = copy.deepcopy(dict(stack.template))
     template["Resources"]["Cache"] = {"Type": "AWS::ElastiCache::CacheCluster", "Properties": {}}
     with pytest.raises(
-        cost.CostError, match=r"dev/Stateful/Cache: no price for AWS::ElastiCache::CacheCluster"
+        cost.CostError, match=rf"{name}/Stateful/Cache: no price for AWS::ElastiCache::CacheCluster"
     ):
         cost.estimate([replace(stack, template=template)], cost.Workload(), prices)
 
@@ -69,82 +71,16 @@ def test_every_price_names_its_aws_pricing_page(prices: cost.PriceTable) -> None
     assert all(p.usd > 0 and p.per for p in prices.prices.values())
 
 
-def test_dev_matches_a_hand_computation(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable
-) -> None:
-    dev = cost.estimate(environments["dev"], cost.Workload(), prices)
-    # One t3.small.search data node all month, a 10 GiB gp3 volume at the baseline IOPS and throughput.
-    assert items_of(dev, "OpenSearch") == pytest.approx(730 * 0.040 + 10 * 0.134)
-    # Each of the two tables (reference data, bookings), on demand: 2M writes of 2 KiB items = 2 WRU each + 1 WRU
-    # for the KEYS_ONLY globalId index; 10M eventually consistent reads of up to 4 KiB = 0.5 RRU each; 1M items of
-    # 2 KiB + 100 bytes of overhead, the index 1M × (100 bytes of keys + 100 of overhead); point-in-time recovery
-    # on the table's data.
-    table_gib = 1_000_000 * (2 + 100 / 1024) / GiB
-    index_gib = 1_000_000 * (200 / 1024) / GiB
-    one_table = (
-        2_000_000 * 3 / 1e6 * 0.6875
-        + 10_000_000 * 0.5 / 1e6 * 0.1375
-        + (table_gib + index_gib) * 0.275
-        + table_gib * 0.22
-    )
-    for table in ("Table", "TableBookings"):
-        assert items_of(dev, "DynamoDB", f"{table}: on-demand writes (table and 1 GSI)") == pytest.approx(
-            2_000_000 * 3 / 1e6 * 0.6875
-        )
-    assert items_of(dev, "DynamoDB") == pytest.approx(2 * one_table)
-    assert items_of(dev, "DynamoDB") == pytest.approx(2 * 5.854, abs=0.002)
-    # SQS, Lambda and STS interface endpoints in dev's two zones, 1 GB through each.
-    for service in ("sqs", "lambda", "sts"):
-        assert items_of(dev, "VPC endpoints", f"{service} (interface) in 2 AZ") == pytest.approx(
-            2 * 730 * 0.011
-        )
-    # One key, 100,000 requests.
-    assert items_of(dev, "KMS") == pytest.approx(1.00 + 10 * 0.03)
-    # The sync: 2M records from each table's stream in batches of 100 = 40,000 invocations of 0.5 s at 1 GB
-    # (arm64), each traced.
-    sync = "StreamSyncFunction: 40,000 invocations (one per stream batch of 2 streams) of 500 ms at 1,024 MB arm64"
-    assert items_of(dev, "Lambda", sync) == pytest.approx(
-        40_000 / 1e6 * 0.20 + 40_000 * 0.5 * 1 * 0.0000133334
-    )
-    assert items_of(dev, "X-Ray", "StreamSyncFunction: traces") == pytest.approx(40_000 / 1e6 * 5.00)
-
-
-def test_provisioned_capacity_follows_the_auto_scaling_range(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable
-) -> None:
-    def capacity(workload: cost.Workload) -> float:
-        return items_of(
-            cost.estimate(environments["test"], workload, prices),
-            "DynamoDB",
-            "Table: provisioned write capacity, table (auto-scaled 5-200 at 70%)",
-        )
-
-    # 2M writes × 2 WCU a month is under 2 units a second: the minimum of 5 holds.
-    assert capacity(cost.Workload()) == pytest.approx(5 * HOURS * 0.000715)
-    # 150M writes × 2 WCU over 2,628,000 seconds = 114.2 units a second; at 70% utilization 163.1, so 164 units.
-    assert capacity(cost.Workload(writes_per_month=150_000_000)) == pytest.approx(164 * HOURS * 0.000715)
-    # Far more is capped at the maximum of 200.
-    assert capacity(cost.Workload(writes_per_month=10**10)) == pytest.approx(200 * HOURS * 0.000715)
-
-
 def test_backups_keep_one_full_copy_per_day_of_retention(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable
+    environments: dict[str, list[Stack]], prices: cost.PriceTable, config: EnvironmentConfig
 ) -> None:
     table_gib = 1_000_000 * (2 + 100 / 1024) / GiB
-    for env, days in (("test", 14), ("prod", 35)):
-        estimate = cost.estimate(environments[env], cost.Workload(), prices)
-        assert items_of(estimate, "AWS Backup") == pytest.approx(days * table_gib * 0.11)
-
-
-def test_prod_pays_for_three_zones_of_endpoints_and_dedicated_masters(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable
-) -> None:
-    prod = cost.estimate(environments["prod"], cost.Workload(), prices)
-    assert items_of(prod, "OpenSearch", "m7g.large.search dedicated masters") == pytest.approx(
-        3 * HOURS * 0.150
+    days = sum(
+        plan.settings.backup_retention_days for plan in config.source_tables if plan.settings.backup_enabled
     )
-    assert items_of(prod, "OpenSearch", "r7g.large.search data nodes") == pytest.approx(3 * HOURS * 0.195)
-    assert items_of(prod, "VPC endpoints", "sts (interface) in 3 AZ") == pytest.approx(3 * HOURS * 0.011)
+    estimate = cost.estimate(environments[config.name], cost.Workload(), prices)
+    charged = sum(item.usd for item in estimate if item.service == "AWS Backup")
+    assert charged == pytest.approx(days * table_gib * prices.prices["dynamodb.backup"].usd if days else 0.0)
 
 
 def test_a_workload_flag_changes_the_estimate(
@@ -170,7 +106,61 @@ def test_docs_cost_and_the_readme_table_are_current(
     environments: dict[str, list[Stack]], prices: cost.PriceTable
 ) -> None:
     estimates = {env: cost.estimate(stacks, cost.Workload(), prices) for env, stacks in environments.items()}
-    expected = cost.document(estimates, cost.Workload(), prices)
+    heartbeats = {
+        env: cost.heartbeat_cost(stacks, cost.Workload(), prices) for env, stacks in environments.items()
+    }
+    expected = cost.document(estimates, cost.Workload(), prices, heartbeats)
     assert (ROOT / "docs" / "cost.md").read_text() == expected, "stale: run `make cost`"
     readme = (ROOT / "README.md").read_text()
     assert cost.with_readme_table(readme, cost.summary_table(estimates)) == readme, "stale: run `make cost`"
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_metrics_add_up_to(
+    environments: dict[str, list[Stack]], prices: cost.PriceTable, env: str
+) -> None:
+    from infra.environments import environments as configured
+
+    config = configured()[env]
+    tables = len(config.source_tables)
+    runs = 30 * 1440 / config.heartbeat.interval_minutes  # per table and month
+    stacks = environments[env]
+    on_demand = sum(
+        1
+        for s in stacks
+        for r in s.resources.values()
+        if r["Type"] == "AWS::DynamoDB::Table" and r["Properties"].get("BillingMode") == "PAY_PER_REQUEST"
+    )
+    (sync,) = [
+        r["Properties"]
+        for s in stacks
+        for r in s.resources.values()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"].get("Handler") == "stream_sync.handler.handler"
+    ]
+    gb = sync["MemorySize"] / 1024
+    invocation = (
+        0.1 * gb * prices[f"lambda.{sync['Architectures'][0]}.gb_second"] + prices["lambda.requests"] / 1e6
+    )
+    expected = (
+        tables
+        * runs
+        * (
+            prices["scheduler.invocations"] / 1e6  # the schedule
+            + invocation  # the sync invocation its stream record causes (100 ms assumed)
+            + prices["xray.traces"] / 1e6  # traced
+            + 1.5 / 2**20 * prices["logs.ingestion"]  # its log lines
+        )
+    )
+    expected += (
+        on_demand * runs * prices["dynamodb.write_request"] / 1e6
+    )  # provisioned tables absorb the writes
+    expected += tables * (prices["cloudwatch.alarm_metric"] + prices["cloudwatch.custom_metric"])
+
+    heartbeat = cost.heartbeat_cost(stacks, cost.Workload(), prices)
+
+    assert sum(item.usd for item in heartbeat) == pytest.approx(expected)
+    estimate = cost.estimate(stacks, cost.Workload(), prices)
+    for item in heartbeat:  # every heartbeat line is inside the environment's estimate
+        if item.service not in ("CloudWatch alarms and dashboards", "CloudWatch metrics"):
+            assert any(i.item == item.item and i.usd == pytest.approx(item.usd) for i in estimate), item

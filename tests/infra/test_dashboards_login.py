@@ -15,6 +15,7 @@ from infra.config import CognitoLogin, ConfigError, SamlLogin
 from infra.environments import environments
 from infra.nag import RULE_PACKS
 from infra.stacks.stateful import StatefulStack
+from tests.infra.conftest import base_config
 
 DOMAIN = "AWS::OpenSearchService::Domain"
 AUTHENTICATED_ROLE = "arn:aws:iam::111111111111:role/refdata-dev-dashboards-users"
@@ -32,11 +33,11 @@ SAML = SamlLogin(
 
 
 def stateful_with(login: CognitoLogin | SamlLogin) -> StatefulStack:
-    dev = environments()["dev"]
+    dev = base_config()
     config = replace(dev, search=replace(dev.search, dashboards_login=login))
     environment = Environment(account=dev.account, region=dev.region)
     return StatefulStack(
-        Stage(App(context=committed_context()), "dev", env=environment), "Stateful", config=config
+        Stage(App(context=committed_context()), dev.name, env=environment), "Stateful", config=config
     )
 
 
@@ -131,6 +132,6 @@ def test_rule_packs_pass_with_either_login(login: str, pack, stacks: dict[str, S
     ],
 )
 def test_invalid_login_setting_names_its_field(login: CognitoLogin | SamlLogin, field: str) -> None:
-    dev = environments()["dev"]
-    with pytest.raises(ConfigError, match=rf"^dev\.search\.dashboards_login\.{field}: "):
+    dev = base_config()
+    with pytest.raises(ConfigError, match=rf"^{dev.name}\.search\.dashboards_login\.{field}: "):
         replace(dev, search=replace(dev.search, dashboards_login=login))

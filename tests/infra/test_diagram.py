@@ -3,26 +3,29 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra import diagram
+from infra.config import EnvironmentConfig
 from tests.infra.conftest import Synthesized
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_readme_shows_the_diagram_of_the_synthesized_prod_templates(synthesized: Synthesized) -> None:
-    block = diagram.section("prod", diagram.read_assembly(synthesized.outdir / "assembly-prod"))
+def test_readme_shows_the_diagram_of_the_synthesized_production_templates(synthesized: Synthesized) -> None:
+    drawn = diagram.drawn_environment()
+    block = diagram.section(drawn, diagram.read_assembly(synthesized.outdir / f"assembly-{drawn}"))
     readme = README.read_text()
     assert diagram.replace_block(readme, block) == readme, "the README's diagram is stale: run `make docs`"
 
 
-def test_the_drawing_shows_every_construct_of_both_stacks(synthesized: Synthesized) -> None:
-    stacks = diagram.read_assembly(synthesized.outdir / "assembly-prod")
-    drawn = diagram.mermaid("prod", stacks)
+def test_the_drawing_shows_every_construct_of_both_stacks(synthesized: Synthesized, env: str) -> None:
+    stacks = diagram.read_assembly(synthesized.outdir / f"assembly-{env}")
+    drawn = diagram.mermaid(env, stacks)
     assert [stack.name for stack in stacks] == ["Stateful", "Stateless"]
     for box in ("DataKey", "Table", "GeometryBucket", "Network", "SearchAccess", "Search", "AlarmTopic"):
         assert f"Stateful_{box}" in drawn
@@ -31,15 +34,23 @@ def test_the_drawing_shows_every_construct_of_both_stacks(synthesized: Synthesiz
     assert 'Stateless_StreamSync -.->|"table-stream-arn"| Stateful_Table' in drawn
 
 
-def test_dev_draws_each_of_its_two_tables_with_the_streams_the_sync_and_the_ops_read(
-    synthesized: Synthesized,
+def test_each_table_is_drawn_with_the_streams_the_sync_and_the_ops_read(
+    synthesized: Synthesized, config: EnvironmentConfig
 ) -> None:
-    drawn = diagram.mermaid("dev", diagram.read_assembly(synthesized.outdir / "assembly-dev"))
-    assert 'Stateful_TableBookings[("<b>TableBookings</b><br/>DynamoDB table")]' in drawn
-    assert "Lambda function · 2 × event source mapping · SQS queue" in drawn
-    for reader in ("StreamSync", "Ops"):
-        assert f'Stateless_{reader} -.->|"table-stream-arn"| Stateful_Table\n' in drawn
-        assert f'Stateless_{reader} -.->|"table-bookings-stream-arn"| Stateful_TableBookings' in drawn
+    drawn = diagram.mermaid(
+        config.name, diagram.read_assembly(synthesized.outdir / f"assembly-{config.name}")
+    )
+    mappings = len(config.source_tables)
+    assert (
+        "Lambda function · " + (f"{mappings} × " if mappings > 1 else "") + "event source mapping"
+    ) in drawn
+    for plan in config.source_tables:
+        assert f'Stateful_{plan.construct_id}[("<b>{plan.construct_id}</b><br/>DynamoDB table' in drawn
+        label = f"table-{plan.label.lower()}-stream-arn" if plan.label else "table-stream-arn"
+        for reader in ("StreamSync", "Ops"):
+            assert re.search(
+                rf'Stateless_{reader} -\.->\|"[^"]*{label}[^"]*"\| Stateful_{plan.construct_id}\n', drawn
+            ), f"no {label} arrow from {reader} to {plan.construct_id}"
 
 
 # --- reading a hand-written assembly -------------------------------------------------------------------------

@@ -10,19 +10,20 @@ from aws_cdk.assertions import Match, Template
 
 from infra.app_builder import build_environment, committed_context
 from infra.config import NetworkSettings
-from infra.environments import environments
+from tests.infra.conftest import production_config
 
 EXISTING = NetworkSettings(
     existing_vpc_id="vpc-0abc1234def567890",
     existing_availability_zones=("ca-central-1a", "ca-central-1b", "ca-central-1d"),
     existing_isolated_subnet_ids=("subnet-0aaa1111", "subnet-0bbb2222", "subnet-0ccc3333"),
     existing_route_table_ids=("rtb-0aaa1111", "rtb-0bbb2222", "rtb-0ccc3333"),
+    existing_endpoint_security_group_id="sg-0e0d0c0b0a0908070",
 )
 
 
 @pytest.fixture(scope="module")
 def existing_vpc_templates(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, Template]:
-    config = dataclasses.replace(environments()["prod"], network=EXISTING)
+    config = dataclasses.replace(production_config(), network=EXISTING)
     app = App(context=committed_context(), outdir=str(tmp_path_factory.mktemp("existing-vpc")))
     stage = build_environment(app, config)
     assembly = app.synth()
@@ -37,6 +38,21 @@ def test_no_vpc_subnets_or_endpoints_are_created(existing_vpc_templates: tuple[T
     stateful, _ = existing_vpc_templates
     for resource_type in ("AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::VPCEndpoint"):
         stateful.resource_count_is(resource_type, 0)
+
+
+def test_the_functions_admit_themselves_into_the_existing_endpoints_group_and_no_unused_group_is_made(
+    existing_vpc_templates: tuple[Template, Template],
+) -> None:
+    stateful, stateless = existing_vpc_templates
+    groups = [
+        g["Properties"]["GroupDescription"]
+        for g in stateful.find_resources("AWS::EC2::SecurityGroup").values()
+    ]
+    assert not [g for g in groups if g.startswith("Interface endpoints")]
+    ingress = [r["Properties"] for r in stateless.find_resources("AWS::EC2::SecurityGroupIngress").values()]
+    into_endpoints = [r for r in ingress if r["GroupId"] == EXISTING.existing_endpoint_security_group_id]
+    # The sync, the index bootstrap and the ops worker each admit themselves (their own rules), on 443 only.
+    assert len(into_endpoints) == 3 and {(r["FromPort"], r["ToPort"]) for r in into_endpoints} == {(443, 443)}
 
 
 def test_flow_logs_are_still_enabled_on_the_existing_vpc(

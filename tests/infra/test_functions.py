@@ -42,14 +42,15 @@ def test_reserved_concurrency_follows_config(stateless: Template, config: Enviro
     assert reserved == {name: expected.get(name) for name in FUNCTION_NAMES}
 
 
-def test_dev_reserves_no_concurrency_so_a_new_account_can_deploy_it() -> None:
-    dev = environments()["dev"]
-    assert dev.concurrency_reservations() == {} and dev.required_concurrency_quota() == 10
-
-
-def test_test_and_prod_reserve_concurrency_for_every_function() -> None:
-    for name in ("test", "prod"):
-        assert set(environments()[name].concurrency_reservations()) == set(FUNCTION_NAMES)
+def test_an_environment_reserves_concurrency_for_every_function_or_for_none(
+    config: EnvironmentConfig,
+) -> None:
+    reserved = config.concurrency_reservations()
+    if config.reserve_concurrency:
+        assert set(reserved) == set(FUNCTION_NAMES)
+        assert config.required_concurrency_quota() == 100 + sum(reserved.values())
+    else:
+        assert reserved == {} and config.required_concurrency_quota() == 10
 
 
 def test_every_function_encrypts_its_environment_with_the_data_key(

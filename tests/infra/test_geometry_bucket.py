@@ -9,6 +9,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra.config import EnvironmentConfig
 from infra.constructs.geometry_bucket import NONCURRENT_VERSION_DAYS
+from tests.support.retention import removal_policies
 
 BUCKET = "AWS::S3::Bucket"
 BUCKET_POLICY = "AWS::S3::BucketPolicy"
@@ -149,14 +150,13 @@ def test_geometry_bucket_keeps_current_objects(stateful: Template) -> None:
     assert all("ExpirationInDays" not in rule and "ExpirationDate" not in rule for rule in rules)
 
 
-def test_buckets_are_retained_in_test_and_prod_and_deleted_in_dev(
+def test_buckets_are_retained_where_data_is_retained_and_deleted_elsewhere(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    policy = "Retain" if config.retains_data else "Delete"
-    assert config.retains_data is (config.name in ("test", "prod"))
+    policies = removal_policies(config)
     for logical_id in bucket_ids(stateful):
         resource = bucket(stateful, logical_id)
-        assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == (policy, policy)
+        assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == policies
 
 
 def test_objects_are_auto_deleted_only_where_data_is_disposable(
@@ -168,10 +168,6 @@ def test_objects_are_auto_deleted_only_where_data_is_disposable(
     for logical_id in bucket_ids(stateful):
         stateful.has_resource_properties(AUTO_DELETE, {"BucketName": {"Ref": logical_id}})
     stateful.resource_count_is(AUTO_DELETE, 3)  # and the ops bucket's
-
-
-def test_auto_delete_objects_is_present_in_dev_only(stateful: Template, env: str) -> None:
-    assert bool(stateful.find_resources(AUTO_DELETE)) is (env == "dev")
 
 
 @pytest.mark.parametrize("source", ["geometry", "ops"])

@@ -20,9 +20,14 @@ from aws_cdk import App
 
 from infra import guard
 from infra.app_builder import build_environment, committed_context
+from infra.config import SourceTable
 from infra.environments import environments
 from infra.templates import Stack, load_assembly
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
+
+# The guard's rules are read on real templates: one environment that deletes its data and one that retains it.
+DISPOSABLE = next(name for name, config in environments().items() if not config.retains_data)
+RETAINED = next(name for name, config in environments().items() if config.retains_data)
 
 TABLE = "Table7ABB320E"
 BUCKET = "GeometryBucket1F491C5F"
@@ -60,9 +65,9 @@ def test_a_table_key_schema_change_replaces_the_table(assembly: dict[str, Stack]
     def swap_keys(resources: dict[str, Any]) -> None:
         properties(resources, TABLE)["KeySchema"] = [{"AttributeName": "pk", "KeyType": "HASH"}]
 
-    finding = only(guard.compare(assembly, edited(assembly, "prod/Stateful", swap_keys)))
+    finding = only(guard.compare(assembly, edited(assembly, f"{RETAINED}/Stateful", swap_keys)))
     assert (finding.resource, finding.change, finding.certainty) == (
-        "prod/Stateful/Table7ABB320E",
+        f"{RETAINED}/Stateful/Table7ABB320E",
         "replace",
         "definite",
     )
@@ -88,9 +93,9 @@ def test_a_bucket_given_a_physical_name_is_replaced(assembly: dict[str, Stack]) 
     def name_it(resources: dict[str, Any]) -> None:
         properties(resources, BUCKET)["BucketName"] = "refdata-geometries"
 
-    finding = only(guard.compare(assembly, edited(assembly, "dev/Stateful", name_it)))
+    finding = only(guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", name_it)))
     assert (finding.resource, finding.change, finding.certainty) == (
-        f"dev/Stateful/{BUCKET}",
+        f"{DISPOSABLE}/Stateful/{BUCKET}",
         "replace",
         "definite",
     )
@@ -99,17 +104,19 @@ def test_a_bucket_given_a_physical_name_is_replaced(assembly: dict[str, Stack]) 
 
 
 def test_a_domain_renamed_in_config_is_replaced(assembly: dict[str, Stack], tmp_path: Path) -> None:
-    dev = environments()["dev"]
+    dev = environments()[DISPOSABLE]
     app = App(context=committed_context(), outdir=str(tmp_path))
-    build_environment(app, replace(dev, search=replace(dev.search, domain_name="refdata-dev-two")))
+    renamed_domain = f"{dev.search.domain_name[:24]}-two"
+    build_environment(app, replace(dev, search=replace(dev.search, domain_name=renamed_domain)))
     app.synth()
     renamed = load_assembly(tmp_path)
 
-    findings = guard.compare({k: v for k, v in assembly.items() if k.startswith("dev/")}, renamed)
+    findings = guard.compare({k: v for k, v in assembly.items() if k.startswith(f"{DISPOSABLE}/")}, renamed)
     by_id = {f.logical_id: f for f in findings}
     assert {f.change for f in findings} == {"replace"} and {f.certainty for f in findings} == {"definite"}
     assert (
-        by_id.pop(DOMAIN).details[0] == 'DomainName changes (create-only): "refdata-dev" -> "refdata-dev-two"'
+        by_id.pop(DOMAIN).details[0]
+        == f'DomainName changes (create-only): "{dev.search.domain_name}" -> "{renamed_domain}"'
     )
     # The domain's security group describes the domain by name, and a description is create-only too.
     ((group, finding),) = by_id.items()
@@ -137,9 +144,11 @@ def test_two_gsi_changes_in_one_deployment_are_refused_and_one_is_not(assembly: 
 
         return edit
 
-    assert guard.compare(assembly, edited(assembly, "dev/Stateful", add("inverted"))) == []
-    finding = only(guard.compare(assembly, edited(assembly, "dev/Stateful", add("inverted", "bySk"))))
-    assert (finding.resource, finding.change) == (f"dev/Stateful/{TABLE}", "gsi")
+    assert guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", add("inverted"))) == []
+    finding = only(
+        guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", add("inverted", "bySk")))
+    )
+    assert (finding.resource, finding.change) == (f"{DISPOSABLE}/Stateful/{TABLE}", "gsi")
     assert finding.details[:2] == ('creates index "inverted"', 'creates index "bySk"')
 
 
@@ -147,7 +156,7 @@ def test_changing_one_gsi_key_counts_as_a_delete_and_a_create(assembly: dict[str
     def rekey(resources: dict[str, Any]) -> None:
         properties(resources, TABLE)["GlobalSecondaryIndexes"][0]["KeySchema"][0]["AttributeName"] = "gid"
 
-    finding = only(guard.compare(assembly, edited(assembly, "dev/Stateful", rekey)))
+    finding = only(guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", rekey)))
     assert finding.change == "gsi" and len(finding.details) == 3
     assert finding.details[0].startswith('deletes index "globalId" (KeySchema cannot change in place)')
 
@@ -164,11 +173,13 @@ def test_deleting_a_stateful_resource_or_its_stack_is_refused(assembly: dict[str
     def drop_topic(resources: dict[str, Any]) -> None:
         del resources[TOPIC]
 
-    finding = only(guard.compare(assembly, edited(assembly, "prod/Stateful", drop_topic)))
-    assert (finding.resource, finding.change) == (f"prod/Stateful/{TOPIC}", "delete")
-    assert finding.details[0].startswith("DeletionPolicy Retain: the old one stays, orphaned with its data")
+    finding = only(guard.compare(assembly, edited(assembly, f"{RETAINED}/Stateful", drop_topic)))
+    assert (finding.resource, finding.change) == (f"{RETAINED}/Stateful/{TOPIC}", "delete")
+    assert finding.details[0].startswith(
+        "DeletionPolicy RetainExceptOnCreate: the old one stays, orphaned with its data"
+    )
 
-    without_stack = {k: v for k, v in assembly.items() if k != "dev/Stateful"}
+    without_stack = {k: v for k, v in assembly.items() if k != f"{DISPOSABLE}/Stateful"}
     deleted = guard.compare(assembly, without_stack)
     assert {f.logical_id for f in deleted} >= {TABLE, BUCKET, DOMAIN, TOPIC}
     assert {f.change for f in deleted} == {"delete"}
@@ -201,7 +212,7 @@ def test_a_replaced_key_replaces_the_domain_it_encrypts(assembly: dict[str, Stac
         resources.clear()
         resources.update(json.loads(text))
 
-    findings = guard.compare(assembly, edited(assembly, "dev/Stateful", rename_key))
+    findings = guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", rename_key))
     by_id = {f.logical_id: f for f in findings}
     assert by_id["DataKey5CEB6F76"].change == "delete"
     assert by_id[DOMAIN].change == "replace" and by_id[DOMAIN].certainty == "definite"
@@ -211,7 +222,7 @@ def test_a_replaced_key_replaces_the_domain_it_encrypts(assembly: dict[str, Stac
 def test_intrinsics_that_resolve_to_the_same_value_pass_and_unresolvable_ones_that_differ_are_possible(
     assembly: dict[str, Stack],
 ) -> None:
-    stateless = assembly["dev/Stateless"]
+    stateless = assembly[f"{DISPOSABLE}/Stateless"]
     group = next(i for i, r in stateless.resources.items() if r["Type"] == "AWS::Logs::LogGroup")
 
     def named(value: Any) -> Any:
@@ -220,13 +231,13 @@ def test_intrinsics_that_resolve_to_the_same_value_pass_and_unresolvable_ones_th
 
         return edit
 
-    literal = edited(assembly, "dev/Stateless", named("/refdata/111111111111/sync"))
+    literal = edited(assembly, f"{DISPOSABLE}/Stateless", named("/refdata/111111111111/sync"))
     joined = edited(
         assembly,
-        "dev/Stateless",
+        f"{DISPOSABLE}/Stateless",
         named({"Fn::Join": ["", ["/refdata/", {"Ref": "AWS::AccountId"}, "/sync"]]}),
     )
-    imported = edited(assembly, "dev/Stateless", named({"Fn::ImportValue": "sync-log-group"}))
+    imported = edited(assembly, f"{DISPOSABLE}/Stateless", named({"Fn::ImportValue": "sync-log-group"}))
     assert guard.compare(literal, joined) == []
     finding = only(guard.compare(literal, imported))
     assert (finding.change, finding.certainty) == ("replace", "possible")
@@ -235,7 +246,7 @@ def test_intrinsics_that_resolve_to_the_same_value_pass_and_unresolvable_ones_th
 
 
 def test_stateless_changes_pass(assembly: dict[str, Stack]) -> None:
-    stateless = assembly["prod/Stateless"]
+    stateless = assembly[f"{RETAINED}/Stateless"]
     function = next(i for i, r in stateless.resources.items() if r["Type"] == "AWS::Lambda::Function")
     alarm = next(i for i, r in stateless.resources.items() if r["Type"] == "AWS::CloudWatch::Alarm")
 
@@ -244,7 +255,7 @@ def test_stateless_changes_pass(assembly: dict[str, Stack]) -> None:
         resources["AnotherAlarm0000"] = copy.deepcopy(resources[alarm])
         del resources[alarm]
 
-    assert guard.compare(assembly, edited(assembly, "prod/Stateless", change)) == []
+    assert guard.compare(assembly, edited(assembly, f"{RETAINED}/Stateless", change)) == []
 
 
 def write_overrides(path: Path, *entries: dict[str, str]) -> Path:
@@ -262,13 +273,14 @@ def test_a_reviewed_override_lets_the_named_change_through_and_only_it(
     def name_it(resources: dict[str, Any]) -> None:
         properties(resources, BUCKET)["BucketName"] = "refdata-geometries"
 
-    findings = guard.compare(assembly, edited(assembly, "dev/Stateful", name_it))
+    findings = guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", name_it))
     reason = "dev data is disposable; agreed in review"
     right = write_overrides(
         tmp_path / "right.toml", {"resource": f"*/Stateful/{BUCKET}", "change": "replace", "reason": reason}
     )
     wrong = write_overrides(
-        tmp_path / "wrong.toml", {"resource": f"dev/Stateful/{BUCKET}", "change": "delete", "reason": reason}
+        tmp_path / "wrong.toml",
+        {"resource": f"{DISPOSABLE}/Stateful/{BUCKET}", "change": "delete", "reason": reason},
     )
 
     text, passed = guard.report(findings, guard.load_overrides(right), "a test")
@@ -285,11 +297,15 @@ def test_a_reviewed_override_lets_the_named_change_through_and_only_it(
             "override[0].resource",
         ),
         (
-            {"resource": "dev/Stateful/Table7ABB320E", "change": "rename", "reason": "a good reason"},
+            {
+                "resource": f"{DISPOSABLE}/Stateful/Table7ABB320E",
+                "change": "rename",
+                "reason": "a good reason",
+            },
             "override[0].change",
         ),
         (
-            {"resource": "dev/Stateful/Table7ABB320E", "change": "replace", "reason": "ok"},
+            {"resource": f"{DISPOSABLE}/Stateful/Table7ABB320E", "change": "replace", "reason": "ok"},
             "override[0].reason",
         ),
     ],
@@ -314,14 +330,17 @@ def test_the_command_writes_a_baseline_then_blocks_a_destructive_change_with_a_r
     assert overrides.read_text() == guard.OVERRIDES_HEADER
     assert guard.main([str(synthesized.outdir), *options]) == 0
 
-    template_path = baseline / "prod" / "Stateful.template.json"
+    template_path = baseline / RETAINED / "Stateful.template.json"
     template = json.loads(template_path.read_text())
     template["Resources"][TABLE]["Properties"]["KeySchema"][0]["AttributeName"] = "id"
     template_path.write_text(json.dumps(template))
     summary = tmp_path / "summary.md"
     assert guard.main([str(synthesized.outdir), *options, "--summary", str(summary)]) == 1
     assert "## Destructive-change guard: FAILED" in summary.read_text()
-    assert f"prod/Stateful/{TABLE} (AWS::DynamoDB::Table): stateful resource REPLACED" in summary.read_text()
+    assert (
+        f"{RETAINED}/Stateful/{TABLE} (AWS::DynamoDB::Table): stateful resource REPLACED"
+        in summary.read_text()
+    )
 
 
 def git(*arguments: str) -> str:
@@ -337,3 +356,40 @@ def test_the_baseline_is_read_as_committed_at_a_revision() -> None:
     if git("status", "--porcelain", "--", str(guard.BASELINE)) == "":
         committed = guard.load_baseline_at("HEAD", guard.BASELINE)
         assert committed == guard.load_baseline(guard.BASELINE)
+
+
+def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
+    assembly: dict[str, Stack], tmp_path: Path
+) -> None:
+    config = environments()[RETAINED]
+    main = config.source_tables[0]
+    schema = next(name for name in main.indexable_schemas if name != main.indexable_schemas[0])
+    backed_up = replace(main.settings, backup_enabled=True)
+    moved = replace(
+        config,
+        additional_tables=(
+            *config.additional_tables,
+            SourceTable(name="Moved", schemas=(schema,), settings=backed_up),
+        ),
+    )
+    app = App(context=committed_context(), outdir=str(tmp_path))
+    build_environment(app, moved)
+    app.synth()
+    after = load_assembly(tmp_path)
+    findings = [
+        f
+        for f in guard.compare({k: v for k, v in assembly.items() if k in after}, after)
+        if f.change == "migration"
+    ]
+    assert [(f.resource, f.why) for f in findings] == [
+        (
+            f"{RETAINED}/Stateless/{schema}",
+            f"schema {schema!r} MOVES from table-stream-arn to table-moved-stream-arn: a data migration",
+        )
+    ]
+    text, passed = guard.report(findings, [], "the baseline")
+    assert not passed and 'change = "migration"' in text
+    override = guard.Override(
+        f"{RETAINED}/Stateless/{schema}", "migration", "items copied and reindexed, agreed"
+    )
+    assert guard.report(findings, [override], "the baseline")[1]

@@ -7,11 +7,12 @@ from typing import Any
 
 from aws_cdk.assertions import Capture, Match, Template
 from datamodel.registry import indexable_schemas
-from search.indices import bootstrap_fingerprint
+from search.indices import bootstrap_fingerprint, read_alias
 from search.readers import read_role_definitions
 
 from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS
+from tests.infra.conftest import read_roles
 from tests.infra.test_stream_sync import (
     XRAY_ACTIONS,
     allow,
@@ -98,30 +99,26 @@ def test_bootstrap_gives_every_index_the_configured_replica_count(
     stateless.has_resource_properties(BOOTSTRAP, {"Replicas": str(config.search.replicas)})
 
 
-def test_dev_runs_without_replicas_on_its_single_data_node() -> None:
-    from infra.environments import environments
-
-    dev = environments()["dev"].search
-    assert (dev.data_node_count, dev.replicas) == (1, 0)
-
-
 def test_bootstrap_puts_the_configured_read_roles_with_their_security(
     stateless: Template, config: EnvironmentConfig
 ) -> None:
     _, resource = one(stateless, BOOTSTRAP)
-    roles = config.search.read_roles
+    roles = read_roles(config)
 
     definitions = json.loads(resource["Properties"]["ReadRoles"])
 
+    # Each read role is mapped to its own roles and to the smoke run's probe of it (infra/constructs/smoke.py).
+    probes = {role.name: config.role_arn(config.search.probe_role_name(role.name)) for role in roles}
     assert definitions == read_role_definitions(
-        (role.name, role.schemas, role.mapped_backend_roles) for role in roles
+        (role.name, role.schemas, (*role.mapped_backend_roles, probes[role.name])) for role in roles
     )
-    (public,) = roles
-    assert definitions[public.name]["mapping"]["backend_roles"] == list(public.iam_role_arns)
-    assert [p["index_patterns"] for p in definitions[public.name]["role"]["index_permissions"]] == [
-        ["geozone"],
-        ["productdate"],
-    ]
+    for role in roles:
+        assert definitions[role.name]["mapping"]["backend_roles"] == sorted(
+            [*role.mapped_backend_roles, probes[role.name]]
+        )
+        assert [p["index_patterns"] for p in definitions[role.name]["role"]["index_permissions"]] == [
+            [read_alias(schema)] for schema in role.schemas
+        ]
 
 
 def test_bootstrap_has_no_undocumented_properties(stateless: Template) -> None:

@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
+from stream_sync.heartbeat import METRIC as HEARTBEAT_METRIC
 from stream_sync.telemetry import METRIC_NAMES
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import OPERATIONS
 from tests.infra.conftest import table_ids
 from tests.infra.test_index_bootstrap import framework_dead_letter_queue_id
-from tests.infra.test_stream_sync import dead_letter_queue_id, one, resolve, sync_function
+from tests.infra.test_stream_sync import dead_letter_queue_id, one, resolve, stream_arns, sync_function
 
 ALARM = "AWS::CloudWatch::Alarm"
 COMPOSITE = "AWS::CloudWatch::CompositeAlarm"
@@ -102,35 +103,48 @@ def expected_alarms(
             function["Properties"]["Timeout"] * 1000 * settings.duration_timeout_percent / 100,
             "notBreaching",
         ),
-        "SyncReplicationLag": Expected(
-            namespace,
-            "ReplicationLagSeconds",
-            "Maximum",
-            60,
-            settings.replication_lag_seconds,
-            "notBreaching",
-        ),
-        "SyncDeadLettered": Expected(
-            namespace, "DocumentsDeadLettered", "Sum", 300, settings.dead_lettered_documents, "notBreaching"
-        ),
-        "SyncRecordsHeldForRetry": Expected(
-            namespace,
-            "RecordsReportedForRetry",
-            "Sum",
-            300,
-            settings.records_held_for_retry,
-            "notBreaching",
-            evaluation_periods=3,
-        ),
-        "SyncScriptErrors": Expected(namespace, "ScriptErrors", "Sum", 300, 1, "notBreaching"),
         "StreamSyncDeadLetters": Expected(
             "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
         ),
         "BootstrapDeadLetters": Expected(
             "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
         ),
+        "PurgeScheduleDeadLetters": Expected(
+            "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
+        ),
     }
     for label, indexes in table_indexes(stateful, config).items():
+        # The sync's alarms per table: its metrics carry the Table dimension (issue 16.7), and each table's
+        # event source mapping reports what it gave up on.
+        per_table = {
+            "SyncReplicationLag": Expected(
+                namespace,
+                "ReplicationLagSeconds",
+                "Maximum",
+                60,
+                settings.replication_lag_seconds,
+                "notBreaching",
+            ),
+            "SyncDeadLettered": Expected(
+                namespace,
+                "DocumentsDeadLettered",
+                "Sum",
+                300,
+                settings.dead_lettered_documents,
+                "notBreaching",
+            ),
+            "SyncRecordsHeldForRetry": Expected(
+                namespace,
+                "RecordsReportedForRetry",
+                "Sum",
+                300,
+                settings.records_held_for_retry,
+                "notBreaching",
+                evaluation_periods=3,
+            ),
+        }
+        for kind, expected in per_table.items():
+            alarms["-".join(filter(None, (kind, label)))] = expected
         for access in ("Read", "Write"):
             throttles = Expected(
                 "AWS/DynamoDB",
@@ -161,18 +175,35 @@ def expected_alarms(
             settings.master_old_gen_jvm_memory_pressure_percent,
             evaluation_periods=3,
         )
+    heartbeat = config.heartbeat
+    for plan in config.source_tables:
+        # A missing heartbeat is the pipeline stopping: breaching, whatever the other sync alarms do.
+        alarms["-".join(filter(None, ("HeartbeatLag", plan.label)))] = Expected(
+            namespace,
+            "HeartbeatLagSeconds",
+            "Maximum",
+            heartbeat.interval_minutes * 60,
+            heartbeat.lag_alarm_seconds,
+            "breaching",
+            evaluation_periods=heartbeat.alarm_periods,
+        )
     return {f"refdata-{config.name}-{kind}": expected for kind, expected in alarms.items()}
 
 
-MATH_ALARMS = ("ThreadpoolWriteRejected", "Domain5xx")
+MATH_ALARMS = ("ThreadpoolWriteRejected", "Domain5xx", "SyncScriptErrors")
+# The event source mapping's own metrics (published per EventSourceMappingUUID).
+MAPPING_METRICS = ("OnFailureDestinationDeliveredEventCount", "DroppedEventCount")
 
 
 def math_alarms(config: EnvironmentConfig) -> set[str]:
-    """The metric-math alarms: the domain's two, and each table's system errors (subject: its label)."""
-    system_errors = {
-        "-".join(filter(None, ("TableSystemErrors", plan.label))) for plan in config.source_tables
+    """The metric-math alarms: the domain's two, the sync's script errors over every table, and per table its system
+    errors and what its event source mapping gave up on (subject: its label)."""
+    per_table = {
+        "-".join(filter(None, (kind, plan.label)))
+        for plan in config.source_tables
+        for kind in ("TableSystemErrors", "SyncRecordsDiscarded")
     }
-    return {f"refdata-{config.name}-{kind}" for kind in (*MATH_ALARMS, *system_errors)}
+    return {f"refdata-{config.name}-{kind}" for kind in (*MATH_ALARMS, *per_table)}
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------
@@ -226,17 +257,42 @@ def metric_stats(properties: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def expected_dimensions(
-    namespace: str, kind: str, context: dict[str, Any], subject: str | None = None
-) -> dict[str, Any]:
-    """The dimensions a metric of ``namespace`` is published with (the sync's own metrics have none)."""
+    metric: dict[str, Any], kind: str, context: dict[str, Any], subject: str | None = None
+) -> list[dict[str, Any]]:
+    """The dimensions a metric may be read with: those it is published with, for the alarm's subject."""
+    namespace = metric["Namespace"]
+    # The main table's alarms have no label (an index alarm's subject is the index).
+    table = subject if subject in context["tables"] else ""
+    if namespace == context["sync_namespace"]:
+        # The handler publishes per environment and table (stream_sync.telemetry); an alarm over every table
+        # (its subject none) reads each table's.
+        tables = [table] if subject else list(context["tables"]) if kind == "SyncScriptErrors" else [""]
+        return [{"Environment": context["environment"], "Table": context["tables"][t]} for t in tables]
+    if namespace == "AWS/Lambda" and metric["MetricName"] in MAPPING_METRICS:
+        return [{"EventSourceMappingUUID": context["mappings"][table]}]
+    return [
+        {
+            "AWS/ES": context["domain"],
+            "AWS/DynamoDB": {"TableName": context["tables"][table]},
+            "AWS/Lambda": {"FunctionName": context["function"]},
+            "AWS/SQS": {"QueueName": context["queues"].get(kind.removesuffix("DeadLetters"))},
+            "AWS/States": {"StateMachineArn": context["state_machines"].get(subject)},
+        }.get(namespace, {})
+    ]
+
+
+def mapping_refs(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> dict[str, dict[str, str]]:
+    """Each table's label -> the Ref (its UUID) of the event source mapping that reads its stream."""
+    labels = {plan.construct_id: plan.label for plan in config.source_tables}
+    by_stream = {json.dumps(arn): construct_id for construct_id, arn in stream_arns(stateful, config).items()}
     return {
-        "AWS/ES": context["domain"],
-        # The main table's alarms have no label (an index alarm's subject is the index).
-        "AWS/DynamoDB": {"TableName": context["tables"].get(subject or "", context["tables"][""])},
-        "AWS/Lambda": {"FunctionName": context["function"]},
-        "AWS/SQS": {"QueueName": context["queues"].get(kind.removesuffix("DeadLetters"))},
-        "AWS/States": {"StateMachineArn": context["state_machines"].get(subject)},
-    }.get(namespace, {})
+        labels[
+            by_stream[json.dumps(resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]))]
+        ]: {"Ref": logical_id}
+        for logical_id, mapping in stateless.find_resources("AWS::Lambda::EventSourceMapping").items()
+    }
 
 
 def state_machines(stateless: Template) -> dict[str, dict[str, Any]]:
@@ -250,17 +306,31 @@ def state_machines(stateless: Template) -> dict[str, dict[str, Any]]:
 @pytest.fixture
 def context(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, Any]:
     _, domain = one(stateful, DOMAIN)
-    function_id, _ = sync_function(stateless)
+    function_id, function = sync_function(stateless)
     return {
+        "environment": config.name,
+        "sync_namespace": function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"],
+        "mappings": mapping_refs(stateful, stateless, config),
         "domain": {"DomainName": domain["Properties"]["DomainName"], "ClientId": config.account},
         "tables": table_names(stateful, config),
         "function": {"Ref": function_id},
         "queues": {
             "StreamSync": {"Fn::GetAtt": [dead_letter_queue_id(stateless), "QueueName"]},
             "Bootstrap": {"Fn::GetAtt": [framework_dead_letter_queue_id(stateless), "QueueName"]},
+            "PurgeSchedule": {"Fn::GetAtt": [schedule_dead_letter_queue_id(stateless), "QueueName"]},
         },
         "state_machines": state_machines(stateless),
     }
+
+
+def schedule_dead_letter_queue_id(stateless: Template) -> str:
+    """The purge schedule's dead-letter queue (the heartbeat's schedules have none: a missed heartbeat alarms)."""
+    (queue,) = {
+        schedule["Properties"]["Target"]["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+        for schedule in stateless.find_resources("AWS::Scheduler::Schedule").values()
+        if "DeadLetterConfig" in schedule["Properties"]["Target"]
+    }
+    return str(queue)
 
 
 # --- the alarm set ----------------------------------------------------------------------------------------------
@@ -405,8 +475,8 @@ def test_every_alarm_reads_its_metrics_with_the_dimensions_they_are_published_wi
             found.pop("GlobalSecondaryIndexName", None)
             found.pop("Operation", None)
             kind, *subject = name.split("-")[2:4]
-            wanted = expected_dimensions(metric["Namespace"], kind, context, *subject)
-            assert found == wanted, f"{name} reads {metric['MetricName']} with {found}"
+            wanted = expected_dimensions(metric, kind, context, *subject)
+            assert found in wanted, f"{name} reads {metric['MetricName']} with {found}, not one of {wanted}"
 
 
 def test_index_throttle_alarms_cover_every_index_of_every_stateful_table(
@@ -432,18 +502,59 @@ def test_index_throttle_alarms_cover_every_index_of_every_stateful_table(
 def test_the_sync_alarms_read_only_metrics_the_handler_emits(stateless: Template) -> None:
     _, function = sync_function(stateless)
     namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
-    emitted = [
-        properties
+    emitted = {
+        metric["MetricName"]
         for _, properties in alarms_by_name(stateless).values()
-        if properties.get("Namespace") == namespace
-    ]
-    assert {p["MetricName"] for p in emitted} == {
+        for metric in metric_stats(properties)
+        if metric["Namespace"] == namespace
+    }
+    assert emitted == {
         "ReplicationLagSeconds",
         "DocumentsDeadLettered",
         "RecordsReportedForRetry",
         "ScriptErrors",
+        "HeartbeatLagSeconds",
     }
-    assert {p["MetricName"] for p in emitted} <= METRIC_NAMES
+    assert emitted <= METRIC_NAMES | {HEARTBEAT_METRIC}  # stream_sync.heartbeat's
+
+
+def test_every_sync_metric_an_alarm_reads_names_an_environment_and_a_table(
+    stateful: Template, stateless: Template, config: EnvironmentConfig, context: dict[str, Any]
+) -> None:
+    """Before issue 16.7 the sync's metrics had no dimensions: two environments or tables in one account mixed,
+    and every alarm read the mix. Each now reads one environment's and one table's, and the per-table alarms
+    cover every table."""
+    resolved = resolve(stateful, stateless, {name: p for name, (_, p) in alarms_by_name(stateless).items()})
+    read: dict[str, set[str]] = {}
+    for name, properties in resolved.items():
+        for metric in metric_stats(properties):
+            if metric["Namespace"] == context["sync_namespace"]:
+                found = dimensions(metric)
+                assert found["Environment"] == config.name, name
+                read.setdefault(metric["MetricName"], set()).add(json.dumps(found["Table"], sort_keys=True))
+    every_table = {json.dumps(table, sort_keys=True) for table in context["tables"].values()}
+    assert read == dict.fromkeys(read, every_table)
+
+
+def test_what_each_mapping_gives_up_on_alarms_with_the_redrive_deadline(
+    stateless: Template, config: EnvironmentConfig, context: dict[str, Any]
+) -> None:
+    """An event source mapping's on-failure message holds only the stream range: it must be redriven while the
+    stream still has the records (24 h), so what each table's mapping gives up on pages. DroppedEventCount leaves
+    out what reached the on-failure destination (OnFailureDestinationDeliveredEventCount): the alarm sums both."""
+    found = alarms_by_name(stateless)
+    for label, mapping in context["mappings"].items():
+        _, properties = found["-".join(filter(None, (f"refdata-{config.name}-SyncRecordsDiscarded", label)))]
+        members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
+        (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+        assert expression == " + ".join(f"FILL({member}, 0)" for member in members)
+        assert sorted(stat["Metric"]["MetricName"] for stat in members.values()) == sorted(MAPPING_METRICS)
+        assert all(
+            dimensions(stat["Metric"]) == {"EventSourceMappingUUID": mapping} for stat in members.values()
+        )
+        assert all((stat["Stat"], stat["Period"]) == ("Sum", 300) for stat in members.values())
+        assert (properties["Threshold"], properties["TreatMissingData"]) == (1, "notBreaching")
+        assert "within 18 hours" in properties["AlarmDescription"]
 
 
 def test_every_alarm_and_the_composite_notify_the_topic_on_alarm_and_on_ok(
@@ -536,6 +647,9 @@ def test_dashboard_graphs_name_the_real_resources(
 ) -> None:
     found = {key: set(values) for key, values in dashboard_dimensions(dashboard(stateful, stateless)).items()}
     assert found == {
+        "Environment": as_json(config.name),
+        "Table": as_json(*context["tables"].values()),
+        "EventSourceMappingUUID": as_json(*context["mappings"].values()),
         "FunctionName": as_json(context["function"]),
         "QueueName": as_json(*context["queues"].values()),
         "TableName": as_json(*context["tables"].values()),

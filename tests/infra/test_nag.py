@@ -42,3 +42,9 @@ def test_acknowledgments_sit_on_the_construct_that_owns_the_resource_not_on_a_st
         (path, rule) for path, rule, _ in acknowledgments(synthesized.stages[env_name]) if path in stacks
     ]
     assert on_stacks == []
+
+
+def test_the_report_knows_a_rule_prefix_for_each_pack() -> None:
+    from infra.report import PACK_PREFIXES
+
+    assert len(PACK_PREFIXES) == len(RULE_PACKS)

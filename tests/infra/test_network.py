@@ -9,6 +9,7 @@ from aws_cdk.assertions import Capture, Match, Template
 
 from infra.config import EnvironmentConfig
 from tests.infra.test_stream_sync import resolve
+from tests.support.retention import removal_policies
 
 VPC = "AWS::EC2::VPC"
 SUBNET = "AWS::EC2::Subnet"
@@ -122,8 +123,7 @@ def test_flow_log_group_is_encrypted_and_keeps_configured_retention(
 
 def test_flow_log_group_is_retained_with_the_data(stateful: Template, config: EnvironmentConfig) -> None:
     group = stateful.find_resources("AWS::Logs::LogGroup")[flow_log_group_id(stateful)]
-    policy = "Retain" if config.retains_data else "Delete"
-    assert (group["DeletionPolicy"], group["UpdateReplacePolicy"]) == (policy, policy)
+    assert (group["DeletionPolicy"], group["UpdateReplacePolicy"]) == removal_policies(config)
 
 
 def test_flow_log_role_may_write_only_to_its_log_group(stateful: Template) -> None:

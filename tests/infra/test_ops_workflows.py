@@ -9,13 +9,16 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
-from ops import deployed
 from ops.purge import minimum_age_seconds
 
 from infra.config import EnvironmentConfig
 from infra.constructs.dead_letter_queue import RETENTION
-from infra.constructs.ops_workflows import OPERATIONS
+from infra.constructs.heartbeat import PUT_ITEM_TARGET
+from infra.constructs.ops_workflows import EXPORT_MAX_POLLS, LOG_DELIVERY_ACTIONS, OPERATIONS
+from infra.constructs.ops_workflows import XRAY_ACTIONS as STATE_MACHINE_XRAY_ACTIONS
+from infra.constructs.smoke import SMOKE_VARIABLES, SMOKE_WORKER_POLICY
 from infra.constructs.vpc_function import ENI_ACTIONS
+from ops import deployed
 from tests.infra.test_stream_sync import (
     MANAGED_POLICY,
     XRAY_ACTIONS,
@@ -38,8 +41,17 @@ WORKER_HANDLER = "ops.worker.handler"
 WORKER_ROLE = "Ops workflows worker (reindex, reconcile, redrive, tombstone purge)"
 ADMIN_ROLE = "OpenSearch fine-grained access control master user"
 TABLE_STATES = {"Source", "ExportStarted", "ExportTable", "WaitForExport", "DescribeExport", "ExportStatus"}
-TABLE_STATES |= {"ExportFailed", "ExportReady", "Files"}
+TABLE_STATES |= {
+    "ExportFailed",
+    "ExportReady",
+    "Files",
+    "StartPolling",
+    "CountPoll",
+    "PollLimit",
+    "ExportTooSlow",
+}
 COMMON_STATES = {"Prepare", "Parts", "Finish", "FinishAfterFailure", "RunStatus", "RunFailed", "RunDone"}
+COMMON_STATES |= {"SummaryFailed"}
 
 
 def worker_function(stateless: Template) -> tuple[str, dict[str, Any]]:
@@ -109,8 +121,25 @@ def test_the_worker_is_sized_by_config_and_runs_as_the_ops_worker_role(
     assert (properties["MemorySize"], properties["Timeout"]) == (config.ops.worker_memory_mb, 900)
     assert properties["Role"] == role_arn(stateful, WORKER_ROLE)
     assert properties.get("ReservedConcurrentExecutions") == (
-        config.ops.max_concurrency if config.reserve_concurrency else None
+        config.ops.max_concurrency * config.ops.concurrent_runs if config.reserve_concurrency else None
     )
+
+
+def test_a_run_at_full_width_leaves_another_run_its_workers(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    """A long reindex must not starve the nightly purge: the worker's reserved concurrency (where there is one)
+    holds every map of one run at full width and as many again."""
+    _, worker = worker_function(stateless)
+    reserved = worker["Properties"].get("ReservedConcurrentExecutions")
+    widest = max(
+        state["MaxConcurrency"]
+        for machine in machines(stateful, stateless).values()
+        for _, state, _ in all_states(machine["Definition"]["States"])
+        if state["Type"] == "Map"
+    )
+    if config.reserve_concurrency:
+        assert reserved >= 2 * widest, f"reserved {reserved} for maps {widest} wide"
 
 
 def test_the_worker_environment_is_exactly_what_ops_worker_reads(
@@ -119,6 +148,8 @@ def test_the_worker_environment_is_exactly_what_ops_worker_reads(
     _, worker = worker_function(stateless)
     variables = resolve(stateful, stateless, worker["Properties"]["Environment"]["Variables"])
     streams = variables.pop("DYNAMODB_STREAMS_ENDPOINT")  # asserted with the endpoint (test_network.py)
+    for name in SMOKE_VARIABLES:
+        variables.pop(name)  # the smoke run's, asserted in test_smoke.py
     assert streams["Fn::Join"][1][0] == "https://"
     tables = schema_tables(stateful, stateless, variables.pop("SCHEMA_TABLES"))
     assert tables == expected_schema_tables(stateful, config)  # each run reads its schema's table
@@ -154,8 +185,9 @@ def test_the_worker_policy_grants_exactly_what_the_operations_call(
     worker_role = {"Ref": one(stateful, "AWS::IAM::Role", {"Description": WORKER_ROLE})[0]}
     (policy,) = [
         p["Properties"]
-        for p in stateless.find_resources(MANAGED_POLICY).values()
+        for logical_id, p in stateless.find_resources(MANAGED_POLICY).items()
         if resolve(stateful, stateless, p["Properties"]["Roles"]) == [worker_role]
+        and not logical_id.startswith(SMOKE_WORKER_POLICY)  # the smoke run's, asserted in test_smoke.py
     ]
     document = resolve(stateful, stateless, policy["PolicyDocument"])
     bucket = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": ops_bucket(stateful)}]]}
@@ -185,7 +217,7 @@ def test_the_worker_policy_grants_exactly_what_the_operations_call(
             {"Fn::GetAtt": [dead_letter_queue_id(stateless), "Arn"]},
         )
         | allow(["s3:GetObject", "s3:PutObject"], objects(stateful, "runs/*"))
-        | allow(["s3:ListBucket"], bucket, when={"StringLike": {"s3:prefix": ["runs/*"]}})
+        | allow(["s3:ListBucket"], bucket)  # unconditioned: GetObject of a missing key is 404, not 403
         | allow(["s3:GetObject"], objects(stateful, "exports/*"))
         | allow(["s3:GetObject"], geometries)
         | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
@@ -220,7 +252,19 @@ def test_there_is_one_named_state_machine_per_operation_logging_everything_and_t
     group = resolve(
         stateful, stateless, stateless.find_resources("AWS::Logs::LogGroup")[log_group]["Properties"]
     )
+    name = group.pop("LogGroupName")
     assert group == {"KmsKeyId": data_key_arn(stateful), "RetentionInDays": config.log_retention_days}
+    # Vended logs: the account's Logs resource policy covers the prefix; the stack's id keeps a retained group from
+    # blocking a new stack.
+    assert name == {
+        "Fn::Join": [
+            "",
+            [
+                "/aws/vendedlogs/states/ops-",
+                {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "AWS::StackId"}]}]},
+            ],
+        ]
+    }
 
 
 def test_every_transition_names_a_state_and_every_state_is_reached(
@@ -254,9 +298,23 @@ def test_each_step_invokes_the_worker_for_its_operation_and_retries_throttling(
         ]
         steps = {state["Parameters"]["step"] for _, state in tasks}
         assert steps == (
-            {"prepare", "part", "finish"}
+            {"prepare", "part", "part-failed", "finish"}
             | ({"export-ready"} if operation in ("reindex", "reconcile") else set())
         )
+        states = {name: state for name, state, _ in all_states(machine["Definition"]["States"])}
+        for name, state in tasks:
+            if state["Parameters"]["step"] != "part":
+                continue
+            # A part that fails for good saves its own error first, then fails its map iteration with it.
+            (caught,) = state["Catch"]
+            saved = states[caught["Next"]]
+            assert (caught["ErrorEquals"], saved["Parameters"]["step"]) == (["States.ALL"], "part-failed"), (
+                name
+            )
+            assert saved["Parameters"]["error.$"] == caught["ResultPath"], name
+            end = states[saved["Next"]]
+            assert (end["Type"], end["CausePath"]) == ("Fail", f"{caught['ResultPath']}.Cause"), name
+            assert [c["Next"] for c in saved["Catch"]] == [saved["Next"]], name
         for name, state in tasks:
             assert state["Parameters"]["operation"] == operation, name
             retried = {error for retry in state["Retry"] for error in retry["ErrorEquals"]}
@@ -279,6 +337,11 @@ def test_maps_run_at_most_the_configured_concurrency_and_keep_results_small(
         assert len(maps) == (2 if operation in ("reindex", "reconcile") else 1)
         for state in maps:
             assert state["MaxConcurrency"] == config.ops.max_concurrency
+            # Each part's loop in a child execution: its invocations never fill the run's 25,000-event history.
+            assert state["ItemProcessor"]["ProcessorConfig"] == {
+                "Mode": "DISTRIBUTED",
+                "ExecutionType": "STANDARD",
+            }
             assert state["ResultSelector"] == {"parts.$": "States.ArrayLength($)"}
             ends = [s for s in state["ItemProcessor"]["States"].values() if s.get("End")]
             assert ends == [{"Type": "Pass", "Result": {}, "End": True}]
@@ -307,7 +370,15 @@ def test_a_large_table_is_exported_and_read_file_by_file(
             ("COMPLETED", "ExportReady"),
             ("FAILED", "ExportFailed"),
         ]
-        assert states["ExportStatus"]["Default"] == "WaitForExport"
+        assert states["ExportStatus"]["Default"] == "CountPoll"  # bounded: at most EXPORT_MAX_POLLS polls
+        assert states["PollLimit"]["Choices"] == [
+            {
+                "Variable": "$.polls.count",
+                "NumericGreaterThanEquals": EXPORT_MAX_POLLS,
+                "Next": "ExportTooSlow",
+            }
+        ]
+        assert EXPORT_MAX_POLLS * 13 < 25_000 // 2  # 13 history events a poll, half the history at most
         files = states["Files"]
         assert files["ItemProcessor"]["ProcessorConfig"] == {
             "Mode": "DISTRIBUTED",
@@ -327,8 +398,12 @@ def test_a_failed_step_still_writes_the_summary_and_fails_the_run(
     for machine in machines(stateful, stateless).values():
         states = machine["Definition"]["States"]
         caught = [name for name, state in states.items() if state.get("Catch")]
-        assert {"Prepare", "Parts"} <= set(caught)
-        for name in caught:
+        assert {"Prepare", "Parts", "Finish", "FinishAfterFailure"} <= set(caught)
+        assert states["FinishAfterFailure"]["Catch"] == [
+            {"ErrorEquals": ["States.ALL"], "ResultPath": "$.finishError", "Next": "SummaryFailed"}
+        ]
+        assert states["SummaryFailed"]["Type"] == "Fail"
+        for name in set(caught) - {"FinishAfterFailure"}:
             assert states[name]["Catch"] == [
                 {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "FinishAfterFailure"}
             ]
@@ -336,23 +411,26 @@ def test_a_failed_step_still_writes_the_summary_and_fails_the_run(
         assert states["RunFailed"] == {"Type": "Fail", "Error": "RunFailed", "CausePath": "$.finished.reason"}
 
 
-def test_the_state_machine_role_has_exactly_the_permissions_its_states_use(
+def test_each_state_machine_role_has_exactly_the_permissions_its_states_use(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
     worker_id, _ = worker_function(stateless)
-    (role_id,) = {
-        m["Properties"]["RoleArn"]["Fn::GetAtt"][0] for m in stateless.find_resources(STATE_MACHINE).values()
-    }
-    policy = next(
-        p["Properties"]
-        for p in stateless.find_resources(MANAGED_POLICY).values()
-        if p["Properties"]["Roles"] == [{"Ref": role_id}]
-    )
-    granted = permissions(resolve(stateful, stateless, policy["PolicyDocument"]))
-    arn = {"Fn::GetAtt": [worker_id, "Arn"]}
-    machine_arns = {
-        json.dumps(
-            {
+    resources = stateless.find_resources(STATE_MACHINE)
+    roles = {m["Properties"]["RoleArn"]["Fn::GetAtt"][0] for m in resources.values()}
+    assert len(roles) == len(OPERATIONS)  # one role each: no workflow may start another
+    for logical_id, machine in resources.items():
+        operation = machine["Properties"]["StateMachineName"].rsplit("-", 1)[1]
+        role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+        (policy_id,) = [
+            policy_id
+            for policy_id, p in stateless.find_resources(MANAGED_POLICY).items()
+            if p["Properties"]["Roles"] == [{"Ref": role_id}]
+        ]
+        policy = stateless.to_json()["Resources"][policy_id]["Properties"]
+        granted = permissions(resolve(stateful, stateless, policy["PolicyDocument"]))
+
+        def own(kind: str, suffix: str, operation: str = operation) -> dict[str, Any]:
+            return {
                 "Fn::Join": [
                     "",
                     [
@@ -365,59 +443,37 @@ def test_the_state_machine_role_has_exactly_the_permissions_its_states_use(
                         f":{kind}:{config.search.domain_name}-{operation}{suffix}",
                     ],
                 ]
-            },
-            sort_keys=True,
+            }
+
+        expected = (
+            allow(["lambda:InvokeFunction"], {"Fn::GetAtt": [worker_id, "Arn"]})  # unqualified: no alias
+            | allow(["states:StartExecution"], own("stateMachine", ""))
+            | allow(["states:DescribeExecution", "states:StopExecution"], own("execution", "/*"))
+            | allow(list(LOG_DELIVERY_ACTIONS), "*")
+            | allow(list(STATE_MACHINE_XRAY_ACTIONS), "*")
         )
-        for operation in OPERATIONS
-        for kind, suffix in (("stateMachine", ""), ("execution", "/*"))
-    }
-    states = {(e, a, r) for e, a, r in granted if a.startswith("states:")}
-    assert {r for _, _, r in states} == machine_arns
-    assert {a for _, a, _ in states} == {
-        "states:StartExecution",
-        "states:DescribeExecution",
-        "states:StopExecution",
-    }
-    assert granted - states == (
-        allow(["lambda:InvokeFunction"], arn)  # the unqualified function: no version or alias is invoked
-        | allow(
-            ["s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl", "s3:GetObject"],
-            objects(stateful, "exports/*"),
-        )
-        | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
-        | allow_each(["dynamodb:ExportTableToPointInTime"], handed_table_arns(stateful, config))
-        | allow_each(["dynamodb:DescribeExport"], handed_table_arns(stateful, config, "/export/*"))
-        | allow(
-            [
-                "logs:CreateLogDelivery",
-                "logs:GetLogDelivery",
-                "logs:UpdateLogDelivery",
-                "logs:DeleteLogDelivery",
-                "logs:ListLogDeliveries",
-                "logs:PutResourcePolicy",
-                "logs:DescribeResourcePolicies",
-                "logs:DescribeLogGroups",
-            ],
-            "*",
-        )
-        | allow(
-            [
-                "xray:PutTraceSegments",
-                "xray:PutTelemetryRecords",
-                "xray:GetSamplingRules",
-                "xray:GetSamplingTargets",
-            ],
-            "*",
-        )
-    )
-    for logical_id in stateless.find_resources(STATE_MACHINE):  # a first execution has its permissions
-        assert any(
-            "StateMachinePolicy" in d for d in stateless.to_json()["Resources"][logical_id]["DependsOn"]
-        )
+        if operation in ("reindex", "reconcile"):
+            expected |= (
+                allow(
+                    ["s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl", "s3:GetObject"],
+                    objects(stateful, "exports/*"),
+                )
+                | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
+                | allow_each(["dynamodb:ExportTableToPointInTime"], handed_table_arns(stateful, config))
+                | allow_each(["dynamodb:DescribeExport"], handed_table_arns(stateful, config, "/export/*"))
+            )
+        assert granted == expected, operation
+        assert (
+            policy_id in stateless.to_json()["Resources"][logical_id]["DependsOn"]
+        )  # a first execution has them
 
 
 def test_the_purge_runs_on_its_schedule(stateless: Template, config: EnvironmentConfig) -> None:
-    (schedule,) = stateless.find_resources("AWS::Scheduler::Schedule").values()
+    (schedule,) = [
+        s
+        for s in stateless.find_resources("AWS::Scheduler::Schedule").values()
+        if s["Properties"]["Target"]["Arn"] != PUT_ITEM_TARGET  # the heartbeat's (test_heartbeat.py)
+    ]
     purge_id = next(
         logical_id
         for logical_id, machine in stateless.find_resources(STATE_MACHINE).items()
@@ -442,9 +498,17 @@ def test_the_purge_runs_on_its_schedule(stateless: Template, config: Environment
         for p in stateless.find_resources(MANAGED_POLICY).values()
         if p["Properties"]["Roles"] == [{"Ref": role_id}]
     ]
-    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Action"] == "states:StartExecution"
-    assert statement["Resource"]["Fn::Join"][1][-1] == f":stateMachine:{config.search.domain_name}-purge"
+    start, send, encrypt = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert start["Action"] == "states:StartExecution"
+    assert start["Resource"]["Fn::Join"][1][-1] == f":stateMachine:{config.search.domain_name}-purge"
+    # What the scheduler could not deliver after its retries goes to its dead-letter queue (alarmed).
+    queue = properties["Target"]["DeadLetterConfig"]["Arn"]
+    assert send == {"Action": "sqs:SendMessage", "Effect": "Allow", "Resource": queue}
+    assert sorted(encrypt["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert properties["Target"]["RetryPolicy"] == {
+        "MaximumRetryAttempts": 5,
+        "MaximumEventAgeInSeconds": 3600,
+    }
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)

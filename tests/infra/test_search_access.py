@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from aws_cdk import App, Environment, RemovalPolicy, Stack
 from aws_cdk.assertions import Template
 
 from infra.app_builder import committed_context
 from infra.config import SSO_ADMINISTRATORS, EnvironmentConfig
 from infra.constructs.search_access import SearchAccess
-from infra.environments import environments
+from tests.infra.conftest import base_config
 
 ROLE = "AWS::IAM::Role"
 ADMIN_ROLE_DESCRIPTION = "OpenSearch fine-grained access control master user"
@@ -77,23 +78,40 @@ def test_no_trust_statement_admits_a_whole_account_without_naming_principals(sta
             assert statement["Condition"]["ArnLike"]["aws:PrincipalArn"]
 
 
-def test_by_default_the_identity_center_administrators_may_assume_the_admin_role() -> None:
-    dev = environments()["dev"]
+@pytest.mark.parametrize(
+    ("role_path", "admitted"),
+    [
+        # IAM Identity Center instances made since late 2023 put the region in the path; older ones do not.
+        ("aws-reserved/sso.amazonaws.com/ca-central-1/AWSReservedSSO_AdministratorAccess_0123abcd", True),
+        ("aws-reserved/sso.amazonaws.com/AWSReservedSSO_AdministratorAccess_0123abcd", True),
+        ("aws-reserved/sso.amazonaws.com/AWSReservedSSO_ReadOnlyAccess_0123abcd", False),
+        ("AWSReservedSSO_AdministratorAccess_0123abcd", False),
+    ],
+)
+def test_by_default_the_identity_center_administrators_may_assume_the_admin_role(
+    role_path: str, admitted: bool
+) -> None:
+    """The trust policy as AWS evaluates it (tests/support/iam.py): both path forms of the permission set's roles."""
+    from tests.support.iam import Request, decide
+
+    dev = base_config()
     assert dev.search.admin_principals == (SSO_ADMINISTRATORS,)
-    assert dev.admin_principal_arns() == [
-        "arn:aws:iam::111111111111:role/aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_AdministratorAccess_*"
-    ]
+    (statement,) = [s for s in trust_statements(access_for(dev)) if "Condition" in s]
+    principal = f"arn:aws:iam::{dev.account}:role/{role_path}"
+    trust = {"Statement": [statement | {"Principal": {"AWS": f"arn:aws:iam::{dev.account}:root"}}]}
+    request = Request(principal, "sts:AssumeRole", "admin-role", {"aws:PrincipalArn": principal})
+    assert (decide([], trust, request) == "allow") is admitted
 
 
 def test_without_admin_principals_only_the_bootstrap_and_the_ops_worker_assume_the_admin_role() -> None:
-    dev = environments()["dev"]
+    dev = base_config()
     template = access_for(replace(dev, search=replace(dev.search, admin_principals=())))
     (statement,) = trust_statements(template)
     assert [set(principal) for principal in statement["Principal"]["AWS"]] == [{"Fn::GetAtt"}, {"Fn::GetAtt"}]
 
 
 def test_a_principal_of_another_account_is_trusted_through_that_account_only() -> None:
-    dev = environments()["dev"]
+    dev = base_config()
     ci = "arn:aws:iam::999999999999:role/ci/deployer"
     template = access_for(replace(dev, search=replace(dev.search, admin_principals=(ci,))))
     named = trust_statements(template)[1]
@@ -102,7 +120,7 @@ def test_a_principal_of_another_account_is_trusted_through_that_account_only() -
 
 
 def test_a_configured_master_role_replaces_the_admin_role() -> None:
-    dev = environments()["dev"]
-    master = "arn:aws:iam::111111111111:role/platform/search-master"
+    dev = base_config()
+    master = f"arn:aws:iam::{dev.account}:role/platform/search-master"
     template = access_for(replace(dev, search=replace(dev.search, master_role_arn=master)))
     assert not template.find_resources(ROLE, {"Properties": {"Description": ADMIN_ROLE_DESCRIPTION}})

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
+from aws_cdk import RemovalPolicy
 from aws_cdk.assertions import Capture, Match, Template
 from search.indices import read_alias
 
 from infra.config import EnvironmentConfig
+from tests.infra.conftest import base_config, read_roles
 from tests.infra.test_stream_sync import resolve
+from tests.support.retention import removal_policies
 
 DOMAIN = "AWS::OpenSearchService::Domain"
 LOG_TYPES = ("SEARCH_SLOW_LOGS", "INDEX_SLOW_LOGS", "ES_APPLICATION_LOGS", "AUDIT_LOGS")
@@ -109,30 +113,26 @@ def test_zone_awareness_follows_config(stateful: Template, config: EnvironmentCo
     stateful.has_resource_properties(DOMAIN, {"ClusterConfig": awareness})
 
 
-@pytest.mark.parametrize("env", ["prod"])
-def test_prod_spans_three_zones_with_three_dedicated_masters(stateful: Template) -> None:
-    stateful.has_resource_properties(
-        DOMAIN,
+def test_data_nodes_and_dedicated_masters_follow_config(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    search = config.search
+    masters = (
         {
-            "ClusterConfig": {
-                "ZoneAwarenessEnabled": True,
-                "ZoneAwarenessConfig": {"AvailabilityZoneCount": 3},
-                "DedicatedMasterEnabled": True,
-                "DedicatedMasterCount": 3,
-            }
-        },
+            "DedicatedMasterEnabled": True,
+            "DedicatedMasterCount": search.master_node_count,
+            "DedicatedMasterType": search.master_node_type,
+        }
+        if search.master_node_count
+        else {"DedicatedMasterEnabled": False, "DedicatedMasterCount": Match.absent()}
     )
-
-
-@pytest.mark.parametrize("env", ["dev"])
-def test_dev_is_a_single_node_without_zone_awareness(stateful: Template) -> None:
     stateful.has_resource_properties(
         DOMAIN,
         {
             "ClusterConfig": {
-                "InstanceCount": 1,
-                "ZoneAwarenessEnabled": False,
-                "DedicatedMasterEnabled": False,
+                "InstanceCount": search.data_node_count,
+                "InstanceType": search.data_node_type,
+                **masters,
             }
         },
     )
@@ -283,8 +283,21 @@ def test_read_roles_reach_only_their_aliases_search_count_and_documents(
 ) -> None:
     name = config.search.domain_name
     expected = []
-    for role in config.search.read_roles:
-        condition = {"ArnEquals": {"aws:PrincipalArn": sorted(role.iam_role_arns)}}
+    for role in read_roles(config):
+        # ... and the smoke run's probe of the reader (infra/constructs/smoke.py), in the environment's account.
+        probe = {
+            "Fn::Join": [
+                "",
+                [
+                    "arn:",
+                    {"Ref": "AWS::Partition"},
+                    ":iam::",
+                    {"Ref": "AWS::AccountId"},
+                    f":role/{config.search.probe_role_name(role.name)}",
+                ],
+            ]
+        }
+        condition = {"ArnEquals": {"aws:PrincipalArn": [*sorted(role.iam_role_arns), probe]}}
         aliases = [read_alias(schema) for schema in role.schemas]
         expected += [
             (
@@ -297,12 +310,13 @@ def test_read_roles_reach_only_their_aliases_search_count_and_documents(
 
     statements = reader_statements(stateful)
 
-    assert config.search.read_roles, "every shipped environment has a read role"
     assert [(s["Condition"], s["Action"], resource_suffixes(s)) for s in statements] == expected
     for statement in statements:
-        (account,) = {arn.split(":")[4] for arn in statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]}
+        named = statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]
+        accounts = sorted({arn.split(":")[4] for arn in named if isinstance(arn, str)})
         assert [principal["Fn::Join"][1][-1] for principal in statement["Principal"]["AWS"]] == [
-            f":iam::{account}:root"
+            *(f":iam::{account}:root" for account in accounts),
+            ":root",  # the probe's: the deploying account (AWS::AccountId)
         ]
 
 
@@ -370,14 +384,14 @@ def test_log_delivery_policy_lets_opensearch_write_to_exactly_its_log_groups(sta
 
 
 def test_domain_is_retained_in_test_and_prod(stateful: Template, config: EnvironmentConfig) -> None:
-    policy = "Retain" if config.retains_data else "Delete"
-    stateful.has_resource(DOMAIN, {"DeletionPolicy": policy, "UpdateReplacePolicy": policy})
+    deletion, replacement = removal_policies(config)
+    stateful.has_resource(DOMAIN, {"DeletionPolicy": deletion, "UpdateReplacePolicy": replacement})
 
 
 def test_domain_log_groups_are_retained_with_the_domain(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    policy = "Retain" if config.retains_data else "Delete"
+    policy, _ = removal_policies(config)
     all_groups = stateful.find_resources("AWS::Logs::LogGroup")
     for group_id in log_group_ids(stateful).values():
         assert all_groups[group_id]["DeletionPolicy"] == policy
@@ -406,3 +420,71 @@ def test_admin_role_arn_output_is_the_master_user(stateful: Template, config: En
 
 def test_sync_role_arn_output_is_the_sync_role(stateful: Template) -> None:
     stateful.has_output("SearchSyncRoleArn", {"Value": role_arn(stateful, SYNC_ROLE_DESCRIPTION)})
+
+
+def test_readers_named_in_config_reach_the_domain_on_https_only() -> None:
+    """Readers and Dashboards users need a network path: config admits their security groups and CIDRs."""
+    from dataclasses import replace
+
+    from aws_cdk import App, Environment, Stack
+    from aws_cdk import aws_ec2 as ec2
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_logs as logs
+
+    from infra.app_builder import committed_context
+    from infra.config import ReaderNetwork
+    from infra.constructs.search_domain import SearchDomain
+
+    config = base_config()
+    readers = ReaderNetwork(security_group_ids=("sg-0123456789abcdef0",), cidrs=("10.90.0.0/16",))
+    settings = replace(config.search, reader_network=readers, dashboards_login=None)
+    stack = Stack(
+        App(context=committed_context()),
+        "Readers",
+        env=Environment(account=config.account, region=config.region),
+    )
+    vpc = ec2.Vpc(
+        stack,
+        "Vpc",
+        max_azs=3,
+        nat_gateways=0,
+        subnet_configuration=[
+            ec2.SubnetConfiguration(name="Isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+        ],
+    )
+    role = iam.Role(stack, "Admin", assumed_by=iam.AccountRootPrincipal())
+    SearchDomain(
+        stack,
+        "Search",
+        settings=settings,
+        vpc=vpc,
+        subnets=vpc.isolated_subnets,
+        key=kms.Key(stack, "Key"),
+        admin_role=role,
+        client_roles=[],
+        log_retention=logs.RetentionDays.ONE_WEEK,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+    template = Template.from_stack(stack)
+    rules = [r["Properties"] for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()]
+    sources = {(r.get("SourceSecurityGroupId") or r.get("CidrIp"), r["FromPort"], r["ToPort"]) for r in rules}
+    assert sources == {("sg-0123456789abcdef0", 443, 443), ("10.90.0.0/16", 443, 443)}
+
+
+@pytest.mark.parametrize(
+    ("readers", "message"),
+    [
+        ({"security_group_ids": ("sg-nope",)}, "security_group_ids[0]: 'sg-nope' is not a security group id"),
+        ({"cidrs": ("10.90.1.0/16",)}, "cidrs[0]: '10.90.1.0/16' is not an IPv4 CIDR"),
+        ({"cidrs": ("0.0.0.0/0",)}, "cidrs[0]: '0.0.0.0/0' admits more than a /8"),
+    ],
+)
+def test_a_bad_reader_network_names_its_field(readers: dict[str, Any], message: str) -> None:
+    from dataclasses import replace
+
+    from infra.config import ConfigError, ReaderNetwork
+
+    base = base_config()
+    with pytest.raises(ConfigError, match=re.escape(f"{base.name}.search.reader_network.{message}")):
+        replace(base, search=replace(base.search, reader_network=ReaderNetwork(**readers)))

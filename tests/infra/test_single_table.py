@@ -17,7 +17,8 @@ from infra.app_builder import build_environment, committed_context
 from infra.config import INVERTED_INDEX, CapacityMode, EnvironmentConfig, TablePlan
 from infra.environments import environments
 from tests.infra.conftest import ENVIRONMENTS, table_ids
-from tests.infra.test_logical_ids import PINNED_ADDITIONAL_TABLES
+from tests.infra.test_shipped_config import PINNED_ADDITIONAL_TABLES
+from tests.support.retention import removal_policies
 
 TABLE = "AWS::DynamoDB::Table"
 SCALABLE_TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"
@@ -85,15 +86,6 @@ def test_environment_has_exactly_its_configured_tables(stateful: Template, confi
     assert list(table_ids(stateful, config)) == ["Table", *(t.construct_id for t in config.additional_tables)]
 
 
-def test_dev_keeps_bookings_in_a_table_of_their_own(config: EnvironmentConfig) -> None:
-    """dev runs every check on two tables; test and prod keep one (README, "Add a table")."""
-    held = {plan.construct_id: plan.schemas for plan in config.source_tables}
-    if config.name == "dev":
-        assert held == {"Table": ("geozone", "productDate", "thread"), "TableBookings": ("booking",)}
-    else:
-        assert held == {"Table": ("geozone", "productDate", "booking", "thread")}
-
-
 def test_billing_mode_follows_config(stateful: Template, config: EnvironmentConfig) -> None:
     for plan, _, table in tables(stateful, config):
         capacity = plan.settings.provisioned
@@ -109,11 +101,6 @@ def test_billing_mode_follows_config(stateful: Template, config: EnvironmentConf
                 },
             }
         table.has_resource_properties(TABLE, expected)
-
-
-def test_dev_and_prod_are_on_demand_and_test_is_provisioned(config: EnvironmentConfig) -> None:
-    expected = CapacityMode.PROVISIONED if config.name == "test" else CapacityMode.ON_DEMAND
-    assert config.table.capacity_mode is expected
 
 
 def test_provisioned_tables_and_every_gsi_autoscale_reads_and_writes(
@@ -257,12 +244,12 @@ def test_deletion_protection_follows_data_retention(stateful: Template, config: 
         table.has_resource_properties(TABLE, {"DeletionProtectionEnabled": config.retains_data})
 
 
-def test_every_table_is_retained_in_test_and_prod_and_deleted_in_dev(
+def test_every_table_is_retained_where_data_is_retained_and_deleted_elsewhere(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    policy = "Retain" if config.name in ("test", "prod") else "Delete"
+    deletion, replacement = removal_policies(config)
     for _, _, table in tables(stateful, config):
-        table.has_resource(TABLE, {"DeletionPolicy": policy, "UpdateReplacePolicy": policy})
+        table.has_resource(TABLE, {"DeletionPolicy": deletion, "UpdateReplacePolicy": replacement})
 
 
 # --- indexes ------------------------------------------------------------------------------------------------
@@ -451,7 +438,7 @@ def test_backup_resources_exist_only_for_tables_whose_config_enables_them(
 def test_every_table_backs_up_into_its_own_retained_vault_encrypted_with_the_data_key(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    policy = "Retain" if config.retains_data else "Delete"
+    policy, _ = removal_policies(config)
     for plan, table_id, ids in backed_up(stateful, config):
         vault = stateful.find_resources("AWS::Backup::BackupVault")[ids["Vault"]]
         assert vault["Properties"]["EncryptionKeyArn"] == key_arn(stateful)
@@ -468,17 +455,21 @@ def test_every_table_backs_up_into_its_own_retained_vault_encrypted_with_the_dat
 
 
 def test_an_additional_table_backs_up_on_its_own_settings_into_its_pinned_vault(
-    with_inverted_index: dict[str, Template],
+    with_inverted_index: dict[str, Template], env: str
 ) -> None:
-    """dev's main table has no backups; with its Bookings table's turned on, only that table gets a plan, into a
-    vault whose logical id tests/infra/test_logical_ids.py pins."""
-    config = variant(environments()["dev"])
-    ((plan, table_id, ids),) = backed_up(with_inverted_index["dev"], config)
-    _, vault = PINNED_ADDITIONAL_TABLES["TableBookings"]
-    assert (plan.construct_id, plan.settings.backup_retention_days) == ("TableBookings", 7)
-    assert {ids["Vault"]: "AWS::Backup::BackupVault"} == vault
-    assert table_id == "TableBookingsD1978FDB"
-    # the same checks as every shipped environment's backed-up tables get
+    """With its additional tables' backups turned on, each such table gets a plan on its own settings, into a vault
+    whose logical id tests/infra/test_shipped_config.py pins, with the same checks every backed-up table gets."""
+    config = variant(environments()[env])
+    found = {
+        plan.construct_id: (plan, table_id, ids)
+        for plan, table_id, ids in backed_up(with_inverted_index[env], config)
+    }
+    for table in config.additional_tables:
+        plan, table_id, ids = found[table.construct_id]
+        pinned_table, vault = PINNED_ADDITIONAL_TABLES[table.construct_id]
+        assert plan.settings.backup_retention_days == 7
+        assert {ids["Vault"]: "AWS::Backup::BackupVault"} == vault
+        assert {table_id: "AWS::DynamoDB::Table"} == pinned_table
     test_every_table_backs_up_into_its_own_retained_vault_encrypted_with_the_data_key(
-        with_inverted_index["dev"], config
+        with_inverted_index[env], config
     )

@@ -248,6 +248,8 @@ def test_function_environment_is_exactly_the_documented_variables(
         "BULK_MAX_BYTES": str(config.search.bulk_max_bytes),
         "REQUEST_TIMEOUT_SECONDS": str(config.sync.request_timeout_seconds),
         "MAX_RECORD_AGE_SECONDS": str(config.sync.max_record_age_seconds),
+        # A dimension of every sync metric beside the table: alarms read one environment's.
+        "ENVIRONMENT_NAME": config.name,
     }
 
 
@@ -304,12 +306,47 @@ def test_every_mappings_batching_and_retries_follow_config(
 
 
 SYNC_SETTINGS = {
-    "MaximumRetryAttempts": "retry_attempts",
     "MaximumRecordAgeInSeconds": "max_record_age_seconds",
     "BatchSize": "batch_size",
     "MaximumBatchingWindowInSeconds": "batching_window_seconds",
     "ParallelizationFactor": "parallelization_factor",
 }
+
+
+def test_every_mapping_holds_a_systemic_fault_until_the_record_age_bound_never_by_count(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    """docs/sync.md promises that a systemic fault holds the shard until the maximum record age, near which the
+    handler dead-letters each record with its payload. A partial batch response counts as a retry attempt, so a
+    finite MaximumRetryAttempts (10 before issue 18) ended the hold after a few invocations and discarded the batch
+    with its stream range only."""
+    _, function = sync_function(stateless)
+    handler_age = int(function["Properties"]["Environment"]["Variables"]["MAX_RECORD_AGE_SECONDS"])
+    for mapping in mappings(stateful, stateless, config).values():
+        assert mapping["MaximumRetryAttempts"] == -1
+        assert mapping["MaximumRecordAgeInSeconds"] == handler_age == config.sync.max_record_age_seconds
+
+
+def test_the_worst_batch_a_mapping_delivers_drains_within_the_record_age_bound(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    """The worst batch: `batch_size` records each naming a geometry object at the bulk cap. An invocation holds
+    lines within the work budget (a slice) and completes at least one slice; each redelivery is a retry attempt
+    and lasts at most the timeout. All of them must end before the handler's dead-letter age."""
+    from stream_sync.config import RECORD_AGE_MARGIN_SECONDS, budget_for_memory, worst_batch_invocations
+
+    _, function = sync_function(stateless)
+    properties = function["Properties"]
+    variables = properties["Environment"]["Variables"]
+    for mapping in mappings(stateful, stateless, config).values():
+        invocations = worst_batch_invocations(
+            mapping["BatchSize"],
+            bulk_max_bytes=int(variables["BULK_MAX_BYTES"]),
+            work_budget_bytes=budget_for_memory(properties["MemorySize"]),
+        )
+        assert invocations * properties["Timeout"] <= (
+            mapping["MaximumRecordAgeInSeconds"] - RECORD_AGE_MARGIN_SECONDS
+        ), invocations
 
 
 def test_mapping_sends_what_it_gives_up_on_to_the_dead_letter_queue(stateless: Template) -> None:

@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from moto import mock_aws
-from stream_sync import handler
-from sync_harness import FGAC, REGION, Pipeline, bootstrap
 
-from tests.support.aws import use_fake_aws
-from tests.support.opensearch_server import LoopbackOpenSearch
+# The harness asserts what the sync wrote; rewritten like a test's asserts, a failure shows the diff.
+pytest.register_assert_rewrite("sync_harness")
+
+from moto import mock_aws  # noqa: E402
+from stream_sync import handler  # noqa: E402
+from sync_harness import FGAC, REGION, Pipeline, bootstrap  # noqa: E402
+
+from tests.support.aws import use_fake_aws  # noqa: E402
+from tests.support.opensearch_server import LoopbackOpenSearch  # noqa: E402
 
 
 @pytest.fixture

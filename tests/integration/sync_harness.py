@@ -150,13 +150,14 @@ class Pipeline:
             "OPENSEARCH_ENDPOINT": self.server.endpoint,
             "DLQ_URL": self.dlq_url,
             "GEOMETRY_BUCKET": BUCKET,
-            "REQUEST_TIMEOUT_SECONDS": "0.5",
+            "REQUEST_TIMEOUT_SECONDS": "10",  # a loaded machine must never time a loopback request out
             "BULK_MAX_ATTEMPTS": "4",
             "RETRY_BASE_SECONDS": "0.001",
             "RETRY_MAX_SECONDS": "0.004",
             "DEADLINE_MARGIN_SECONDS": "0",
             "LOG_LEVEL": "INFO",
             "SCHEMA_TABLES": json.dumps(SCHEMA_TABLES),
+            "ENVIRONMENT_NAME": "dev",
             **overrides,
         }
         for name, value in env.items():

@@ -197,6 +197,7 @@ def test_a_configured_reader_sees_no_tombstone_hidden_item_or_internal_field_by_
         b'{"update":{"_index":"geozone-write","_id":"x","require_alias":true}}\n'
         b'{"doc":{"name":"x"},"doc_as_upsert":true}\n'
     )
+    indices_before = pipeline.server.index_names()
     refused = [
         reader.request("POST", "_bulk", write, {"Content-Type": "application/x-ndjson"}),
         reader.request("PUT", "geozone-v9", b"{}"),
@@ -207,7 +208,7 @@ def test_a_configured_reader_sees_no_tombstone_hidden_item_or_internal_field_by_
         reader.request("POST", "booking/_search", everything),  # a schema the role does not name
     ]
     assert [(r.status, r.json()["error"]["type"]) for r in refused] == [(403, "security_exception")] * 5
-    assert pipeline.server.index_names() == ["booking-v1", "geozone-v1", "productdate-v1"]
+    assert pipeline.server.index_names() == indices_before  # the reader created and deleted nothing
     assert pipeline.server.documents("geozone-v1").keys() == {
         f"{ZONE}#{n}" for n in ("0000000001", "0000000002", "0000000003", "0000000004")
     }

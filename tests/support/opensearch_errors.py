@@ -23,6 +23,8 @@ JAVA_EXCEPTIONS = frozenset(
         "arithmetic_exception",
         "input_coercion_exception",
         "json_parse_exception",
+        "stream_constraints_exception",
+        "x_content_parse_exception",
         "date_time_parse_exception",
         "array_index_out_of_bounds_exception",
         "unsupported_operation_exception",

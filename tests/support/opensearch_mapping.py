@@ -235,16 +235,16 @@ def _check_geo_point(_kind: str, value: Any, field: str = "") -> None:
         lat, lon = _number(value.get("lat")), _number(value.get("lon"))
         if lat is None or lon is None:
             missing = "lat" if lat is None else "lon"
-            raise _ValueError("opensearch_parse_exception", f"field [{missing}] missing")
+            raise _ValueError("parse_exception", f"field [{missing}] missing")
     elif isinstance(value, list) and len(value) in (2, 3) and all(_number(v) is not None for v in value):
         lon, lat = float(value[0]), float(value[1])
     elif isinstance(value, str) and "," in value:
         parts = [_number(part.strip()) for part in value.split(",")]
         if len(parts) not in (2, 3) or any(part is None for part in parts):
-            raise _ValueError("opensearch_parse_exception", f"failed to parse [{value}]")
+            raise _ValueError("parse_exception", f"failed to parse [{value}]")
         lat, lon = float(parts[0] or 0.0), float(parts[1] or 0.0)
     else:
-        raise _ValueError("opensearch_parse_exception", "geo_point expected")
+        raise _ValueError("parse_exception", "geo_point expected")
     if not -90.0 <= lat <= 90.0:
         raise _ValueError(
             "illegal_argument_exception", f"illegal latitude value [{java_text(lat)}] for {field}"
@@ -259,11 +259,9 @@ def _check_geo_shape(_kind: str, value: Any) -> None:
     if isinstance(value, str):
         return  # WKT is not parsed here
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-        raise _ValueError(
-            "opensearch_parse_exception", "shape must be an object consisting of type and coordinates"
-        )
+        raise _ValueError("parse_exception", "shape must be an object consisting of type and coordinates")
     if "coordinates" not in value and "geometries" not in value:
-        raise _ValueError("opensearch_parse_exception", "coordinates not included")
+        raise _ValueError("parse_exception", "coordinates not included")
 
 
 def _check_anything(_kind: str, _value: Any) -> None:
@@ -341,21 +339,61 @@ def _mapper_error(reason: str, inner: OpenSearchError | None = None) -> OpenSear
 
 
 _EMPTY: Mapping[str, Any] = {}
+# index.mapping.depth.limit and index.mapping.total_fields.limit, as the engine defaults them.
+DEFAULT_DEPTH_LIMIT = 20
+DEFAULT_TOTAL_FIELDS_LIMIT = 1000
+
+
+class _DepthError(Exception):
+    def __init__(self, error: OpenSearchError) -> None:
+        super().__init__(error.reason)
+        self.error = error
+
+
+def _depth_exceeded(what: str, limit: int) -> _DepthError:
+    """ParseContext.checkFieldDepthLimit / checkFieldArrayDepthLimit (OpenSearchParseException)."""
+    return _DepthError(
+        cause(
+            "parse_exception",
+            f"The depth of the {what} has exceeded the allowed limit of [{limit}]. This limit can be set by "
+            "changing the [index.mapping.depth.limit] index level setting.",
+        )
+    )
+
+
 _TEXTUAL = frozenset({"keyword", "text", "match_only_text", "wildcard"})
 _DOUBLES = frozenset({"double", "scaled_float"})
 
 
 class _DocumentParser:
     """One document's walk. Fields the document adds are kept apart (`added`, by the path of the object they
-    belong to) and merged into a copy of the mappings only at the end, so a refused document changes nothing."""
+    belong to) and merged into a copy of the mappings only at the end, so a refused document changes nothing.
 
-    def __init__(self, mappings: Mapping[str, Any], doc_id: str) -> None:
+    Like ParseContext, it counts the objects (the document's own is 1) and the arrays it is inside while parsing,
+    and refuses either beyond `index.mapping.depth.limit`."""
+
+    def __init__(
+        self, mappings: Mapping[str, Any], doc_id: str, depth_limit: int = DEFAULT_DEPTH_LIMIT
+    ) -> None:
         self.mappings = mappings
         self.doc_id = doc_id
         self.date_detection = mappings.get("date_detection", True) not in (False, "false")
         self.numeric_detection = mappings.get("numeric_detection", False) in (True, "true")
         self.templates: list[Mapping[str, Any]] = list(mappings.get("dynamic_templates") or [])
         self.added: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+        self.depth_limit = depth_limit
+        self.depth = 0
+        self.arrays = 0
+
+    def enter_object(self) -> None:
+        self.depth += 1
+        if self.depth > self.depth_limit:
+            raise _depth_exceeded("field", self.depth_limit)
+
+    def enter_array(self) -> None:
+        self.arrays += 1
+        if self.arrays > self.depth_limit:
+            raise _depth_exceeded("nested array field", self.depth_limit)
 
     # --- walking --------------------------------------------------------------------------------------
 
@@ -363,6 +401,7 @@ class _DocumentParser:
         self, properties: Mapping[str, Any], path: tuple[str, ...], value: Mapping[str, Any], dynamic: str
     ) -> None:
         """The members of an object whose mapped children are `properties` (plus any added meanwhile)."""
+        self.enter_object()
         added = self.added.get(path) if self.added else None  # a name occurs once per object
         for name, member in value.items():
             if "." in name or not name:
@@ -387,6 +426,7 @@ class _DocumentParser:
                 elif kind == "boolean" and member_type is bool:
                     continue
             self.parse_value(properties, path, name, member, dynamic)
+        self.depth -= 1
 
     def _child(
         self, properties: Mapping[str, Any], path: tuple[str, ...], name: str
@@ -443,8 +483,10 @@ class _DocumentParser:
                 self.added.setdefault(path, {})[name] = template
                 self.parse_leaf((*path, name), template, value)
                 return
+            self.enter_array()
             for element in value:
                 self.parse_value(properties, path, name, element, dynamic)
+            self.arrays -= 1
         else:
             self.parse_leaf((*path, name), self._new_leaf(path, name, value), value)
 
@@ -458,8 +500,10 @@ class _DocumentParser:
                 spec.get("properties") or _EMPTY, path, value, _dynamic(spec.get("dynamic", dynamic))
             )
         elif isinstance(value, list):
+            self.enter_array()
             for element in value:
                 self.parse_into_object(spec, path, element, dynamic)
+            self.arrays -= 1
         else:
             raise _mapper_error(
                 f"object mapping for [{'.'.join(path)}] tried to parse field [{path[-1]}] as object, but found a "
@@ -469,8 +513,10 @@ class _DocumentParser:
     def parse_leaf(self, path: tuple[str, ...], spec: Mapping[str, Any], value: Any) -> None:
         kind = str(spec.get("type"))
         if isinstance(value, list) and kind not in _PARSES_ARRAYS:
+            self.enter_array()
             for element in value:
                 self.parse_leaf(path, spec, element)
+            self.arrays -= 1
             return
         if value is None:
             return
@@ -596,21 +642,70 @@ def _placeholders(value: Any, name: str, field_type: str) -> Any:
     return value
 
 
-def parse_document(mappings: Mapping[str, Any], source: Any, doc_id: str) -> dict[str, Any] | None:
+def parse_document(
+    mappings: Mapping[str, Any],
+    source: Any,
+    doc_id: str,
+    *,
+    depth_limit: int = DEFAULT_DEPTH_LIMIT,
+    total_fields_limit: int = DEFAULT_TOTAL_FIELDS_LIMIT,
+) -> dict[str, Any] | None:
     """Index `source` against `mappings`: the mappings with the fields it adds (a new dict), or None when it adds
-    none. Raises OpenSearchError (400 mapper_parsing_exception or strict_dynamic_mapping_exception) for a document
-    the engine refuses; nothing changes then."""
+    none. Raises OpenSearchError (400 mapper_parsing_exception or strict_dynamic_mapping_exception while parsing,
+    illegal_argument_exception when the grown mapping breaks an index limit) for a document the engine refuses;
+    nothing changes then."""
     if not isinstance(source, dict):
         raise _mapper_error("Malformed content, must start with an object")
     if _disabled(mappings):
         return None
-    parser = _DocumentParser(mappings, doc_id)
+    parser = _DocumentParser(mappings, doc_id, depth_limit)
     try:
         parser.parse_object(
             mappings.get("properties") or _EMPTY, (), source, _dynamic(mappings.get("dynamic", True))
         )
     except _PathError as refused:
         raise _mapper_error("failed to parse", cause("illegal_argument_exception", str(refused))) from None
+    except _DepthError as refused:
+        raise _mapper_error("failed to parse", refused.error) from None
     if not parser.added:
         return None
-    return parser.merged()
+    merged = parser.merged()
+    check_mapping_limits(merged, depth_limit=depth_limit, total_fields_limit=total_fields_limit)
+    return merged
+
+
+def _fields(properties: Mapping[str, Any], prefix: str, objects: list[str]) -> int:
+    """Fields of `properties` as MappingLookup counts them (objects, leaves and their multi-fields); the object
+    paths go into `objects`."""
+    count = 0
+    for name, spec in properties.items():
+        count += 1 + len(spec.get("fields") or {})
+        if _is_object(spec):
+            objects.append(f"{prefix}{name}")
+            count += _fields(spec.get("properties") or _EMPTY, f"{prefix}{name}.", objects)
+    return count
+
+
+def check_mapping_limits(
+    mappings: Mapping[str, Any],
+    *,
+    depth_limit: int = DEFAULT_DEPTH_LIMIT,
+    total_fields_limit: int = DEFAULT_TOTAL_FIELDS_LIMIT,
+) -> None:
+    """MappingLookup.checkLimits on a mapping about to be merged (the preflight of a dynamic update): a 400
+    illegal_argument_exception when it maps more fields than `index.mapping.total_fields.limit` or an object
+    deeper than `index.mapping.depth.limit` (an object's depth is its path's dots plus 2)."""
+    objects: list[str] = []
+    if _fields(mappings.get("properties") or _EMPTY, "", objects) > total_fields_limit:
+        raise OpenSearchError(
+            400,
+            "illegal_argument_exception",
+            f"Limit of total fields [{total_fields_limit}] has been exceeded",
+        )
+    for path in objects:
+        if path.count(".") + 2 > depth_limit:
+            raise OpenSearchError(
+                400,
+                "illegal_argument_exception",
+                f"Limit of mapping depth [{depth_limit}] has been exceeded due to object field [{path}]",
+            )

@@ -59,7 +59,7 @@ from botocore.credentials import Credentials
 
 from tests.support.opensearch_dlsfls import check_role, read_restriction
 from tests.support.opensearch_errors import OpenSearchError, cause, index_not_found
-from tests.support.opensearch_mapping import parse_document
+from tests.support.opensearch_mapping import DEFAULT_DEPTH_LIMIT, DEFAULT_TOTAL_FIELDS_LIMIT, parse_document
 from tests.support.opensearch_query import IndexView, Visible, java_boolean, visible_document
 from tests.support.opensearch_query import search as run_search
 from tests.support.opensearch_scripts import (
@@ -145,6 +145,8 @@ DYNAMIC_INDEX_SETTINGS = frozenset(
         "index.blocks.read_only",
         "index.blocks.read_only_allow_delete",
         "index.blocks.metadata",
+        "index.mapping.total_fields.limit",
+        "index.mapping.depth.limit",
     }
 )
 STATIC_INDEX_SETTINGS = frozenset({"index.number_of_shards", "index.codec", "index.routing_partition_size"})
@@ -1217,7 +1219,11 @@ class _Cluster:
                     )
                 try:
                     source = _parse_line(lines[position])
-                except ValueError:
+                except ValueError as error:
+                    if op == "update":
+                        # BulkRequestParser parses an update's body while it reads the request (an index or create
+                        # source is parsed later, on its shard): the whole request is refused.
+                        raise _unparseable_update(lines[position], error) from None
                     source = _UNPARSEABLE
                 position += 1
             refused = _compare_and_write_refusal(meta)
@@ -1476,7 +1482,15 @@ class _Cluster:
     ) -> None:
         """Index ``source``: parsed against the mappings, which grow (as the user: `indices:admin/mapping/put`)
         when it adds fields. ``fresh`` sources (parsed from the request being handled) are not copied."""
-        update = parse_document(index.mappings, source, doc_id)
+        update = parse_document(
+            index.mappings,
+            source,
+            doc_id,
+            depth_limit=int(index.setting("index.mapping.depth.limit") or DEFAULT_DEPTH_LIMIT),
+            total_fields_limit=int(
+                index.setting("index.mapping.total_fields.limit") or DEFAULT_TOTAL_FIELDS_LIMIT
+            ),
+        )
         if update is not None:
             self.check_indices(subject, ["indices:admin/mapping/put"], [index.name])
             index.mappings = update
@@ -1518,7 +1532,76 @@ def _item_failure(index: Any, doc_id: Any, error: OpenSearchError) -> dict[str, 
 _UNPARSEABLE = object()
 # json.dumps' output (same separators, ASCII), without the circular-reference bookkeeping: answers are trees.
 _encode_response = json.JSONEncoder(check_circular=False).encode
-_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner json.loads runs, without its per-call wrapping
+# The engine's JSON parser (Jackson as OpenSearch configures it, XContentContraints): no NaN or Infinity, field
+# names of at most 50,000 characters, at most 1,000 levels of nesting.
+MAX_NAME_LENGTH = 50_000
+MAX_NESTING_DEPTH = 1000
+
+
+class JsonParseError(ValueError):
+    """Jackson refused the JSON: `error_type` is its exception (json_parse_exception, stream_constraints_exception)."""
+
+    def __init__(self, error_type: str, reason: str) -> None:
+        super().__init__(reason)
+        self.error_type = error_type
+        self.reason = reason
+
+
+def _non_numeric(token: str) -> Any:
+    raise JsonParseError(
+        "json_parse_exception",
+        f"Non-standard token '{token}': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow",
+    )
+
+
+def _checked_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    for name, _ in pairs:
+        length = len(name.encode("utf-16-le")) // 2  # Java's String.length()
+        if length > MAX_NAME_LENGTH:
+            raise JsonParseError(
+                "stream_constraints_exception",
+                f"Name length ({length}) exceeds the maximum allowed ({MAX_NAME_LENGTH}, from "
+                "`StreamReadConstraints.getMaxNameLength()`)",
+            )
+    return dict(pairs)
+
+
+_decoder = json.JSONDecoder(parse_constant=_non_numeric)
+# Only a line longer than the name limit can hold a name over it: such lines check every object's names.
+_long_line_decoder = json.JSONDecoder(parse_constant=_non_numeric, object_pairs_hook=_checked_names)
+_scan_json = _decoder.scan_once  # type: ignore[attr-defined]  # the C scanner json.loads runs, without its per-call wrapping
+
+
+def engine_json(text: str | bytes) -> Any:
+    """`json.loads` as the engine's parser accepts JSON (JsonParseError for what it refuses)."""
+    if isinstance(text, bytes):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads decodes bytes
+    decoder = _long_line_decoder if len(text) > MAX_NAME_LENGTH else _decoder
+    try:
+        return decoder.decode(text)
+    except RecursionError:  # Python's own limit is near Jackson's 1,000 levels
+        raise JsonParseError(
+            "stream_constraints_exception",
+            f"Document nesting depth exceeds the maximum allowed ({MAX_NESTING_DEPTH}, from "
+            "`StreamReadConstraints.getMaxNestingDepth()`)",
+        ) from None
+
+
+def _unparseable_update(line: str | bytes, error: ValueError) -> OpenSearchError:
+    """The engine's answer to an update body its parser refuses (the `line:column` is not reproduced)."""
+    if isinstance(error, JsonParseError):
+        inner = cause(error.error_type, error.reason)
+    else:
+        inner = cause("json_parse_exception", str(error))
+    text = line if isinstance(line, str) else line.decode("utf-8", "replace")
+    where = (
+        "[1:1] [script] failed to parse field [params]"
+        if '"params"' in text
+        else "[1:1] [UpdateRequest] failed to parse"
+    )
+    return OpenSearchError(400, "x_content_parse_exception", where, cause=inner)
+
+
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() strips (str.strip() also strips Unicode spaces)
 
 
@@ -1534,19 +1617,21 @@ def _bulk_lines(body: bytes) -> list[str] | list[bytes]:
 
 
 def _parse_line(line: str | bytes) -> Any:
-    """`json.loads` of one NDJSON line. A str line that is exactly one JSON value goes straight to the C
-    scanner; anything else (surrounding whitespace, a BOM, errors) takes `json.loads` of the line's original
-    bytes, so results and errors are the same as parsing every line with `json.loads`."""
+    """`engine_json` of one NDJSON line. A str line that is exactly one JSON value goes straight to the C
+    scanner; anything else (surrounding whitespace, a BOM, errors, a line long enough to hold an over-long name)
+    takes `engine_json` of the line's original bytes, so results and errors are those of parsing every line
+    whole."""
     if isinstance(line, str):
-        try:
-            value, end = _scan_json(line, 0)
-        except (StopIteration, ValueError):
-            pass
-        else:
-            if end == len(line):
-                return value
+        if len(line) <= MAX_NAME_LENGTH:
+            try:
+                value, end = _scan_json(line, 0)
+            except (StopIteration, ValueError, RecursionError):
+                pass
+            else:
+                if end == len(line):
+                    return value
         line = line.encode("utf-8")
-    return json.loads(line)
+    return engine_json(line)
 
 
 @dataclass
@@ -2035,7 +2120,7 @@ class LoopbackOpenSearch:
             if not request.body:
                 return {}
             try:
-                return json.loads(request.body)
+                return engine_json(request.body)
             except ValueError as error:
                 raise OpenSearchError(
                     400, "parse_exception", f"request body is required / not JSON: {error}"

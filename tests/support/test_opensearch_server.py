@@ -306,9 +306,8 @@ def test_a_delayed_request_still_takes_effect_after_the_client_gave_up(server: L
 
     with pytest.raises(TransportTimeoutError):
         bulk(impatient, [{"index": {"_index": "late", "_id": "1"}}, {"n": 1}])
-    for _ in range(50):
-        if server.document("late", "1") is not None:
-            break
+    deadline = time.monotonic() + 10  # the server applies it 0.3 s in; a loaded machine may take longer
+    while server.document("late", "1") is None and time.monotonic() < deadline:
         time.sleep(0.02)
 
     assert server.document("late", "1") == {"n": 1}
@@ -944,3 +943,135 @@ def test_a_point_in_time_is_deleted_by_id_and_needs_a_keep_alive(client: OpenSea
 
     assert closed == {"pits": [{"successful": True, "pit_id": pit}]}
     assert again == {"pits": [{"successful": False, "pit_id": pit}]}
+
+
+# --- the engine's document limits (issue 18) --------------------------------------------------------------------
+
+
+def nested(levels: int, leaf: Any = 1) -> Any:
+    """A document of `levels` objects (itself the first), one inside the other, the last holding `leaf`."""
+    value: Any = {"x": leaf}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("token", "value"), [("Infinity", float("inf")), ("-Infinity", float("-inf")), ("NaN", float("nan"))]
+)
+def test_an_update_body_with_a_non_numeric_number_fails_the_whole_request(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str, token: str, value: float
+) -> None:
+    """Jackson refuses NaN and Infinity, and BulkRequestParser parses an update's body with the request: one such
+    document refuses every document in it (the sync bisects to find it)."""
+    response = bulk(
+        client,
+        [
+            *sync_update("good#1", 1, {"pk": "good", "sk": "1", "n": 1}),
+            *sync_update("bad#1", 1, {"pk": "bad", "sk": "1", "n": value}),
+        ],
+        f"{places}/_bulk",
+    )
+
+    assert response.status == 400
+    error = response.json()["error"]
+    assert (error["type"], error["reason"]) == (
+        "x_content_parse_exception",
+        "[1:1] [script] failed to parse field [params]",
+    )
+    assert error["caused_by"] == {
+        "type": "json_parse_exception",
+        "reason": f"Non-standard token '{token}': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow",
+    }
+    assert error["root_cause"] == [{"type": "x_content_parse_exception", "reason": error["reason"]}]
+    assert server.document(places, "good#1") is None  # nothing of a refused request is applied
+
+
+def test_a_field_name_over_the_parsers_limit_fails_the_whole_request(
+    client: OpenSearchTransport, server: LoopbackOpenSearch, places: str
+) -> None:
+    ok = bulk(client, sync_update("n#1", 1, {"pk": "n", "sk": "1", "n" * 50_000: 1}), f"{places}/_bulk")
+    refused = bulk(client, sync_update("n#2", 1, {"pk": "n", "sk": "2", "n" * 50_001: 1}), f"{places}/_bulk")
+
+    assert ok.status == 200 and not ok.json()["errors"]
+    assert refused.status == 400
+    assert refused.json()["error"]["caused_by"] == {
+        "type": "stream_constraints_exception",
+        "reason": "Name length (50001) exceeds the maximum allowed (50000, from "
+        "`StreamReadConstraints.getMaxNameLength()`)",
+    }
+    assert server.document(places, "n#2") is None
+
+
+def test_an_index_source_the_parser_refuses_fails_only_its_item(client: OpenSearchTransport) -> None:
+    """An index action's source is parsed on its shard, so only that item fails."""
+    body = b'{"index":{"_index":"raw","_id":"1"}}\n{"n":NaN}\n{"index":{"_index":"raw","_id":"2"}}\n{"n":1}\n'
+    response = client.request("POST", "_bulk", body, {"Content-Type": NDJSON_CONTENT_TYPE}).json()
+
+    assert [item["index"]["status"] for item in response["items"]] == [400, 201]
+
+
+@pytest.mark.parametrize(
+    ("doc", "what"),
+    [(nested(21), "field"), ({"a": json.loads("[" * 21 + "1" + "]" * 21)}, "nested array field")],
+    ids=["objects", "arrays"],
+)
+def test_a_document_nested_beyond_the_depth_limit_is_refused_while_parsing(
+    client: OpenSearchTransport, doc: Any, what: str
+) -> None:
+    """ParseContext counts the objects (the document itself is one) and the arrays around each value."""
+    fits = nested(20) if what == "field" else {"a": json.loads("[" * 20 + "1" + "]" * 20)}
+    assert not bulk(client, [{"index": {"_index": "deep", "_id": "1"}}, fits]).json()["errors"]
+
+    item = bulk(client, [{"index": {"_index": "deep", "_id": "2"}}, doc]).json()["items"][0]["index"]
+
+    assert (item["status"], item["error"]["type"], item["error"]["reason"]) == (
+        400,
+        "mapper_parsing_exception",
+        "failed to parse",
+    )
+    assert item["error"]["caused_by"] == {
+        "type": "parse_exception",
+        "reason": f"The depth of the {what} has exceeded the allowed limit of [20]. This limit can be set by "
+        "changing the [index.mapping.depth.limit] index level setting.",
+    }
+
+
+def test_a_dotted_name_deeper_than_the_depth_limit_is_refused_when_the_mapping_grows(
+    client: OpenSearchTransport,
+) -> None:
+    """A dotted name makes its objects without parsing them: MappingLookup's depth check refuses the update."""
+    path = ".".join(["a"] * 20)
+    item = bulk(client, [{"index": {"_index": "dots", "_id": "1"}}, {f"{path}.x": 1}]).json()["items"][0]
+
+    assert item["index"]["error"] == {
+        "type": "illegal_argument_exception",
+        "reason": f"Limit of mapping depth [20] has been exceeded due to object field [{path}]",
+    }
+    assert mappings_of(client, "dots").get("properties") is None  # a refused document changes nothing
+
+
+def test_a_document_that_would_map_more_fields_than_the_limit_is_refused(client: OpenSearchTransport) -> None:
+    """A dynamic string is a text field and its keyword subfield: 500 strings are 1,000 fields, one more is over."""
+    strings = {f"s{i}": "x" for i in range(500)}
+    assert not bulk(client, [{"index": {"_index": "wide", "_id": "1"}}, strings]).json()["errors"]
+
+    item = bulk(client, [{"index": {"_index": "wide", "_id": "2"}}, {"n": 1}]).json()["items"][0]["index"]
+
+    assert item["error"] == {
+        "type": "illegal_argument_exception",
+        "reason": "Limit of total fields [1000] has been exceeded",
+    }
+
+
+def test_the_limits_follow_the_index_settings(client: OpenSearchTransport) -> None:
+    settings = {"index.mapping.total_fields.limit": 3, "index.mapping.depth.limit": 3}
+    assert send(client, "PUT", "small", {"settings": settings}).status == 200
+
+    over = bulk(client, [{"index": {"_index": "small", "_id": "1"}}, {"a": 1, "b": 2, "c": 3, "d": 4}])
+    deep = bulk(client, [{"index": {"_index": "small", "_id": "2"}}, nested(4)])
+
+    assert (
+        over.json()["items"][0]["index"]["error"]["reason"] == "Limit of total fields [3] has been exceeded"
+    )
+    assert "limit of [3]" in deep.json()["items"][0]["index"]["error"]["caused_by"]["reason"]

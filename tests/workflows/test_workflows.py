@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
+from infra import generated
 from infra.environments import environments
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 BIN = Path(sys.executable).parent
+RELEASED = "released"
 
 
 def actionlint(workflows: Path) -> subprocess.CompletedProcess[str]:
@@ -65,18 +67,65 @@ def test_actionlint_reports_a_planted_expression_error_and_a_shellcheck_finding(
     assert "[expression]" in result.stdout and "SC2086" in result.stdout, result.stdout
 
 
-def test_every_environment_is_delivered_in_order_and_prod_only_from_a_tag_or_main() -> None:
+def test_every_environment_is_delivered_in_order_and_production_only_on_a_release() -> None:
     jobs = load("deliver.yml")["jobs"]
-    assert list(jobs) == list(environments())
+    configs = environments()
+    assert [name for name in jobs if name != RELEASED] == list(configs)
     previous = None
-    for name, job in jobs.items():
+    for name, config in configs.items():
+        job = jobs[name]
         assert job["uses"] == "./.github/workflows/deploy.yml"
-        assert job["with"] == {"environment": name}
+        assert job["with"] == {"environment": name, "production": config.production}
         assert job["permissions"] == {"contents": "read", "id-token": "write"}
         assert job.get("needs") == previous
         previous = name
-    condition = jobs["prod"]["if"]
-    assert "startsWith(github.ref, 'refs/tags/v')" in condition and "refs/heads/main" in condition
+        if config.production:
+            assert "startsWith(github.ref, 'refs/tags/v')" in job["if"] and "refs/heads/main" in job["if"]
+        else:
+            assert "if" not in job, f"{name} is not production: every push to main deploys it"
+
+
+def release_path(workflow_name: str) -> list[tuple[str, dict[str, Any]]]:
+    """(where, concurrency block) of every concurrency group a release run enters: the workflow's own, and each
+    job's on the way to a production environment, through the reusable workflows they call."""
+    workflow = load(workflow_name)
+    found = [(workflow_name, workflow["concurrency"])] if "concurrency" in workflow else []
+    for name, job in workflow["jobs"].items():
+        if "concurrency" in job:
+            found.append((f"{workflow_name} {name}", job["concurrency"]))
+        if job.get("uses", "").startswith("./.github/workflows/"):
+            found += release_path(job["uses"].removeprefix("./.github/workflows/"))
+    return found
+
+
+def test_no_release_job_can_be_cancelled_while_it_waits_for_a_later_push() -> None:
+    """GitHub cancels a *pending* job or run of a concurrency group when another one queues (unless the group
+    queues, `queue: max`): a release's dev deploy waiting behind a push's would be cancelled by the next push, and
+    with it everything after it, prod included. Every group a release enters must queue or be the release's own."""
+    path = release_path("deliver.yml")
+    assert any("deploy" in where for where, _ in path), "the deploy jobs serialize per environment"
+    cancellable = [
+        (where, block)
+        for where, block in path
+        if block.get("queue") != "max" or block.get("cancel-in-progress") not in (False, None)
+    ]
+    assert cancellable == []
+
+
+def test_a_release_that_does_not_reach_production_fails_the_run() -> None:
+    jobs = load("deliver.yml")["jobs"]
+    production = [name for name, config in environments().items() if config.production]
+    released = jobs[RELEASED]
+    assert released["needs"] == production
+    assert released["if"].startswith("always() && (") and "refs/tags/v" in released["if"]
+    script = run_scripts(released)
+    assert "${{ toJSON(needs) }}" in str(released["steps"]) and '"success"' in script and "exit 1" in script
+
+
+def test_the_generated_deliver_workflow_is_current() -> None:
+    assert (WORKFLOWS / "deliver.yml").read_text() == generated.deliver_workflow(environments()), (
+        "stale: run `make docs`"
+    )
 
 
 def test_deploy_assumes_the_configured_role_through_oidc_in_the_github_environment() -> None:
@@ -120,3 +169,21 @@ def test_deploy_tests_once_and_deploys_that_assembly_after_showing_its_diff() ->
 def test_the_guard_runs_before_anything_merges_or_deploys(name: str) -> None:
     jobs = load(name)["jobs"]
     assert any("make guard" in run_scripts(job) for job in jobs.values())
+
+
+def test_deploy_proves_the_environment_with_a_smoke_run_after_cdk_deploy_and_fails_on_its_verdict() -> None:
+    deploy = load("deploy.yml")["jobs"]["deploy"]
+    names = [step.get("name", "") for step in deploy["steps"]]
+    runs = [step.get("run", "") for step in deploy["steps"]]
+    deployed = next(
+        i for i, run in enumerate(runs) if 'npx cdk deploy --app cdk.out "${ENVIRONMENT}/*"' in run
+    )
+    (smoke,) = [i for i, run in enumerate(runs) if "python -m ops smoke" in run]
+    # Right after the deploy (and the Python it needs), before the job, and with it the promotion, ends.
+    assert smoke == deployed + 2 == len(runs) - 1, names
+    assert deploy["steps"][deployed + 1]["uses"].startswith("actions/setup-python")
+    script = runs[smoke]
+    assert '--env "$ENVIRONMENT"' in script and '--assume-role "$role"' in script
+    assert "c.role_arn(c.smoke_runner_role_name)" in script  # the role the stack creates for it, from config
+    assert 'exit "$status"' in script.splitlines()[-1]  # a failed verdict fails the job
+    assert "--require-hashes" in script and "GITHUB_STEP_SUMMARY" in script

@@ -1,3 +1,4 @@
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import boto3
@@ -6,6 +7,7 @@ from boto3.dynamodb.conditions import Key
 from datamodel.counters import counter_key, next_key, next_value
 from datamodel.globalid import create_item
 from datamodel.registry import KeyConventionError, indexable_schemas
+from moto.dynamodb.responses import DynamoHandler
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +39,19 @@ def test_counter_item_is_outside_the_data_partition_and_the_indexable_prefixes(t
     assert not any(counter_pk.startswith(s.pk_prefix) for s in indexable_schemas())
 
 
-def test_concurrent_creations_get_distinct_gapless_sort_keys(table):
+def test_concurrent_creations_get_distinct_gapless_sort_keys(table, monkeypatch):
+    # DynamoDB applies each UpdateItem atomically; moto handles one without a lock (it reads the item, updates it and
+    # renders the answer in separate steps), so under load two threads could get one counter value. A lock per
+    # request makes the double as atomic as the service; the code under test is unchanged.
+    lock = threading.Lock()
+    update_item = DynamoHandler.update_item
+
+    def atomic_update_item(self):
+        with lock:
+            return update_item(self)
+
+    monkeypatch.setattr(DynamoHandler, "update_item", atomic_update_item)
+
     def create_many(worker: int) -> list[str]:
         # boto3 resources are not thread-safe: each worker gets its own session.
         region = table.meta.client.meta.region_name

@@ -117,3 +117,32 @@ def test_envelope_contains_every_position_and_the_centroid(polygon):
     slack = 1e-6 * (1 + abs(max_lon) + abs(max_lat))
     assert min_lon - slack <= lon <= max_lon + slack and min_lat - slack <= lat <= max_lat + slack
     assert math.isfinite(lon) and math.isfinite(lat)
+
+
+@pytest.mark.parametrize(
+    "coordinate",
+    [int("1" * 401), -int("9" * 401), Decimal("1E+400"), float("inf"), float("nan")],
+    ids=["401-digit int", "negative 401-digit int", "huge Decimal", "inf", "nan"],
+)
+def test_a_coordinate_no_double_holds_is_a_geometry_error_not_an_overflow(coordinate):
+    """JSON allows integers of any length; float() of one beyond a double's range raises OverflowError."""
+    with pytest.raises(GeometryError, match="not finite"):
+        validate({"type": "Point", "coordinates": [coordinate, 0.0]})
+
+
+def test_collections_nested_beyond_pythons_recursion_are_a_geometry_error():
+    geometry = {"type": "Point", "coordinates": [0.0, 0.0]}
+    for _ in range(5000):
+        geometry = {"type": "GeometryCollection", "geometries": [geometry]}
+    with pytest.raises(GeometryError, match="nest too deeply"):
+        validate(geometry)
+
+
+def test_the_fast_path_checks_what_the_full_check_does():
+    """Positions of two floats take a shortcut; every other shape is checked the long way, with its place."""
+    line = [[-123.0, 49.0], [-122.0, 49.5], [-121, 50], [Decimal("-120.5"), 50.5, 10]]
+    validate({"type": "LineString", "coordinates": line})
+    with pytest.raises(GeometryError, match=r"coordinates\[1\]: \(-122.0, 95.0\) is outside"):
+        validate({"type": "LineString", "coordinates": [[-123.0, 49.0], [-122.0, 95.0]]})
+    with pytest.raises(GeometryError, match=r"coordinates\[1\]\[0\]: True is not a number"):
+        validate({"type": "LineString", "coordinates": [[-123.0, 49.0], [True, 9.0]]})

@@ -20,12 +20,10 @@ from datamodel.registry import (
 )
 
 
-def test_shipped_schemas_are_registered():
-    assert set(REGISTRY) == {"geozone", "productDate", "booking", "thread", COUNTER}
-
-
-def test_indexable_schemas_are_the_data_schemas_synced_to_search():
-    assert [s.name for s in indexable_schemas()] == ["geozone", "productDate", "booking"]
+def test_indexable_schemas_are_the_registry_s_indexable_ones_in_registry_order():
+    assert [s.name for s in indexable_schemas()] == [
+        name for name, schema in REGISTRY.items() if schema.indexable
+    ]
 
 
 def test_counter_schema_is_not_indexable():
@@ -140,3 +138,15 @@ def test_attributes_are_listed_by_kind_and_visibility_in_declaration_order():
 def test_bad_attribute_declarations_are_refused(declare, message):
     with pytest.raises(KeyConventionError, match=message):
         declare()
+
+
+def test_no_schema_may_declare_a_field_the_sync_reserves() -> None:
+    """A declared attribute the sync refuses (search.documents.RESERVED_FIELDS: deletedAt, stream_seq, ...) would
+    dead-letter every item that carries it and change the schema's mapping: the registry refuses it first."""
+    from datamodel.registry import PLATFORM_ATTRIBUTES
+    from search.documents import RESERVED_FIELDS
+
+    assert set(RESERVED_FIELDS) <= PLATFORM_ATTRIBUTES
+    for name in RESERVED_FIELDS:
+        with pytest.raises(KeyConventionError, match=r"by the platform itself|must be alphanumeric"):
+            Attribute(name, AttributeKind.KEYWORD)

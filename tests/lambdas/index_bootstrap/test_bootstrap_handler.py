@@ -19,6 +19,7 @@ from search.indices import (
     APPLY_SCRIPT_SOURCE,
     apply_sync_script,
     index_mappings,
+    index_name,
     mapping_fingerprint,
 )
 from search.readers import read_role_definitions
@@ -77,7 +78,7 @@ def puts_of(server: LoopbackOpenSearch, route: str) -> dict[str, Any]:
 def test_first_run_creates_version_one_behind_both_aliases(server: LoopbackOpenSearch) -> None:
     handler.on_event(event(server), None)
 
-    assert server.index_names() == ["booking-v1", "geozone-v1", "productdate-v1"]
+    assert server.index_names() == sorted(index_name(schema, 1) for schema in SCHEMAS)
     aliases = server.aliases_of("geozone-v1")
     assert aliases["geozone"] == {"filter": {"bool": {"must_not": [{"term": {"tombstone": True}}]}}}
     assert aliases["geozone-write"] == {"is_write_index": True}
@@ -446,7 +447,9 @@ def test_existing_versions_are_brought_to_the_configured_replica_count(server: L
         name: server.cluster.indices[name].setting("index.number_of_replicas")
         for name in server.index_names()
     }
-    assert replicas == dict.fromkeys(["booking-v1", "booking-v2", "geozone-v1", "productdate-v1"], "2")
+    assert replicas == dict.fromkeys(
+        sorted({"booking-v1", *(index_name(schema, 1) for schema in SCHEMAS)} | {"booking-v2"}), "2"
+    )
     assert sorted(r.path for r in server.requests_to(ROUTE_SETTINGS, "PUT")) == [
         "/booking-v1/_settings",
         "/booking-v2/_settings",
@@ -468,7 +471,7 @@ def test_versions_already_at_the_replica_count_are_left_alone(server: LoopbackOp
     )
 
     assert unchanged == 0
-    assert server.count(ROUTE_SETTINGS, "PUT") == 3  # one per schema's version
+    assert server.count(ROUTE_SETTINGS, "PUT") == len(SCHEMAS)  # one per schema's version
     assert {server.cluster.indices[n].setting("index.number_of_replicas") for n in server.index_names()} == {
         "0"
     }

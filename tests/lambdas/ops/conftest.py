@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from moto import mock_aws
-from ops_harness import (
+
+# The harness asserts what the bootstrap and the sync did; rewritten like a test's asserts, a failure shows the diff.
+pytest.register_assert_rewrite("ops_harness")
+
+from moto import mock_aws  # noqa: E402
+from ops_harness import (  # noqa: E402
     ADMIN_KEY,
     ADMIN_ROLE_ARN,
     FGAC,
@@ -14,8 +18,17 @@ from ops_harness import (
     OpsEnv,
 )
 
-from tests.support.aws import moto_role_of_access_key, use_fake_aws
-from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+from infra.environments import environments  # noqa: E402
+from tests.support.aws import moto_role_of_access_key, use_fake_aws  # noqa: E402
+from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def configured_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI as the repository root's `ops` package hands it the configured environments."""
+    from ops import cli
+
+    monkeypatch.setattr(cli, "ENVIRONMENTS", environments, raising=False)
 
 
 @pytest.fixture

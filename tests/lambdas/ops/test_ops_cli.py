@@ -7,9 +7,10 @@ import os
 from typing import Any
 
 import pytest
-from ops import cli
 from ops_harness import REGION, TABLE, ZONE, OpsEnv
 from stream_sync import redrive
+
+from ops import cli
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +123,68 @@ def test_an_aws_error_is_a_json_line_and_exit_2(ops_env: OpsEnv, capsys: pytest.
 
     assert status == 2
     assert "ResourceNotFoundException" in json.loads(capsys.readouterr().out)["error"]
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
+
+
+def test_python_m_ops_works_from_the_repository_root_without_pythonpath() -> None:
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ops", "reindex", "--help"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    from infra.environments import environments
+
+    assert f"one of {', '.join(sorted(environments()))}" in " ".join(done.stdout.split())
+
+
+def test_a_deployed_run_uses_the_environments_region_unless_region_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from infra.environments import environments
+
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # a laptop's default region is not the environment's
+    for name, config in environments().items():
+        args = cli._parser().parse_args(["purge", "--env", name])
+        assert cli.deployed_region(args) == config.region
+        args = cli._parser().parse_args(["purge", "--env", name, "--region", "us-east-2"])
+        assert cli.deployed_region(args) == "us-east-2"
+
+
+def test_a_failed_dry_run_says_it_was_one(ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    ops_env.server.fail_next("index", 400, reason="no way", times=4)
+
+    status, summary = run(capsys, ops_env, "reindex", "--schema", "geozone", "--dry-run")
+
+    assert status == 2 and summary["dryRun"] is True and "dry run: it changed nothing" in summary["note"]
+
+
+def test_a_local_run_shows_its_progress(ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    for n in range(5):
+        ops_env.put(ZONE, f"{n:04d}", name={"S": "zone"})
+
+    where = ["--local", "--table", TABLE, "--endpoint", ops_env.server.endpoint, "--region", REGION]
+    status = cli.main(["reconcile", "--schema", "geozone", *where, "--segments", "2"])
+
+    err = capsys.readouterr().err.splitlines()
+    assert status == 1
+    assert err and err[-1].endswith("4/4 parts done"), err  # two segments and two slices
+
+
+def test_lists_cut_at_max_listed_say_so(ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    from ops import runs
+
+    for n in range(4):
+        ops_env.put(ZONE, f"{n:04d}", name={"S": "never indexed"})
+    original, runs.MAX_LISTED = runs.MAX_LISTED, 2
+    try:
+        status, summary = run(capsys, ops_env, "reconcile", "--schema", "geozone")
+    finally:
+        runs.MAX_LISTED = original
+
+    assert status == 1 and len(summary["documentIds"]["missing"]) == 2
+    assert summary["truncated"] == ["documentIds.missing: 2 of 4 listed (MAX_LISTED)"]

@@ -13,8 +13,9 @@ import boto3
 import pytest
 from moto import mock_aws
 from moto.stepfunctions.models import Execution, stepfunctions_backends
-from ops import cli, deployed
 
+from infra.environments import environments
+from ops import cli, deployed
 from tests.support.aws import use_fake_aws
 
 pytestmark = pytest.mark.integration
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.integration
 REGION = "ca-central-1"
 ACCOUNT = "123456789012"
 BUCKET = "refdata-dev-ops"
-OPERATIONS = ("reindex", "reconcile", "redrive", "purge")
+OPERATIONS = tuple(deployed.STATE_MACHINE_OUTPUTS)  # every workflow the CLI resolves
 
 
 def stacks() -> None:
@@ -191,15 +192,24 @@ def test_a_resumed_run_is_a_new_execution_of_the_same_run(
 
 
 def test_an_environment_without_the_workflows_is_named(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
-    boto3.client("cloudformation", region_name=REGION).create_stack(
-        StackName="old-Stateless", TemplateBody=json.dumps({"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}})
-    )
-    boto3.client("cloudformation", region_name=REGION).create_stack(
-        StackName="old-Stateful", TemplateBody=json.dumps({"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}})
-    )
+    (old, *_) = [name for name in environments() if name != "dev"]  # deployed before the workflows existed
+    for kind in ("Stateless", "Stateful"):
+        boto3.client("cloudformation", region_name=REGION).create_stack(
+            StackName=f"{old}-{kind}",
+            TemplateBody=json.dumps({"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}}),
+        )
 
-    assert cli.main(["redrive", "--env", "old", "--region", REGION]) == 2
+    assert cli.main(["redrive", "--env", old, "--region", REGION]) == 2
     error = json.loads(capsys.readouterr().out)["error"]
-    assert "old: outputs ReindexStateMachineArn" in error and "deploy this release first" in error
-    assert cli.main(["redrive", "--env", "nope", "--region", REGION]) == 2
-    assert "stack nope-Stateless not found" in json.loads(capsys.readouterr().out)["error"]
+    assert f"{old}: outputs ReindexStateMachineArn" in error and "deploy this release first" in error
+
+
+def test_only_configured_environments_are_accepted_and_the_help_lists_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["redrive", "--env", "nope"])
+    assert exit_info.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["purge", "--help"])
+    assert f"one of {', '.join(sorted(environments()))}" in " ".join(capsys.readouterr().out.split())

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from ops.table import Item
 from ops_harness import ZONE, DynamoProxy, OpsEnv, seq
+
+from tests.support import opensearch_server
 
 pytestmark = pytest.mark.integration
 
@@ -123,16 +127,51 @@ def test_an_item_deleted_after_the_scan_is_not_resurrected(drifted: OpsEnv) -> N
     assert doc_id("missing") not in drifted.documents(INDEX)
 
 
-def test_a_lost_point_in_time_fails_the_run_with_what_to_do(drifted: OpsEnv) -> None:
-    real = drifted.client.point_in_time_page
+class ServerClock:
+    """The loopback server's clock (what its points in time expire by), moved by the test."""
 
-    def page(*args: object, **kwargs: object) -> object:
-        drifted.server.lose_points_in_time()  # a blue/green deployment while the run goes on
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def small_pages(drifted: OpsEnv, between: Callable[[], None]) -> None:
+    """Slices read three documents a page, and `between()` runs before the second and the fourth request."""
+    real = drifted.client.point_in_time_page
+    pages = iter(range(1000))
+
+    def page(*args: Any, **kwargs: Any) -> Any:
+        if next(pages) in (1, 4):
+            between()
+        return real(*args, **(kwargs | {"page_size": 3}))
 
     drifted.client.point_in_time_page = page  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("loss", ["blue/green deployment", "idle past the keep-alive"])
+def test_a_slice_whose_point_in_time_is_gone_opens_another_and_goes_on(
+    drifted: OpsEnv, monkeypatch: pytest.MonkeyPatch, loss: str
+) -> None:
+    clock = ServerClock()
+    monkeypatch.setattr(opensearch_server, "time", clock)
+    lost = []
+
+    def lose() -> None:
+        lost.append(loss)  # twice in the run, as a slow export-sourced run meets it
+        if loss == "blue/green deployment":
+            drifted.server.lose_points_in_time()
+        else:
+            clock.offset += 2 * 3600  # over the point in time's keep-alive (1 h)
+
+    small_pages(drifted, lose)
     summary = drifted.reconcile("geozone")
 
-    assert summary["status"] == "failed" and not summary["clean"]
-    assert "slice-0000: the run's point in time is gone" in summary["error"]
-    assert "start a new run" in summary["error"]
+    assert len(lost) == 2
+    assert summary["status"] == "work-left" and not summary["errors"]
+    assert summary["documentIds"]["deleted"] == [doc_id("0000000002")]
+    assert summary["differences"] == {"missing": 2, "stale": 1, "deleted": 1}

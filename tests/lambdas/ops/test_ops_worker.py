@@ -11,12 +11,12 @@ from typing import Any
 
 import boto3
 import pytest
-from ops import worker
 from ops.worker import WorkerSettings
 from ops_harness import ADMIN_KEY, ADMIN_ROLE_ARN, PRODUCT, REGION, TABLE, ZONE, ZONES, OpsEnv, seq
 from stream_sync.config import ConfigError
 from stream_sync.tables import SchemaTables
 
+from ops import worker
 from tests.lambdas.stream_sync.stream_sync_fakes import record
 from tests.support.aws import single_table
 
@@ -48,7 +48,7 @@ def deployed(assumed_env: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
         "OPS_BUCKET": BUCKET,
         "GEOMETRY_BUCKET": "geometry-bucket",
         "BULK_MAX_BYTES": str(2 * 1024 * 1024),
-        "REQUEST_TIMEOUT_SECONDS": "2",
+        "REQUEST_TIMEOUT_SECONDS": "10",  # never reached on loopback, however loaded the machine
         "SCAN_SEGMENTS": "2",
         "EXPORT_ABOVE_BYTES": str(10 * 2**30),
         "TOMBSTONE_MIN_AGE_SECONDS": str(16 * 86400),

@@ -73,7 +73,7 @@ ALL_TYPES = {
     "name": {"S": "Golden Ears"},
     "count": {"N": "42"},
     "ratio": {"N": "0.25"},
-    "big": {"N": "123456789012345678901234567890123456789"},
+    "big": {"N": "12345678901234567890123456789012345678"},
     "precise": {"N": "3.1415926535897932384626433832795028"},
     "tiny": {"N": "1E-130"},
     "blob": {"B": "AAECAw=="},
@@ -83,7 +83,13 @@ ALL_TYPES = {
     "tags": {"SS": ["trail", "lake", "camp"]},
     "sizes": {"NS": ["10", "2.5", "-1"]},
     "blobs": {"BS": ["Aw==", "AQ=="]},
-    "nested": {"M": {"list": {"L": [{"S": "a"}, {"N": "1"}, {"M": {"deep": {"BOOL": True}}}, {"L": []}]}}},
+    # A list's elements are one field to the engine: values, or objects, never both (datamodel.limits).
+    "nested": {
+        "M": {
+            "list": {"L": [{"S": "a"}, {"N": "1"}, {"L": []}]},
+            "maps": {"L": [{"M": {"deep": {"BOOL": True}}}]},
+        }
+    },
     "empty": {"M": {}},
 }
 
@@ -106,7 +112,7 @@ def test_every_attribute_type_becomes_plain_json() -> None:
     assert doc["name"] == "Golden Ears"
     assert doc["count"] == 42 and type(doc["count"]) is int
     assert doc["ratio"] == 0.25
-    assert doc["big"] == 123456789012345678901234567890123456789
+    assert doc["big"] == 12345678901234567890123456789012345678
     assert doc["precise"] == Decimal("3.1415926535897932384626433832795028")
     assert doc["tiny"] == 1e-130  # the float whose shortest repr is this number
     assert doc["blob"] == "AAECAw=="
@@ -114,7 +120,7 @@ def test_every_attribute_type_becomes_plain_json() -> None:
     assert doc["tags"] == ["camp", "lake", "trail"]
     assert doc["sizes"] == [-1, 2.5, 10]
     assert doc["blobs"] == ["AQ==", "Aw=="]
-    assert doc["nested"] == {"list": ["a", 1, {"deep": True}, []]}
+    assert doc["nested"] == {"list": ["a", 1, []], "maps": [{"deep": True}]}
     assert doc["empty"] == {}
 
 
@@ -133,13 +139,13 @@ def test_decimals_no_double_holds_are_sent_as_doubles_with_their_exact_text_besi
     assert doc["exactNumbers"] == {"/precise": "3.1415926535897932384626433832795028"}
     # Integers stay exact at any size (Jackson reads them as int, long or BigInteger); short decimals are
     # doubles that read back as the same decimal.
-    assert doc["big"] == 123456789012345678901234567890123456789
+    assert doc["big"] == 12345678901234567890123456789012345678
     assert doc["tiny"] == 1e-130 and doc["ratio"] == 0.25
 
 
 def test_exact_numbers_are_keyed_by_json_pointer() -> None:
     attributes = {
-        "rates": {"L": [{"M": {"value": {"N": "0.12345678901234567890"}}}, {"N": "1.5"}]},
+        "rates": {"L": [{"M": {"value": {"N": "0.12345678901234567890"}}}, {"M": {"value": {"N": "1.5"}}}]},
         "a/b~c": {"N": "2.000000000000000000001"},
         "sizes": {"NS": ["7", "0.30000000000000000001"]},
     }
@@ -152,7 +158,7 @@ def test_exact_numbers_are_keyed_by_json_pointer() -> None:
         "/a~1b~0c": "2.000000000000000000001",
         "/sizes/0": "0.30000000000000000001",  # sets are sorted: the pointer names the sorted position
     }
-    assert doc["rates"] == [{"value": 0.12345678901234568}, 1.5]
+    assert doc["rates"] == [{"value": 0.12345678901234568}, {"value": 1.5}]
     assert doc["sizes"] == [0.3, 7]  # the nearest double
 
 
@@ -285,7 +291,39 @@ def test_malformed_records_are_permanent_failures(record: dict[str, Any], kind: 
 
 @pytest.mark.parametrize(
     "value",
-    [{"X": "1"}, {"N": "abc"}, {"N": "NaN"}, {"N": "Infinity"}, {"S": "a", "N": "1"}, "S", {"BOOL": "yes"}],
+    [
+        {"X": "1"},
+        {"N": "abc"},
+        {"N": "NaN"},
+        {"N": "Infinity"},
+        {"S": "a", "N": "1"},
+        "S",
+        {"BOOL": "yes"},
+        # Shapes that used to escape as TypeError (issue 18, finding 2): values of the wrong JSON type.
+        {"SS": 5},
+        {"SS": [1, 2]},
+        {"SS": []},
+        {"NS": 5},
+        {"BS": 5},
+        {"L": 5},
+        {"L": {"S": "x"}},
+        {"M": 5},
+        {"M": ["x"]},
+        {"S": 5},
+        {"N": 12},
+        {"NULL": False},
+        {"L": [{"SS": None}]},
+        {"M": {"inner": {"NS": [["1"]]}}},
+        # Number texts DynamoDB never sends, which Python would read as numbers (issue 18, finding 6).
+        {"N": "1_000"},
+        {"N": " 12 "},
+        {"N": "\u0661\u0662"},
+        {"N": "\u0661"},
+        {"N": "1E400"},
+        {"NS": ["1", "2_0"]},
+        {"L": [{"N": "+5"}]},
+        {"M": {"n": {"N": "123456789012345678901234567890123456789"}}},
+    ],
 )
 def test_malformed_values_are_permanent_failures(value: Any) -> None:
     with pytest.raises(RecordError) as raised:
@@ -488,3 +526,77 @@ def test_a_repair_label_keeps_its_suffix_after_the_padded_digits_and_sorts_betwe
 def test_labels_other_than_digits_with_a_repair_suffix_are_malformed(label: str) -> None:
     with pytest.raises(documents.RecordError):
         documents.padded_sequence(label)
+
+
+def test_a_forged_image_nested_beyond_pythons_recursion_is_malformed_not_an_error() -> None:
+    value: dict[str, Any] = {"S": "leaf"}
+    for _ in range(5000):
+        value = {"M": {"m": value}}
+    with pytest.raises(RecordError, match="nests too deeply") as raised:
+        transform(stream_record("INSERT", {"deep": value}))
+    assert raised.value.kind == "malformed-record"
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b'{"type":"Point","coordinates":[' + b"1" * 401 + b",0]}", "not finite"),
+        (b"[" * 100_000 + b"]" * 100_000, "nests too deeply"),
+        (b'{"type":"Point","coordinates":[NaN,0]}', "NaN is not a JSON number"),
+        (b'{"type":"Point","coordinates":[Infinity,0]}', "Infinity is not a JSON number"),
+        (b"\xff\xfe{", "not JSON"),
+    ],
+    ids=["401-digit coordinate", "nested 100,000 deep", "NaN", "Infinity", "not UTF-8"],
+)
+def test_a_hostile_geometry_object_is_an_invalid_geometry(raw: bytes, why: str) -> None:
+    """Each used to escape as OverflowError or RecursionError and fail the whole invocation (issue 18, finding 2)."""
+    with pytest.raises(RecordError, match=why) as raised:
+        documents.geometry_from_geojson(raw)
+    assert raised.value.kind == "invalid-geometry"
+
+
+def test_only_finite_numbers_are_encoded() -> None:
+    """The engine's parser refuses `Infinity` and `NaN`, and the whole request with them (finding 1)."""
+    for doc in ({"n": float("inf")}, {"n": float("nan")}, {"n": Decimal("1E400")}, {"l": [float("-inf")]}):
+        with pytest.raises(RecordError, match="cannot be sent") as raised:
+            documents.encode_document(doc)
+        assert raised.value.kind == "malformed-record"
+    with pytest.raises(ValueError):
+        documents.encode_json({"n": float("inf")})
+
+
+@pytest.mark.parametrize(
+    ("attributes", "kind"),
+    [
+        ({"label": {"S": "x"}, "label.sub": {"S": "y"}}, "field-conflict"),
+        ({".": {"S": "x"}}, "invalid-field-name"),
+        ({"a..b": {"S": "x"}}, "invalid-field-name"),
+        ({"n" * 50_001: {"S": "x"}}, "document-limit"),
+        ({f"s{i}": {"S": "x"} for i in range(600)}, "document-limit"),
+    ],
+    ids=["label beside label.sub", "dot", "a..b", "long name", "1,200 string fields"],
+)
+def test_items_the_engine_can_never_index_are_refused_naming_the_limit(
+    attributes: dict[str, Any], kind: str
+) -> None:
+    """DynamoDB accepts each of these; OpenSearch refuses them (issue 18, finding 5): datamodel.limits, against the
+    schema's index template."""
+    with pytest.raises(RecordError) as raised:
+        transform(stream_record("INSERT", attributes))
+    assert raised.value.kind == kind
+
+
+def test_maps_nest_in_a_document_at_most_to_the_engines_depth_limit() -> None:
+    """DynamoDB nests 32 levels; the engine's index.mapping.depth.limit is 20, the document itself included."""
+    transform(stream_record("INSERT", {"deep": _maps(19)}))
+    with pytest.raises(RecordError, match=r"index.mapping.depth.limit \[20\]") as raised:
+        transform(stream_record("INSERT", {"deep": _maps(20)}))
+    assert raised.value.kind == "document-limit"
+
+
+def _maps(levels: int) -> dict[str, Any]:
+    """A DynamoDB map attribute of `levels` maps, one inside the other (the document is one more)."""
+    value: dict[str, Any] = {"S": "leaf"}
+    for _ in range(levels):
+        value = {"M": {"m": value}}
+    return value

@@ -21,10 +21,26 @@ READER = "arn:aws:iam::111111111111:role/public-site"
 
 def test_readers_never_see_tombstones_nor_items_whose_hidden_flag_is_set() -> None:
     assert document_filter(REGISTRY["geozone"]) == {
-        "bool": {"must_not": [{"term": {"tombstone": True}}, {"term": {"hidden": True}}]}
+        "bool": {
+            "must_not": [
+                {"term": {"tombstone": True}},
+                {"term": {"hidden": True}},
+                # The platform's own heartbeat and canaries (datamodel.reserved): geozone's pk is its scope alone.
+                {"term": {"pk": "geozone::refdata-heartbeat"}},
+                {"term": {"pk": "geozone::refdata-canary"}},
+            ]
+        }
     }
-    # Bookings declare no hidden flag: only tombstones are hidden.
-    assert document_filter(REGISTRY["booking"]) == {"bool": {"must_not": [{"term": {"tombstone": True}}]}}
+    # Bookings declare no hidden flag: only tombstones (and the reserved scopes, pk prefixes here) are hidden.
+    assert document_filter(REGISTRY["booking"]) == {
+        "bool": {
+            "must_not": [
+                {"term": {"tombstone": True}},
+                {"prefix": {"pk": "booking::refdata-heartbeat::"}},
+                {"prefix": {"pk": "booking::refdata-canary::"}},
+            ]
+        }
+    }
 
 
 def test_internal_attributes_and_their_exact_numbers_are_excluded() -> None:
@@ -65,3 +81,24 @@ def test_definitions_round_trip_through_the_custom_resource_property() -> None:
 def test_reserved_or_malformed_role_names_are_refused(name: str) -> None:
     with pytest.raises(ValueError, match=r"^where: "):
         check_role_name(name, "where")
+
+
+def _excludes(clauses: list[dict], pk: str) -> bool:
+    """Whether one of the must_not clauses matches a document with this pk (term: equal, prefix: starts with)."""
+    for clause in clauses:
+        ((kind, spec),) = clause.items()
+        if "pk" in spec and (spec["pk"] == pk if kind == "term" else pk.startswith(spec["pk"])):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("schema", [s.name for s in REGISTRY.values() if s.indexable])
+def test_readers_never_see_the_platforms_heartbeat_or_canaries_and_see_ordinary_items(schema: str) -> None:
+    from datamodel.reserved import CANARY, canary_key, heartbeat_key
+
+    clauses = document_filter(REGISTRY[schema])["bool"]["must_not"]
+    heartbeat, _, _ = heartbeat_key(schema)
+    canary, _, _ = canary_key(schema, "smoke-1")
+    assert _excludes(clauses, heartbeat) and _excludes(clauses, canary)
+    assert not _excludes(clauses, canary.replace(CANARY, "bcparks_1", 1))
+    assert not _excludes(clauses, canary.replace(CANARY, f"{CANARY}2", 1))  # only the exact scope value

@@ -10,7 +10,7 @@ from typing import Any
 
 from search.indices import apply_sync_script
 from stream_sync.config import Settings
-from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, HttpReply, Ports
+from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, GeometryTooLarge, HttpReply, Ports
 
 PK = "geozone::bcparks_1"
 
@@ -70,6 +70,9 @@ class FakeOpenSearch:
     # doc id -> (status, error type or the whole error object)
     item_errors: dict[str, list[tuple[int, str | dict[str, Any]]]] = field(default_factory=dict)
     bodies: list[bytes] = field(default_factory=list)
+    # Text the domain's request parser refuses: a body holding any of it is refused whole (400), as the engine
+    # refuses a request whose update body it cannot parse.
+    unparseable: list[bytes] = field(default_factory=list)
 
     def __call__(self, body: bytes) -> HttpReply:
         self.bodies.append(body)
@@ -78,6 +81,13 @@ class FakeOpenSearch:
             if isinstance(reply, BulkUnavailable):
                 raise reply
             return reply
+        if any(text in body for text in self.unparseable):
+            error = {
+                "type": "x_content_parse_exception",
+                "reason": "[1:1] [script] failed to parse field [params]",
+                "caused_by": {"type": "json_parse_exception", "reason": "Non-standard token 'Infinity'"},
+            }
+            return HttpReply(400, {}, json.dumps({"error": error, "status": 400}).encode())
         lines = body.decode("ascii").splitlines()
         items = []
         for action_line, update_line in zip(lines[::2], lines[1::2], strict=True):
@@ -121,16 +131,23 @@ class FakeDeadLetterQueue:
 
 @dataclass
 class FakeGeometryStore:
+    """S3 as the sync reads it: the object's size first, its body only when it is within the caller's limit."""
+
     objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
     broken: bool = False
+    bodies_read: list[str] = field(default_factory=list)  # keys whose body was read, in order
 
-    def __call__(self, bucket: str, key: str) -> bytes:
+    def __call__(self, bucket: str, key: str, max_bytes: int) -> bytes:
         if self.broken:
             raise TimeoutError("s3 timed out")
         try:
-            return self.objects[(bucket, key)]
+            body = self.objects[(bucket, key)]
         except KeyError:
             raise GeometryMissing(f"s3://{bucket}/{key}") from None
+        if len(body) > max_bytes:
+            raise GeometryTooLarge(len(body))
+        self.bodies_read.append(key)
+        return body
 
 
 @dataclass

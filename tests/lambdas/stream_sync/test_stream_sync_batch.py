@@ -318,7 +318,7 @@ def test_script_errors_are_held_or_dead_lettered_by_cause_and_counted() -> None:
     assert [o.reason_kind for o in result.outcomes[:2]] == ["script-unavailable", "script-failed"]
     assert harness.dlq.bodies()[0]["reasonKind"] == "script-failed"
     assert result.script_errors == 2
-    emf = json.loads(telemetry.emf_line(result, "RefData/StreamSync", now=0.0))
+    emf = json.loads(telemetry.emf_line(result, settings(), now=0.0))
     assert emf["ScriptErrors"] == 2
     assert {"Name": "ScriptErrors", "Unit": "Count"} in emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]
 

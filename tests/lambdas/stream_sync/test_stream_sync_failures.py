@@ -10,6 +10,7 @@ security plugin's SecurityFilter (`no permissions for [...] and User [...]`).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -149,3 +150,65 @@ def test_a_whole_request_refusal_is_classified_from_its_body() -> None:
         == "forbidden"
     )
     assert classify_response(502, b"<html>bad gateway</html>").kind == "http-502"
+
+
+# The engine's document limits (issue 18): MappingLookup.checkLimits in the preflight of a dynamic mapping update,
+# ParseContext's depth checks while parsing, and the JSON parser's constraints on a whole request.
+TOTAL_FIELDS = {
+    "type": "illegal_argument_exception",
+    "reason": "Limit of total fields [1000] has been exceeded",
+}
+MAPPING_DEPTH = {
+    "type": "illegal_argument_exception",
+    "reason": "Limit of mapping depth [20] has been exceeded due to object field [a.a.a]",
+}
+FIELD_DEPTH = {
+    "type": "mapper_parsing_exception",
+    "reason": "failed to parse",
+    "caused_by": {
+        "type": "parse_exception",
+        "reason": "The depth of the field has exceeded the allowed limit of [20]. This limit can be set by changing "
+        "the [index.mapping.depth.limit] index level setting.",
+    },
+}
+NAME_TOO_LONG = {
+    "type": "x_content_parse_exception",
+    "reason": "[1:1] [script] failed to parse field [params]",
+    "caused_by": {
+        "type": "stream_constraints_exception",
+        "reason": "Name length (50001) exceeds the maximum allowed (50000, from "
+        "`StreamReadConstraints.getMaxNameLength()`)",
+    },
+}
+NON_NUMERIC = {
+    "type": "x_content_parse_exception",
+    "reason": "[1:1] [script] failed to parse field [params]",
+    "caused_by": {"type": "json_parse_exception", "reason": "Non-standard token 'Infinity'"},
+}
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (TOTAL_FIELDS, "document-limit"),
+        (MAPPING_DEPTH, "document-limit"),
+        (FIELD_DEPTH, "document-limit"),
+        (NAME_TOO_LONG, "document-limit"),
+        (NON_NUMERIC, "document-unparseable"),
+    ],
+)
+def test_the_engines_limits_and_its_parsers_refusals_are_permanent_and_named(error: Any, kind: str) -> None:
+    failure = classify(400, error)
+    assert (failure.kind, failure.transient) == (kind, False)
+    whole = classify_response(400, json.dumps({"error": error, "status": 400}).encode())
+    assert (whole.kind, whole.transient) == (kind, False)
+
+
+def test_a_value_the_field_refuses_is_still_a_mapping_rejection_not_a_parse_failure() -> None:
+    """mapper_parsing_exception wraps a json_parse_exception for a value of the wrong type: the mapping decides."""
+    error = {
+        "type": "mapper_parsing_exception",
+        "reason": "failed to parse field [n] of type [double]",
+        "caused_by": {"type": "json_parse_exception", "reason": "Current token (START_OBJECT) not numeric"},
+    }
+    assert classify(400, error).kind == "mapping-rejected"

@@ -16,6 +16,7 @@ ENV = {
     "AWS_REGION": "ca-central-1",
     "OPENSEARCH_ENDPOINT": "https://vpc-refdata.ca-central-1.es.amazonaws.com",
     "DLQ_URL": "https://sqs.ca-central-1.amazonaws.com/123456789012/sync-dlq",
+    "ENVIRONMENT_NAME": "dev",
 }
 
 
@@ -125,7 +126,7 @@ def test_summary_log_lists_record_ids_by_outcome_and_emf_carries_the_counts() ->
     result.outcomes[1].reason_kind, result.outcomes[1].reason = "mapping-rejected", "bad field"
     result.bulk_requests, result.lag_seconds = 1, 2.5
     lines: list[str] = []
-    telemetry.emit(result, settings(), now=1_764_531_060.0, write=lines.append)
+    telemetry.emit(result, settings(environment="dev"), now=1_764_531_060.0, write=lines.append)
     parsed = [json.loads(line) for line in lines]
     summary = next(line for line in parsed if line.get("message") == "batch synced")
     assert summary["recordIds"] == {
@@ -139,7 +140,10 @@ def test_summary_log_lists_record_ids_by_outcome_and_emf_carries_the_counts() ->
     assert {line["outcome"] for line in failed} == {"dead-lettered", "retry"}
     emf = parsed[-1]
     directive = emf["_aws"]["CloudWatchMetrics"][0]
-    assert directive["Namespace"] == "RefData/StreamSync" and directive["Dimensions"] == [[]]
+    assert directive["Namespace"] == "RefData/StreamSync"
+    # Per environment and per table (issue 16.7): two environments or tables in one account never mix.
+    assert directive["Dimensions"] == [["Environment", "Table"]]
+    assert (emf["Environment"], emf["Table"]) == ("dev", "refdata-bookings")
     names = {metric["Name"] for metric in directive["Metrics"]}
     assert {"DocumentsIndexed", "DocumentsDeleted", "DocumentsRetried", "DocumentsDeadLettered"} <= names
     assert (
@@ -159,7 +163,7 @@ def test_every_fate_the_function_reaches_has_its_own_metric_carrying_its_count()
     assert set(telemetry.FATE_METRICS) == set(reached)
     assert len(set(telemetry.FATE_METRICS.values())) == len(reached)
     result = BatchResult([outcome(fate, str(n)) for n, fate in enumerate(reached, start=1) for _ in range(n)])
-    emf = json.loads(telemetry.emf_line(result, "RefData/StreamSync", now=0.0))
+    emf = json.loads(telemetry.emf_line(result, settings(), now=0.0))
     declared = {metric["Name"] for metric in emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     for n, fate in enumerate(reached, start=1):
         name = telemetry.FATE_METRICS[fate]
@@ -197,4 +201,91 @@ def test_geometry_fetch_tells_missing_objects_from_transient_errors(code: str, m
     fetcher = aws.GeometryFetcher(settings())
     fetcher._client = Stub()
     with pytest.raises(GeometryMissing if missing else ClientError):
-        fetcher("geometry-bucket", "geometries/abc.json")
+        fetcher("geometry-bucket", "geometries/abc.json", 1024)
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.read_sizes, self.closed = data, [], False
+
+    def read(self, amount: int | None = None) -> bytes:
+        self.read_sizes.append(amount)
+        return self.data if amount is None else self.data[:amount]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_geometry_fetch_reads_the_objects_size_before_its_body() -> None:
+    """An object larger than the caller allows is closed unread (GetObject sends ContentLength before the body)."""
+    from stream_sync.sync import GeometryTooLarge
+
+    body = _Body(b"x" * 100)
+
+    class Stub:
+        def get_object(self, **_: Any) -> Any:
+            return {"ContentLength": 100, "Body": body}
+
+    fetcher = aws.GeometryFetcher(settings())
+    fetcher._client = Stub()
+    with pytest.raises(GeometryTooLarge) as raised:
+        fetcher("geometry-bucket", "geometries/big.json", 99)
+    assert raised.value.size == 100 and body.read_sizes == [] and body.closed
+    assert fetcher("geometry-bucket", "geometries/big.json", 100) == b"x" * 100
+
+
+def test_geometry_fetch_never_reads_more_than_allowed_whatever_the_header_says() -> None:
+    from stream_sync.sync import GeometryTooLarge
+
+    body = _Body(b"x" * 100)
+
+    class Lying:
+        def get_object(self, **_: Any) -> Any:
+            return {"ContentLength": 10, "Body": body}
+
+    fetcher = aws.GeometryFetcher(settings())
+    fetcher._client = Lying()
+    with pytest.raises(GeometryTooLarge):
+        fetcher("geometry-bucket", "geometries/x.json", 50)
+    assert body.read_sizes == [51]
+
+
+def test_the_work_budget_follows_the_functions_memory_unless_set() -> None:
+    assert Settings.from_env(ENV).work_budget_bytes == 128 * 1024 * 1024  # 1024 MB: an eighth
+    assert (
+        Settings.from_env({**ENV, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "2048"}).work_budget_bytes
+        == 256 * 1024**2
+    )
+    assert Settings.from_env({**ENV, "WORK_BUDGET_BYTES": "5000000"}).work_budget_bytes == 5_000_000
+    with pytest.raises(ConfigError, match="WORK_BUDGET_BYTES"):
+        Settings.from_env({**ENV, "WORK_BUDGET_BYTES": "10"})
+
+
+def test_the_handler_refuses_to_run_without_its_environment_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every metric is published per Environment: without the name, alarms would read nothing."""
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("ENVIRONMENT_NAME")
+    with pytest.raises(ConfigError, match="ENVIRONMENT_NAME is required"):
+        handler.handler({"Records": [record("INSERT", "a", 1)]}, SimpleNamespace())
+    handler.reset()
+
+
+def test_every_metric_line_carries_the_environment_and_the_table() -> None:
+    """The one helper every sync metric goes through (the batch's, and any other such as a heartbeat's)."""
+    line = json.loads(
+        telemetry.metric_line(
+            "RefData/StreamSync", {"Lag": ("Seconds", 3.0)}, environment="prod", table="refdata", now=1.5
+        )
+    )
+    assert line["_aws"] == {
+        "Timestamp": 1500,
+        "CloudWatchMetrics": [
+            {
+                "Namespace": "RefData/StreamSync",
+                "Dimensions": [["Environment", "Table"]],
+                "Metrics": [{"Name": "Lag", "Unit": "Seconds"}],
+            }
+        ],
+    }
+    assert (line["Environment"], line["Table"], line["Lag"]) == ("prod", "refdata", 3.0)

@@ -194,3 +194,39 @@ def test_a_wrong_table_record_is_refused_again_and_stays_in_the_queue() -> None:
     assert not report.deleted and report.fates == {"rejected": 1}
     assert (report.error or "").startswith("wrong-table: schema 'geozone' belongs to table 'refdata'")
     assert harness.opensearch.docs == {}
+
+
+def test_a_redrive_of_items_no_input_can_fail_keeps_their_messages_and_applies_the_rest() -> None:
+    """The redrive runs the batch code: an item that used to raise there (issue 18, finding 2) is rejected with its
+    reason, its message stays, and the other messages are applied and deleted."""
+    harness = Harness()
+    harness.geometry.objects[("geometry-bucket", "geometries/deep.geojson")] = b"[" * 100_000 + b"]" * 100_000
+    items = {
+        "a": {**KEYS, "name": {"S": "fine"}},
+        "b": {"pk": KEYS["pk"], "sk": {"S": "b"}, "tags": {"SS": 5}},
+        "c": {
+            "pk": KEYS["pk"],
+            "sk": {"S": "c"},
+            "geometryUrl": {"S": "s3://geometry-bucket/geometries/deep.geojson"},
+        },
+        "d": {"pk": KEYS["pk"], "sk": {"S": "d"}, "label": {"S": "x"}, "label.sub": {"S": "y"}},
+    }
+    messages = [
+        Message(f"m{sk}", f"r{sk}", json.dumps({"record": record("INSERT", sk, 3 + n)}))
+        for n, sk in enumerate(items)
+    ]
+    reports = redrive_messages(
+        messages,
+        settings=settings(),
+        ports=harness.ports(),
+        read_range=no_stream,
+        get_item=lambda keys, arn: items.get(keys["sk"]["S"]),
+    )
+    assert [r.deleted for r in reports] == [True, False, False, False]
+    assert [r.error.split(":")[0] if r.error else None for r in reports] == [
+        None,
+        "malformed-record",
+        "invalid-geometry",
+        "field-conflict",
+    ]
+    assert harness.opensearch.doc("a") is not None

@@ -1,0 +1,20 @@
+"""`python -m ops ...` from the repository root.
+
+The ops CLI and its operations live in lambdas/ops: lambdas/ is the root of every Lambda asset, where the runtime
+packages import each other as top-level packages (datamodel, search, stream_sync). This package puts lambdas/ on
+the path and stands for lambdas/ops, so `python -m ops` runs lambdas/ops/__main__.py with everything importable,
+and hands the CLI the configured environments (the Lambda asset holds no infra/ to import them from).
+"""
+
+import sys
+from pathlib import Path
+
+_LAMBDAS = Path(__file__).resolve().parent.parent / "lambdas"
+if str(_LAMBDAS) not in sys.path:
+    sys.path.insert(0, str(_LAMBDAS))
+__path__ = [str(_LAMBDAS / "ops")]
+
+from infra.environments import environments  # noqa: E402 (after the path is set)
+from ops import cli  # noqa: E402
+
+cli.ENVIRONMENTS = environments  # --env's choices and regions come from config

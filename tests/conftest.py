@@ -1,0 +1,3 @@
+"""Plugins every test session loads."""
+
+pytest_plugins = ("tests.support.coverage",)

@@ -1,0 +1,196 @@
+"""The mistakes people make editing infra/environments.py end in one line naming the field and what to do.
+
+Each case edits every shipped environment the way a person would (a string for a number, an enum's value, a
+misspelt field, a CIDR with host bits set, too small, or overlapping another environment of the account); the last
+tests run the commands people run (`python app.py`, `python -m infra.…`) on a scratch copy with the mistake planted.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from infra.config import (
+    ConfigError,
+    EnvironmentConfig,
+    NetworkSettings,
+    RemovalPolicy,
+    SourceTable,
+    environment_map,
+)
+from infra.environments import environments
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fails_with(message: str):  # type: ignore[no-untyped-def]
+    return pytest.raises(ConfigError, match=f"^{re.escape(message)}$")
+
+
+def test_a_string_for_an_integer_names_the_field_and_the_type(config: EnvironmentConfig) -> None:
+    with fails_with(f"{config.name}.network.max_azs: must be an integer, not '2' (str)"):
+        replace(config, network=replace(config.network, max_azs="2"))  # type: ignore[arg-type]
+
+
+def test_a_string_for_the_log_retention_is_refused_as_a_string_not_as_a_period(
+    config: EnvironmentConfig,
+) -> None:
+    with fails_with(f"{config.name}.log_retention_days: must be an integer, not '30' (str)"):
+        replace(config, log_retention_days="30")  # type: ignore[arg-type]
+
+
+def test_a_boolean_is_not_an_integer(config: EnvironmentConfig) -> None:
+    with fails_with(f"{config.name}.sync.batch_size: must be an integer, not True (bool)"):
+        replace(config, sync=replace(config.sync, batch_size=True))
+
+
+def test_an_enum_given_as_its_value_is_accepted(config: EnvironmentConfig) -> None:
+    policy = "retain" if config.production else config.removal_policy.value
+    assert replace(config, removal_policy=policy).removal_policy is RemovalPolicy(policy)  # type: ignore[arg-type]
+
+
+def test_a_one_element_tuple_without_its_comma_says_so(config: EnvironmentConfig) -> None:
+    roles = config.search.read_roles
+    if not roles:
+        pytest.skip("no read role configured")
+    role = replace(roles[0], schemas=roles[0].schemas)
+    broken = replace(config.search, read_roles=(replace(role, schemas="geozone"),))  # type: ignore[arg-type]
+    with fails_with(
+        f"{config.name}.search.read_roles[0].schemas: must be a tuple of string, not 'geozone' (str) "
+        "(a one-element tuple needs a trailing comma: ('x',))"
+    ):
+        replace(config, search=broken)
+
+
+def test_a_list_for_a_tuple_becomes_a_tuple(config: EnvironmentConfig) -> None:
+    listed = replace(config, network=replace(config.network, existing_route_table_ids=[]))  # type: ignore[arg-type]
+    assert listed.network.existing_route_table_ids == ()
+
+
+def test_an_unknown_field_names_the_nearest_valid_one() -> None:
+    with fails_with("NetworkSettings: unknown field 'max_az' (did you mean 'max_azs'?)"):
+        NetworkSettings(max_az=2)  # type: ignore[call-arg]
+
+
+def test_an_unknown_top_level_field_names_the_nearest_valid_one(config: EnvironmentConfig) -> None:
+    with fails_with("EnvironmentConfig: unknown field 'removal_polcy' (did you mean 'removal_policy'?)"):
+        replace(config, removal_polcy="retain")
+
+
+def test_a_missing_field_is_named() -> None:
+    with fails_with("SourceTable: missing field 'schemas'"):
+        SourceTable(name="Extra")  # type: ignore[call-arg]
+
+
+def test_a_cidr_with_host_bits_set_names_the_network_it_would_become(config: EnvironmentConfig) -> None:
+    network = config.network.ip_network
+    shifted = f"{network.network_address + 256}/{network.prefixlen}"
+    with fails_with(
+        f"{config.name}.network.cidr: {shifted!r} has host bits set: the network it names is "
+        f"{str(network)!r}; write that, or the range you meant"
+    ):
+        replace(config, network=replace(config.network, cidr=shifted))
+
+
+def test_a_cidr_with_a_bad_octet_is_refused_before_synth(config: EnvironmentConfig) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"^{config.name}\.network\.cidr: '10\.400\.0\.0/16' is not an IPv4 network"
+    ):
+        replace(config, network=replace(config.network, cidr="10.400.0.0/16"))
+
+
+def test_a_cidr_too_small_for_one_subnet_per_zone_names_the_size_needed(config: EnvironmentConfig) -> None:
+    if config.network.existing_vpc_id is not None:
+        pytest.skip("an existing VPC brings its own subnets")
+    for max_azs in range(config.search.availability_zone_count, 4):
+        needed = {1: 22, 2: 21, 3: 20}[max_azs]
+        too_small = f"{config.network.ip_network.network_address}/{needed + 1}"
+        with fails_with(
+            f"{config.name}.network.cidr: {too_small!r} is too small: the network builds one /22 subnet per zone "
+            f"(max_azs {max_azs}); use a /{needed} or larger"
+        ):
+            replace(config, network=replace(config.network, cidr=too_small, max_azs=max_azs))
+        fits = f"{config.network.ip_network.network_address}/{needed}"
+        replace(config, network=replace(config.network, cidr=fits, max_azs=max_azs))
+
+
+def test_environments_of_one_account_with_overlapping_ranges_are_refused() -> None:
+    first, second, *_ = environments().values()
+    overlapping = replace(
+        second, account=first.account, network=replace(second.network, cidr=first.network.cidr)
+    )
+    with fails_with(
+        f"{second.name}.network.cidr: {first.network.cidr} overlaps {first.name}.network.cidr "
+        f"({first.network.cidr}) in account {first.account}: give each environment of an account its own range"
+    ):
+        environment_map(first, overlapping)
+
+
+def test_the_same_range_in_another_account_is_fine() -> None:
+    first, second, *_ = environments().values()
+    elsewhere = replace(second, network=replace(second.network, cidr=first.network.cidr))
+    assert elsewhere.account != first.account
+    environment_map(first, elsewhere)
+
+
+def test_two_environments_with_one_name_are_refused() -> None:
+    first, *_ = environments().values()
+    with fails_with(f"{first.name}.name: is the name of another environment too"):
+        environment_map(first, first)
+
+
+# --- the commands people run ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broken_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The app's sources with every environment's network given ``max_azs="2"``."""
+    copy = tmp_path_factory.mktemp("broken") / "repo"
+    for name in ("infra", "lambdas"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("app.py", "cdk.json", "cdk.context.json"):
+        shutil.copy(ROOT / name, copy / name)
+    environments_py = copy / "infra" / "environments.py"
+    text = environments_py.read_text()
+    planted = re.sub(r"max_azs=(\d)", r'max_azs="\1"', text, count=1)
+    assert planted != text
+    environments_py.write_text(planted)
+    return copy
+
+
+def record_line(copy: Path) -> int:
+    """The line of the ``EnvironmentConfig(`` call that holds the planted mistake (where Python reports it)."""
+    lines = (copy / "infra" / "environments.py").read_text().splitlines()
+    planted = next(number for number, line in enumerate(lines, 1) if 'max_azs="' in line)
+    return max(number for number, line in enumerate(lines[:planted], 1) if "EnvironmentConfig(" in line)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["app.py"],
+        ["-m", "infra.report", "--deploy-target", "dev"],
+        ["-m", "infra.report", "--acknowledgments"],
+        ["-m", "infra.generated", "--check"],
+        ["-m", "infra.diagram"],
+    ],
+    ids=lambda command: " ".join(command),
+)
+def test_every_command_prints_a_config_error_as_one_line_and_exits_2(
+    broken_copy: Path, command: list[str]
+) -> None:
+    done = subprocess.run(
+        [sys.executable, *command], cwd=broken_copy, capture_output=True, text=True, timeout=120
+    )
+    first = next(iter(environments()))
+    expected = (
+        f"config error: infra/environments.py:{record_line(broken_copy)}: "
+        f"{first}.network.max_azs: must be an integer, not '2' (str)"
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", expected + "\n")

@@ -1,0 +1,53 @@
+"""What config alone defines is generated (README's per-environment table, deliver.yml's jobs) and is current."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from infra import generated
+from infra.config import EnvironmentConfig
+from infra.environments import environments
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_generated_file_is_current() -> None:
+    stale = [
+        str(path.relative_to(ROOT))
+        for path, text in generated.outputs(environments()).items()
+        if path.read_text() != text
+    ]
+    assert stale == [], "stale: run `make docs`"
+
+
+def test_the_check_command_passes_on_the_committed_files() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.generated", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_the_readme_table_has_a_column_per_environment_in_config_order() -> None:
+    table = generated.environments_table(environments())
+    header = table.splitlines()[0]
+    assert [cell.strip() for cell in header.strip("|").split("|")][1:] == list(environments())
+    assert all(line.count("|") == len(environments()) + 2 for line in table.splitlines())
+
+
+def test_the_readme_table_shows_each_environment_from_its_own_config(config: EnvironmentConfig) -> None:
+    column = list(environments()).index(config.name) + 2
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[column].strip()
+        for line in generated.environments_table(environments()).splitlines()[2:]
+    }
+    assert rows["account / region"] == f"{config.account} / {config.region}"
+    assert rows["removal policy"].startswith("retain" if config.retains_data else "destroy")
+    assert rows["log retention"] == f"{config.log_retention_days} days"
+    assert rows["Lambda concurrency quota needed"].startswith(str(config.required_concurrency_quota()))
+    assert rows["deployed by `deliver`"] == (
+        "on a release (tag `v*`)" if config.production else "on every push to `main`"
+    )
+    for plan in config.source_tables:
+        assert f"`{plan.construct_id}`" in rows["source tables"]

@@ -1,0 +1,240 @@
+"""What the smoke run needs in every environment (infra/constructs/smoke.py): the ops worker's settings and its
+canary-only permissions, a probe role per configured read role (mapped to it alone, admitted like it, assumable by
+the worker only), the smoke runner role the deploy workflow assumes and its exact permissions, and the outputs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk.assertions import Template
+from datamodel.reserved import CANARY, scope_prefix
+
+from infra.config import EnvironmentConfig
+from infra.constructs.ops_workflows import state_machine_name
+from infra.constructs.smoke import SMOKE_WORKER_POLICY, WAIT_SECONDS
+from ops import deployed
+from tests.infra.test_heartbeat import table_arns
+from tests.infra.test_ops_workflows import (
+    WORKER_ROLE,
+    objects,
+    ops_bucket,
+    worker_function,
+)
+from tests.infra.test_stream_sync import (
+    MANAGED_POLICY,
+    MAPPING,
+    allow,
+    data_key_arn,
+    mappings,
+    permissions,
+    resolve,
+    role_arn,
+    stream_arns,
+)
+
+ROLE = "AWS::IAM::Role"
+
+
+def worker_variables(stateful: Template, stateless: Template) -> dict[str, Any]:
+    _, worker = worker_function(stateless)
+    return dict(resolve(stateful, stateless, worker["Properties"]["Environment"]["Variables"]))
+
+
+def probes(stateless: Template) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Role name -> (logical id, properties) of every probe role."""
+    return {
+        r["Properties"]["RoleName"]: (logical_id, r["Properties"])
+        for logical_id, r in stateless.find_resources(ROLE).items()
+        if "-probe-" in str(r["Properties"].get("RoleName", ""))
+    }
+
+
+def joined(value: dict[str, Any], stateful: Template, stateless: Template) -> Any:
+    """A `Fn::Join`ed JSON environment variable as JSON, each CloudFormation expression kept as a JSON string."""
+    separator, parts = resolve(stateful, stateless, value)["Fn::Join"]
+    return json.loads(
+        separator.join(p if isinstance(p, str) else json.dumps(p).replace('"', "'") for p in parts)
+    )
+
+
+def test_the_worker_knows_each_tables_event_source_mapping(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    variables = worker_variables(stateful, stateless)
+    found = joined(variables["EVENT_SOURCE_MAPPINGS"], stateful, stateless)
+    by_stream = {json.dumps(arn): construct_id for construct_id, arn in stream_arns(stateful, config).items()}
+    ids = {}
+    for logical_id, mapping in stateless.find_resources(MAPPING).items():
+        ids[by_stream[json.dumps(resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]))]] = (
+            logical_id
+        )
+    expected = {}
+    for plan in config.source_tables:
+        stream = json.dumps(stream_arns(stateful, config)[plan.construct_id])
+        table = json.dumps({"Fn::Select": [1, {"Fn::Split": ["/", json.loads(stream)]}]}).replace('"', "'")
+        expected[table] = json.dumps({"Ref": ids[plan.construct_id]}).replace('"', "'")
+    assert found == expected
+    assert len(mappings(stateful, stateless, config)) == len(found)
+
+
+def test_the_worker_knows_every_read_role_with_its_probe_and_its_wait(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    variables = worker_variables(stateful, stateless)
+    readers = joined(variables["SMOKE_READERS"], stateful, stateless)
+    found = probes(stateless)
+    expected = []
+    for role in config.search.read_roles:
+        logical_id, _ = found[config.search.probe_role_name(role.name)]
+        arn = json.dumps({"Fn::GetAtt": [logical_id, "Arn"]}).replace('"', "'")
+        expected.append({"name": role.name, "schemas": list(role.schemas), "probeRoleArn": arn})
+    assert readers == expected
+    assert variables["SMOKE_WAIT_SECONDS"] == str(WAIT_SECONDS)
+    assert 3 * WAIT_SECONDS < 900 - 240  # its three waits fit the worker's timeout less its deadline margin
+
+
+def test_each_read_role_has_a_probe_only_the_worker_may_assume_and_with_no_permissions(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    found = probes(stateless)
+    assert sorted(found) == sorted(
+        config.search.probe_role_name(role.name) for role in config.search.read_roles
+    )
+    for logical_id, properties in found.values():
+        (statement,) = resolve(stateful, stateless, properties["AssumeRolePolicyDocument"])["Statement"]
+        assert statement["Principal"] == {"AWS": role_arn(stateful, WORKER_ROLE)}
+        assert statement["Action"] == "sts:AssumeRole" and "Condition" not in statement
+        assert "ManagedPolicyArns" not in properties and "Policies" not in properties
+        attached = [
+            p
+            for p in stateless.find_resources(MANAGED_POLICY).values()
+            if {"Ref": logical_id} in p["Properties"]["Roles"]
+        ]
+        assert attached == []
+        assert len(properties["RoleName"]) <= 64
+
+
+def test_the_worker_may_write_only_canaries_and_read_only_the_mappings(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    (policy,) = [
+        p["Properties"]
+        for logical_id, p in stateless.find_resources(MANAGED_POLICY).items()
+        if logical_id.startswith(SMOKE_WORKER_POLICY)
+    ]
+    assert resolve(stateful, stateless, policy["Roles"]) == [
+        {
+            "Ref": next(
+                i
+                for i, r in stateful.find_resources(ROLE).items()
+                if r["Properties"].get("Description") == WORKER_ROLE
+            )
+        }
+    ]
+    tables = table_arns(stateful, config)
+    expected: set[tuple[str, str, str]] = set()
+    for plan in config.source_tables:
+        keys = []
+        for schema in plan.indexable_schemas:
+            prefix = scope_prefix(schema, CANARY)
+            keys.append(f"{prefix}*" if prefix.endswith("::") else prefix)
+        only = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": keys}}
+        expected |= allow(
+            ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            tables[plan.construct_id],
+            only,
+        )
+    through = {
+        "StringEquals": {
+            "kms:ViaService": {"Fn::Join": ["", ["dynamodb.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
+        }
+    }
+    expected |= allow(["kms:Encrypt", "kms:DescribeKey"], data_key_arn(stateful), through)
+    for logical_id in stateless.find_resources(MAPPING):
+        arn = {
+            "Fn::Join": [
+                "",
+                [
+                    "arn:",
+                    {"Ref": "AWS::Partition"},
+                    ":lambda:",
+                    {"Ref": "AWS::Region"},
+                    ":",
+                    {"Ref": "AWS::AccountId"},
+                    ":event-source-mapping:",
+                    {"Ref": logical_id},
+                ],
+            ]
+        }
+        expected |= allow(["lambda:GetEventSourceMapping"], arn)
+    for logical_id, _ in probes(stateless).values():
+        expected |= allow(["sts:AssumeRole"], {"Fn::GetAtt": [logical_id, "Arn"]})
+    assert permissions(resolve(stateful, stateless, policy["PolicyDocument"])) == expected
+
+
+def test_the_deploy_role_may_assume_the_smoke_runner_which_may_only_run_and_follow_the_smoke(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    (logical_id, runner), *others = [
+        (i, r["Properties"])
+        for i, r in stateless.find_resources(ROLE).items()
+        if r["Properties"].get("RoleName") == config.smoke_runner_role_name
+    ]
+    assert others == []
+    (trust,) = runner["AssumeRolePolicyDocument"]["Statement"]
+    account = config.deploy_role_arn.split(":")[4]
+    assert trust["Condition"] == {"ArnEquals": {"aws:PrincipalArn": config.deploy_role_arn}}
+    # Matched by name under its account: the deploy role need not exist when the stack is deployed.
+    assert trust["Principal"] == {"AWS": f"arn:{config.partition}:iam::{account}:root"}
+    (policy,) = [
+        p["Properties"]
+        for p in stateless.find_resources(MANAGED_POLICY).values()
+        if p["Properties"]["Roles"] == [{"Ref": logical_id}]
+    ]
+    machine = next(
+        i
+        for i, m in stateless.find_resources("AWS::StepFunctions::StateMachine").items()
+        if m["Properties"]["StateMachineName"] == state_machine_name(config.search.domain_name, "smoke")
+    )
+
+    def arn(service: str, resource: str) -> dict[str, Any]:
+        return {
+            "Fn::Join": [
+                "",
+                [
+                    "arn:",
+                    {"Ref": "AWS::Partition"},
+                    f":{service}:",
+                    {"Ref": "AWS::Region"},
+                    ":",
+                    {"Ref": "AWS::AccountId"},
+                    resource,
+                ],
+            ]
+        }
+
+    bucket = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": ops_bucket(stateful)}]]}
+    expected = (
+        allow(["cloudformation:DescribeStacks"], arn("cloudformation", f":stack/{config.name}-Stateful/*"))
+        | allow(["cloudformation:DescribeStacks"], arn("cloudformation", f":stack/{config.name}-Stateless/*"))
+        | allow(["states:StartExecution"], {"Ref": machine})
+        | allow(
+            ["states:DescribeExecution", "states:GetExecutionHistory"],
+            arn("states", f":execution:{state_machine_name(config.search.domain_name, 'smoke')}:*"),
+        )
+        | allow(["s3:GetObject"], objects(stateful, "runs/smoke/*"))
+        | allow(["s3:ListBucket"], bucket)
+        | allow(["kms:Decrypt"], data_key_arn(stateful))
+    )
+    assert permissions(resolve(stateful, stateless, policy["PolicyDocument"])) == expected
+
+
+def test_the_stack_names_the_smoke_workflow_and_its_runner_for_the_cli_and_the_workflow(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    outputs = stateless.to_json()["Outputs"]
+    machine = outputs[deployed.STATE_MACHINE_OUTPUTS["smoke"]]["Value"]["Ref"]
+    assert stateless.to_json()["Resources"][machine]["Properties"]["StateMachineName"].endswith("-smoke")
+    runner = outputs["SmokeRunnerRoleArn"]["Value"]["Fn::GetAtt"][0]
+    assert stateless.to_json()["Resources"][runner]["Properties"]["RoleName"] == config.smoke_runner_role_name

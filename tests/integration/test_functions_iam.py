@@ -1,0 +1,102 @@
+"""The stream sync and the index bootstrap as deployed, IAM-checked: each handler runs in-process with the
+environment and role its synthesized template gives it, against the environment's stacks stood up in moto
+(tests/lambdas/ops/workflows_harness.py), and every AWS call it makes is checked against its role's synthesized
+policies as AWS evaluates them (tests/support/iam.py). (The ops worker's and the state machines' calls are checked
+by the executed workflows, tests/lambdas/ops/test_ops_workflows_executed.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from infra.config import EnvironmentConfig
+from infra.environments import environments
+from tests.lambdas.ops.workflows_harness import World, deployed_environment
+from tests.lambdas.stream_sync.stream_sync_fakes import record
+from tests.support.iam import SdkCalls
+from tests.support.opensearch_server import LoopbackOpenSearch
+
+pytestmark = pytest.mark.integration
+
+ZONE = "geozone::bcparks_1"
+
+
+class Context:
+    def get_remaining_time_in_millis(self) -> int:
+        return 120_000
+
+
+@pytest.fixture(params=sorted(environments()))
+def deployed(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[World, SdkCalls, LoopbackOpenSearch]]:
+    config: EnvironmentConfig = environments()[request.param]
+    for world, calls, _clock, _gaps, server in deployed_environment(config, monkeypatch):
+        yield world, calls, server
+
+
+def run_as(world: World, calls: SdkCalls, handler: str, monkeypatch: pytest.MonkeyPatch, call: Any) -> Any:
+    role, environment = world.function(handler)
+    with monkeypatch.context() as scoped:
+        for name, value in environment.items():
+            scoped.setenv(name, str(value))
+        with calls.acting(role):
+            return call()
+
+
+def test_the_bootstrap_sets_the_domain_up_and_the_sync_indexes_dereferences_and_dead_letters_each_as_its_role(
+    deployed: tuple[World, SdkCalls, LoopbackOpenSearch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world, calls, server = deployed
+    from index_bootstrap import handler as bootstrap
+    from stream_sync import handler
+
+    properties = world.custom_resource("Custom::OpenSearchIndexBootstrap") | {"Endpoint": server.endpoint}
+    event = {"RequestType": "Create", "ResourceProperties": properties}
+    created = run_as(
+        world,
+        calls,
+        "index_bootstrap.handler.on_event",
+        monkeypatch,
+        lambda: bootstrap.on_event(event, Context()),
+    )
+    assert created["PhysicalResourceId"] and [c.action for c in calls.checked] == ["sts:AssumeRole"]
+    _, environment = world.function("stream_sync.handler.handler")
+    bucket = environment["GEOMETRY_BUCKET"]
+    geometry = json.dumps({"type": "Point", "coordinates": [-123.1, 49.2]}).encode()
+    key = f"geometries/{hashlib.sha256(geometry).hexdigest()}.geojson"
+    boto3.client("s3", region_name=world.region).put_object(Bucket=bucket, Key=key, Body=geometry)
+    table = world.table_of("geozone")
+    stream = boto3.client("dynamodb", region_name=world.region).describe_table(TableName=table)["Table"][
+        "LatestStreamArn"
+    ]
+    records = [
+        record(
+            "INSERT",
+            "0001",
+            11,
+            {"name": {"S": "zone"}, "geometryUrl": {"S": f"s3://{bucket}/{key}"}},
+            pk=ZONE,
+        ),
+        record("INSERT", "0002", 12, {"stream_seq": {"S": "reserved"}}, pk=ZONE),  # refused: to the DLQ
+    ]
+    for entry in records:
+        entry["eventSourceARN"] = stream
+
+    answer = run_as(
+        world,
+        calls,
+        "stream_sync.handler.handler",
+        monkeypatch,
+        lambda: handler.handler({"Records": records}, Context()),
+    )
+
+    assert answer == {"batchItemFailures": []}
+    assert server.documents("geozone-v1")[f"{ZONE}#0001"]["geometry"]["type"] == "Point"
+    actions = {call.action for call in calls.checked}
+    assert {"s3:GetObject", "sqs:SendMessage"} <= actions

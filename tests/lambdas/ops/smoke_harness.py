@@ -1,0 +1,416 @@
+"""A deployed environment for the smoke run, in one process: the real CLI starts the real smoke workflow (the
+state machine the stack synthesizes, executed by moto's Step Functions), whose Task states invoke the real ops
+worker in-process (moto would start Docker); moto DynamoDB tables with streams as the environment's config lays
+them out, moto Lambda event source mappings, and the loopback OpenSearch server with FGAC, set up by the real
+index bootstrap with the configured read roles and their probes.
+
+Lambda's event source mapping poller is the one part played here (`Poller`): a thread that reads each table's
+stream through moto's DynamoDB Streams API while the mapping is enabled, applies the mapping's filter (the
+indexable schemas the table holds), invokes the real sync handler with the records as a Lambda event, redelivers
+from a partial batch response, and, as Lambda does, records the last processing result on the mapping
+(`PROBLEM: Function call failed` when the function raises; moto always answers none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+import io
+import json
+import threading
+import time
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from botocore.credentials import Credentials
+from datamodel.registry import indexable_schemas
+from datamodel.reserved import CANARY, scope_of
+from index_bootstrap.bootstrap import IndexBootstrap
+from moto import mock_aws
+from search import indices
+from search.readers import read_role_definitions
+from search.transport import OpenSearchTransport
+from stream_sync import handler
+from workflows_harness import Clock, MotoGaps, settle
+
+from infra.config import EnvironmentConfig
+from infra.constructs.ops_workflows import Targets, definition, state_machine_name
+from ops import deployed, worker
+from tests.integration.sync_harness import lambda_format
+from tests.support.aws import moto_role_of_access_key, single_table, use_fake_aws
+from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+
+REGION = "ca-central-1"
+ACCOUNT = "123456789012"
+ADMIN_KEY, SYNC_KEY = "AKIDADMIN", "AKIDSYNC"
+OPS_BUCKET, GEOMETRY_BUCKET = "refdata-ops", "refdata-geometry"
+WORKER, SYNC = "ops-worker", "stream-sync"
+
+
+def table_name(construct_id: str) -> str:
+    return f"refdata-{construct_id.lower()}"
+
+
+@dataclass
+class Poller:
+    """Lambda's event source mapping poller, for every table (see the module doc)."""
+
+    streams: dict[str, str]  # table name -> stream ARN
+    prefixes: dict[str, tuple[str, ...]]  # table name -> the pk prefixes its filter admits
+    mappings: dict[str, str]  # table name -> mapping UUID
+    interval: float = 0.02
+    invocations: int = 0
+    lines: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _iterators: dict[tuple[str, str], str] = field(default_factory=dict)
+    _pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def start(self) -> None:
+        self._client = boto3.client("dynamodbstreams", region_name=REGION)
+        self._thread = threading.Thread(target=self._run, name="event-source-mappings", daemon=True)
+        self._thread.start()
+
+    def capture(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The sync's log and EMF lines go to `lines`, as Lambda sends a function's stdout to its log group.
+        Not by redirecting sys.stdout: that is one for the whole process, so this thread's redirect swapped it
+        under the CLI's prints (its summary lost, or written to the closed capture of a test that had ended:
+        "I/O operation on closed file")."""
+        for module in (handler.telemetry, handler.heartbeat):
+            monkeypatch.setattr(module, "emit", functools.partial(module.emit, write=self.lines.append))
+
+    def stop(self, seconds: float = 120.0) -> None:
+        """Stop polling, and wait for a batch in flight: a poller left running would sync into the next test."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(seconds)
+            assert not self._thread.is_alive(), f"the poller still runs {seconds:g} s after it was stopped"
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for table in self.streams:
+                self.poll(table)
+            time.sleep(self.interval)
+
+    def _mapping(self, table: str) -> Any:
+        from moto.awslambda.models import lambda_backends
+
+        return lambda_backends[ACCOUNT][REGION]._event_source_mappings[self.mappings[table]]
+
+    def _new_records(self, table: str) -> list[dict[str, Any]]:
+        arn = self.streams[table]
+        records = []
+        for shard in self._client.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            key = (table, shard["ShardId"])
+            iterator = (
+                self._iterators.get(key)
+                or self._client.get_shard_iterator(
+                    StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+                )["ShardIterator"]
+            )
+            page = self._client.get_records(ShardIterator=iterator)
+            self._iterators[key] = page["NextShardIterator"]
+            for record in page["Records"]:
+                converted = lambda_format(record)
+                converted["eventSourceARN"] = arn
+                records.append(converted)
+        return records
+
+    def poll(self, table: str) -> None:
+        mapping = self._mapping(table)
+        if not mapping.enabled:
+            return
+        batch = self._pending.get(table) or [
+            record
+            for record in self._new_records(table)
+            if record["dynamodb"]["Keys"]["pk"]["S"].startswith(self.prefixes[table])
+        ]
+        if not batch:
+            return
+        context = SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000)
+        self.invocations += 1
+        try:
+            response = handler.handler({"Records": batch}, context)
+        except Exception:
+            mapping.last_processing_result = "PROBLEM: Function call failed"
+            self._pending[table] = batch  # Lambda retries the batch
+            return
+        mapping.last_processing_result = "OK"
+        failures = response["batchItemFailures"]
+        if failures:
+            start = next(
+                i
+                for i, record in enumerate(batch)
+                if record["dynamodb"]["SequenceNumber"] == failures[0]["itemIdentifier"]
+            )
+            self._pending[table] = batch[start:]
+        else:
+            self._pending[table] = []
+
+
+@dataclass
+class SmokeStack:
+    """The environment `config` describes, deployed into moto and the loopback server."""
+
+    config: EnvironmentConfig
+    server: LoopbackOpenSearch
+    poller: Poller
+    tables: dict[str, str]  # schema -> table name
+    probes: dict[str, str]  # read role -> probe role ARN
+    admin: OpenSearchTransport
+    dlq_url: str
+    lambda_: Any = field(default_factory=lambda: boto3.client("lambda", region_name=REGION))
+    dynamodb: Any = field(default_factory=lambda: boto3.client("dynamodb", region_name=REGION))
+
+    def tables_of_indexable(self) -> dict[str, str]:
+        return {schema.name: self.tables[schema.name] for schema in indexable_schemas()}
+
+    # --- what a test breaks ------------------------------------------------------------------------------------
+    def disable_mapping(self, table: str) -> None:
+        self.lambda_.update_event_source_mapping(UUID=self.poller.mappings[table], Enabled=False)
+
+    def enable_mapping(self, table: str) -> None:
+        self.lambda_.update_event_source_mapping(UUID=self.poller.mappings[table], Enabled=True)
+
+    def admin_request(self, method: str, path: str, body: Any = None) -> Any:
+        payload = json.dumps(body).encode() if body is not None else None
+        response = self.admin.request(method, path, payload)
+        assert response.status < 300, (path, response.status, response.body[:500])
+        return response.json()
+
+    # --- what is left ------------------------------------------------------------------------------------------
+    def canary_items(self) -> list[str]:
+        """Every canary item still in a table."""
+        found = []
+        for table in sorted(set(self.tables.values())):
+            for item in self.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]:
+                if scope_of(item["pk"]["S"]) == CANARY:
+                    found.append(f"{table}: {item['pk']['S']}#{item['sk']['S']}")
+        return found
+
+    def canary_documents(self) -> list[str]:
+        """Every canary document (tombstones included) in every index of every indexable schema."""
+        found = []
+        patterns = [indices.index_pattern(schema.name) for schema in indexable_schemas()]
+        for index in self.server.index_names():
+            if any(fnmatch.fnmatchcase(index, pattern) for pattern in patterns):
+                for doc_id, source in self.server.documents(index).items():
+                    if scope_of(str(source.get("pk", ""))) == CANARY:
+                        found.append(f"{index}: {doc_id}")
+        return found
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        sqs = boto3.client("sqs", region_name=REGION)
+        bodies, handles = [], []
+        while batch := sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10).get("Messages", []):
+            bodies += [json.loads(m["Body"]) for m in batch]
+            handles += [m["ReceiptHandle"] for m in batch]
+        for receipt in handles:
+            sqs.change_message_visibility(QueueUrl=self.dlq_url, ReceiptHandle=receipt, VisibilityTimeout=0)
+        return bodies
+
+
+def _zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("index.py", "def handler(event, context):\n    return event\n")
+    return buffer.getvalue()
+
+
+def _invoke_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto runs a function in Docker; the worker runs here instead, its errors shaped as Lambda reports them (the
+    error type is what the state machine's Retry and Catch match)."""
+    from moto.awslambda.models import LambdaFunction
+
+    def invoke(self: Any, body: str, request_headers: Any, response_headers: Any) -> bytes:
+        assert self.function_name == WORKER, f"only the ops worker runs here, not {self.function_name}"
+        event = json.loads(body) if body else {}
+        context = SimpleNamespace(get_remaining_time_in_millis=lambda: 900_000)
+        try:
+            result = worker.handler(event, context)
+        except Exception as error:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()
+        return json.dumps(result, default=str).encode()
+
+    monkeypatch.setattr(LambdaFunction, "invoke", invoke)
+
+
+def _report_processing_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GetEventSourceMapping answers the last processing result the poller recorded (moto keeps none)."""
+    from moto.awslambda.models import EventSourceMapping
+
+    original = EventSourceMapping.get_configuration
+
+    def get_configuration(self: Any) -> dict[str, Any]:
+        configuration = dict(original(self))
+        result = getattr(self, "last_processing_result", None)
+        if result is not None:
+            configuration["LastProcessingResult"] = result
+        return configuration
+
+    monkeypatch.setattr(EventSourceMapping, "get_configuration", get_configuration)
+
+
+def _stacks(machines: Mapping[str, str]) -> None:
+    """The two stacks' outputs, as far as the CLI reads them."""
+    placeholder = {"Queue": {"Type": "AWS::SQS::Queue"}}
+    stateless = {
+        "Resources": placeholder,
+        "Outputs": {
+            output: {
+                "Value": machines.get(operation, f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:unused")
+            }
+            for operation, output in deployed.STATE_MACHINE_OUTPUTS.items()
+        },
+    }
+    stateful = {"Resources": placeholder, "Outputs": {deployed.BUCKET_OUTPUT: {"Value": OPS_BUCKET}}}
+    cloudformation = boto3.client("cloudformation", region_name=REGION)
+    for name, template in (("Stateful", stateful), ("Stateless", stateless)):
+        cloudformation.create_stack(StackName=f"smoke-{name}", TemplateBody=json.dumps(template))
+
+
+@contextlib.contextmanager
+def smoke_stack(
+    config: EnvironmentConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    wait_seconds: float,
+    latency_seconds: float = 0.0,
+) -> Iterator[SmokeStack]:
+    use_fake_aws(monkeypatch, REGION)
+    MotoGaps(monkeypatch, Clock())  # a failed part fails its distributed map, as on AWS
+    _invoke_in_process(monkeypatch)
+    _report_processing_results(monkeypatch)
+    admin_arn = config.role_arn(config.platform_role_name("search-admin"))
+    sync_arn = config.role_arn(config.platform_role_name("stream-sync"))
+    principals = {ADMIN_KEY: admin_arn, SYNC_KEY: sync_arn}
+    fgac = FineGrainedAccessControl(
+        admin_arn, lambda key: principals.get(key) or moto_role_of_access_key(key)
+    )
+    with (
+        mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
+        LoopbackOpenSearch(region=REGION, fgac=fgac, latency_seconds=latency_seconds) as server,
+    ):
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        tables: dict[str, str] = {}
+        streams: dict[str, str] = {}
+        prefixes: dict[str, tuple[str, ...]] = {}
+        for plan in config.source_tables:
+            name = table_name(plan.construct_id)
+            created = dynamodb.create_table(**single_table(name))["TableDescription"]
+            streams[name] = created["LatestStreamArn"]
+            prefixes[name] = tuple(f"{schema}::" for schema in plan.indexable_schemas)
+            tables |= dict.fromkeys(plan.schemas, name)
+        s3 = boto3.client("s3", region_name=REGION)
+        for bucket in (OPS_BUCKET, GEOMETRY_BUCKET):
+            s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+        dlq_url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="stream-sync-dlq")[
+            "QueueUrl"
+        ]
+
+        iam = boto3.client("iam", region_name=REGION)
+        role = iam.create_role(RoleName="lambda", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        lambda_ = boto3.client("lambda", region_name=REGION)
+        functions = {
+            name: lambda_.create_function(
+                FunctionName=name,
+                Runtime="python3.12",
+                Role=role,
+                Handler="index.handler",
+                Code={"ZipFile": _zip()},
+            )["FunctionArn"]
+            for name in (WORKER, SYNC)
+        }
+        mappings = {}
+        for name, arn in streams.items():
+            mapping = lambda_.create_event_source_mapping(
+                EventSourceArn=arn, FunctionName=SYNC, StartingPosition="TRIM_HORIZON", Enabled=True
+            )
+            mappings[name] = mapping["UUID"]
+        from moto.dynamodb.models import dynamodb_backends
+
+        for name in streams:  # the poller delivers records, not moto (which would run the function in Docker)
+            dynamodb_backends[ACCOUNT][REGION].get_table(name).lambda_event_source_mappings.clear()
+
+        probes = {
+            role.name: config.role_arn(config.search.probe_role_name(role.name))
+            for role in config.search.read_roles
+        }
+        admin = OpenSearchTransport(
+            server.endpoint, REGION, timeout_seconds=5, credentials=Credentials(ADMIN_KEY, "secret")
+        )
+        IndexBootstrap(admin, sleep=lambda seconds: None).run(
+            [schema.name for schema in indexable_schemas()],
+            replicas=0,
+            sync_role_arn=sync_arn,
+            read_roles=read_role_definitions(
+                (role.name, role.schemas, (*role.mapped_backend_roles, probes[role.name]))
+                for role in config.search.read_roles
+            ),
+        )
+
+        machine_name = state_machine_name(config.search.domain_name, "smoke")
+        targets = Targets(
+            worker_arn=functions[WORKER],
+            ops_bucket=OPS_BUCKET,
+            key_arn=f"arn:aws:kms:{REGION}:{ACCOUNT}:key/data",
+            partition="aws",
+            max_concurrency=config.ops.max_concurrency,
+        )
+        machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+            name=machine_name, definition=json.dumps(definition("smoke", targets)), roleArn=role
+        )["stateMachineArn"]
+        _stacks({"smoke": machine})
+
+        schema_tables = json.dumps({schema: table for schema, table in tables.items()})
+        for variable, value in {
+            # the worker's (infra/constructs/ops_workflows.py, smoke.py) and the sync's (stream_sync.py, heartbeat.py)
+            "AWS_ACCESS_KEY_ID": SYNC_KEY,  # the functions' own roles: only the sync's is mapped in FGAC
+            "AWS_REGION": REGION,
+            "SCHEMA_TABLES": schema_tables,
+            "OPENSEARCH_ENDPOINT": server.endpoint,
+            "ADMIN_ROLE_ARN": admin_arn,
+            "OPS_BUCKET": OPS_BUCKET,
+            "GEOMETRY_BUCKET": GEOMETRY_BUCKET,
+            "DLQ_URL": dlq_url,
+            "BULK_MAX_BYTES": str(2 * 1024 * 1024),
+            "REQUEST_TIMEOUT_SECONDS": "10",  # never reached on loopback, however loaded the machine
+            "SCAN_SEGMENTS": "2",
+            "EXPORT_ABOVE_BYTES": str(10 * 2**30),
+            "TOMBSTONE_MIN_AGE_SECONDS": str(16 * 86400),
+            "EVENT_SOURCE_MAPPINGS": json.dumps(mappings),
+            "SMOKE_READERS": json.dumps(
+                [
+                    {"name": role.name, "schemas": list(role.schemas), "probeRoleArn": probes[role.name]}
+                    for role in config.search.read_roles
+                ]
+            ),
+            "SMOKE_WAIT_SECONDS": str(wait_seconds),
+            "SMOKE_POLL_SECONDS": "0.02",
+            "ENVIRONMENT_NAME": config.name,
+            "BULK_MAX_ATTEMPTS": "2",
+            "RETRY_BASE_SECONDS": "0.001",
+            "RETRY_MAX_SECONDS": "0.002",
+            "DEADLINE_MARGIN_SECONDS": "0",
+        }.items():
+            monkeypatch.setenv(variable, value)
+        monkeypatch.setattr(deployed, "pause", lambda seconds: time.sleep(0.02))
+        handler.reset()
+        poller = Poller(streams, prefixes, mappings)
+        poller.capture(monkeypatch)
+        before = set(threading.enumerate())
+        poller.start()
+        try:
+            yield SmokeStack(config, server, poller, tables, probes, admin, dlq_url)
+        finally:
+            poller.stop()
+            settle(before)  # a failed canary's map children can outlive the run, as in the workflow tests
+            admin.close()
+            handler.reset()

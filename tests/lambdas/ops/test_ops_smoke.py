@@ -1,0 +1,363 @@
+"""The smoke run end to end (tests/lambdas/ops/smoke_harness.py): `python -m ops smoke --env` through the real CLI,
+the synthesized smoke workflow executed by moto's Step Functions, the real ops worker and stream sync, moto
+DynamoDB streams and the loopback OpenSearch with FGAC. A pass in every environment's table layout, then one run
+per verdict, each ending with the right step and component and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from datamodel.registry import Visibility, get_schema
+from datamodel.reserved import CANARY
+from ops.smoke import STEPS
+from search.indices import index_name, read_alias, write_alias
+from search.readers import document_filter, read_role_body
+from smoke_harness import SYNC_KEY, SmokeStack, smoke_stack
+
+from infra.config import EnvironmentConfig
+from infra.environments import environments
+from ops import cli
+
+pytestmark = pytest.mark.integration
+
+RUNNER = "refdata-smoke-runner"
+
+
+def run(stack: SmokeStack, capsys: pytest.CaptureFixture[str], *options: str) -> tuple[int, dict, str]:
+    status = cli.main(["smoke", "--env", "smoke", "--region", "ca-central-1", *options])
+    out, err = capsys.readouterr()
+    return status, json.loads(out.strip().splitlines()[-1]), err
+
+
+@pytest.fixture(params=list(environments()))
+def config(request: pytest.FixtureRequest) -> EnvironmentConfig:
+    return environments()[request.param]
+
+
+@pytest.fixture
+def passing(config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
+    with smoke_stack(config, monkeypatch, wait_seconds=20) as stack:
+        yield stack
+
+
+def test_a_smoke_run_passes_every_step_for_every_table_and_indexable_schema(
+    passing: SmokeStack, config: EnvironmentConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As the deploy workflow runs it: as the smoke runner role.
+    status, summary, err = run(passing, capsys, "--assume-role", f"arn:aws:iam::123456789012:role/{RUNNER}")
+
+    assert summary["verdict"] == "pass", (summary, err)
+    assert status == 0
+    assert {(t["schema"], t["table"]) for t in summary["targets"]} == set(
+        passing.tables_of_indexable().items()
+    )
+    for target in summary["targets"]:
+        assert list(target["steps"]) == list(STEPS) and target["passed"] and target["left"] == []
+        assert f"ok     {target['schema']} ({target['table']}): write " in err  # each step's time, on stderr
+    assert err.rstrip().endswith("verdict: pass")
+    # Each canary went the whole way through the stream sync (signed as its role), not written by the smoke run.
+    synced = [
+        r.body.decode()
+        for r in passing.server.requests_to("_bulk")
+        if f"Credential={SYNC_KEY}/" in r.headers.get("authorization", "")
+    ]
+    for target in summary["targets"]:
+        assert sum(CANARY in body and f'"schema":"{target["schema"]}"' in body for body in synced) >= 3
+    assert passing.canary_items() == [] and passing.canary_documents() == []
+
+
+# --- one failing run per verdict ----------------------------------------------------------------------------------
+
+# The environment with the most source tables: a verdict names the table whose part failed, the others pass.
+LAYOUT = max(environments().values(), key=lambda config: len(config.source_tables))
+COMPONENTS = {"stream not flowing", "sync erroring", "document refused", "alias missing", "reader leak"}
+
+
+@pytest.fixture
+def failing(monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
+    """A step that is to time out waits five seconds: the pipeline takes a tenth of a second here, and the other
+    tables' canaries, which must pass in the same run, still do on a heavily loaded machine."""
+    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=5.0) as stack:
+        yield stack
+
+
+@pytest.fixture
+def flowing(monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
+    """Every wait succeeds (however loaded the machine), the failure comes from something else."""
+    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+        yield stack
+
+
+def failures(summary: dict) -> dict[str, tuple[str, str, str]]:
+    """Schema -> (step, component, reason) of every canary that failed."""
+    return {
+        t["schema"]: (t["failure"]["step"], t["failure"]["component"], t["failure"]["reason"])
+        for t in summary["targets"]
+        if t["failure"]
+    }
+
+
+def assert_nothing_left(stack: SmokeStack, summary: dict) -> None:
+    assert summary["leftBehind"] == []
+    assert stack.canary_items() == [] and stack.canary_documents() == []
+    assert [
+        letter for letter in stack.dead_letters() if "refdata-canary" in str(letter.get("documentId"))
+    ] == []
+
+
+def assert_verdict(status: int, summary: dict, step: str, component: str) -> None:
+    assert component in COMPONENTS
+    assert status == 2 and summary["status"] == "failed"
+    assert summary["verdict"].startswith(f"FAILED at {step} ({component}): ")
+    assert f"docs/runbook.md#smoke-{component.replace(' ', '-')}" in summary["verdict"]
+
+
+@pytest.mark.parametrize("table", [plan.construct_id for plan in LAYOUT.source_tables])
+def test_a_disabled_mapping_fails_its_tables_canaries_as_stream_not_flowing(
+    failing: SmokeStack, table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from smoke_harness import table_name
+
+    broken = table_name(table)
+    failing.disable_mapping(broken)
+
+    status, summary, _ = run(failing, capsys)
+
+    found = failures(summary)
+    held = {schema for schema, name in failing.tables_of_indexable().items() if name == broken}
+    assert set(found) == held, summary["targets"]
+    for step, component, reason in found.values():
+        assert (step, component) == ("indexed", "stream not flowing")
+        assert f"the event source mapping of table {broken} is Disabled" in reason
+    assert_verdict(status, summary, "indexed", "stream not flowing")
+    assert all(t["passed"] for t in summary["targets"] if t["schema"] not in held)
+    assert_nothing_left(failing, summary)
+
+
+def test_a_sync_that_raises_fails_every_canary_as_sync_erroring(
+    failing: SmokeStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stream_sync import handler
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the sync")
+
+    monkeypatch.setattr(handler, "process_batch", broken)
+
+    status, summary, _ = run(failing, capsys)
+
+    found = failures(summary)
+    assert set(found) == set(failing.tables_of_indexable())
+    for step, component, reason in found.values():
+        assert (step, component) == ("indexed", "sync erroring")
+        assert "'PROBLEM: Function call failed'" in reason
+    assert_verdict(status, summary, "indexed", "sync erroring")
+    assert_nothing_left(failing, summary)
+
+
+def test_a_document_the_index_refuses_fails_as_document_refused_and_its_dead_letter_goes(
+    failing: SmokeStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An earlier writer made `canaryVersion` a boolean field in every index: the canary's number is refused.
+    for schema in failing.tables_of_indexable():
+        line = {"index": {"_index": write_alias(schema), "_id": f"{schema}::other#1", "require_alias": True}}
+        body = json.dumps(line) + "\n" + json.dumps({"pk": f"{schema}::other", "canaryVersion": True}) + "\n"
+        answer = failing.admin.request(
+            "POST", "_bulk", body.encode(), {"Content-Type": "application/x-ndjson"}
+        )
+        assert answer.status == 200 and not answer.json()["errors"], answer.body
+
+    # Someone else's dead letter, waiting for a redrive: the smoke run leaves it as it found it.
+    import boto3
+
+    boto3.client("sqs", region_name="ca-central-1").send_message(
+        QueueUrl=failing.dlq_url, MessageBody=json.dumps({"documentId": "geozone::bcparks_1#0000000001"})
+    )
+
+    status, summary, _ = run(failing, capsys)
+
+    assert [letter["documentId"] for letter in failing.dead_letters()] == ["geozone::bcparks_1#0000000001"]
+    found = failures(summary)
+    assert set(found) == set(failing.tables_of_indexable())
+    for step, component, reason in found.values():
+        assert (step, component) == ("indexed", "document refused")
+        assert "mapper_parsing_exception" in reason and "canaryVersion" in reason
+    assert_verdict(status, summary, "indexed", "document refused")
+    assert_nothing_left(failing, summary)
+
+
+@pytest.mark.parametrize("alias", ["read", "write"])
+def test_a_missing_alias_fails_before_anything_is_written(
+    flowing: SmokeStack, alias: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = read_alias if alias == "read" else write_alias
+    actions = [
+        {"remove": {"index": index_name(schema, 1), "alias": name(schema)}}
+        for schema in flowing.tables_of_indexable()
+    ]
+    flowing.admin_request("POST", "_aliases", {"actions": actions})
+
+    status, summary, _ = run(flowing, capsys)
+
+    found = failures(summary)
+    assert set(found) == set(flowing.tables_of_indexable())
+    for step, component, reason in found.values():
+        assert (step, component) == ("write", "alias missing")
+        assert reason.endswith("nothing was written")
+    assert all(set(t["steps"]) == {"cleanup"} for t in summary["targets"])
+    assert_verdict(status, summary, "write", "alias missing")
+    assert_nothing_left(flowing, summary)
+
+
+@pytest.mark.parametrize("lost", ["document-level security", "field-level security too"])
+def test_a_reader_that_sees_the_canary_fails_as_a_reader_leak(
+    flowing: SmokeStack, lost: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each read role as a release without the reserved scopes put it (tombstones and hidden items only), and then
+    # also without its field-level security.
+    read = set()
+    for role in LAYOUT.search.read_roles:
+        body = read_role_body(role.schemas)
+        for permission in body["index_permissions"]:
+            (schema,) = [s for s in role.schemas if permission["index_patterns"] == [read_alias(s)]]
+            clauses = document_filter(get_schema(schema))["bool"]["must_not"]
+            older = [clause for clause in clauses if "pk" not in json.dumps(clause)]
+            permission["dls"] = json.dumps({"bool": {"must_not": older}})
+            if lost != "document-level security":
+                permission.pop("fls", None)
+            read.add(schema)
+        flowing.admin_request("PUT", f"_plugins/_security/api/roles/{role.name}", body)
+    assert read, "the layout has a read role"
+
+    status, summary, _ = run(flowing, capsys)
+
+    found = failures(summary)
+    assert set(found) == read
+    for schema, (step, component, reason) in found.items():
+        assert (step, component) == ("reader-live", "reader leak")
+        internal = get_schema(schema).attributes_of(visibility=Visibility.INTERNAL)
+        assert "sees the canary" in reason
+        if lost == "document-level security":
+            assert not any(name in reason for name in internal)  # its FLS still hides them
+        else:
+            assert all(name in reason for name in internal) and internal
+    assert all(t["passed"] for t in summary["targets"] if t["schema"] not in read)
+    assert_verdict(status, summary, "reader-live", "reader leak")
+    assert_nothing_left(flowing, summary)
+
+
+# --- leaving nothing behind, whatever happens -----------------------------------------------------------------------
+
+
+def test_a_later_run_sweeps_what_a_stalled_pipeline_delivered_after_its_run(
+    failing: SmokeStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ops import smoke
+
+    tables = sorted(set(failing.tables_of_indexable().values()))
+    for table in tables:
+        failing.disable_mapping(table)
+    status, _, _ = run(failing, capsys)
+    assert status == 2 and failing.canary_items() == [] and failing.canary_documents() == []
+
+    for table in tables:  # the pipeline recovers: the canaries' insert and delete arrive late
+        failing.enable_mapping(table)
+    wait_until(lambda: len(failing.canary_documents()) == len(failing.tables_of_indexable()))
+    monkeypatch.setattr(smoke, "SWEEP_AGE_SECONDS", 0)  # as if an hour had passed
+    status, second, _ = run(failing, capsys)
+
+    assert status == 0, second["verdict"]
+    assert sum(t["swept"] for t in second["targets"]) == len(failing.tables_of_indexable())
+    assert failing.canary_documents() == [] and failing.canary_items() == []
+
+
+def test_a_part_that_crashed_is_cleaned_up_by_finish(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker killed mid-canary runs no cleanup of its own: its canary's key, saved before the write, is cleaned
+    up by the run's finish. (One part at a time, so no other part is still running when finish does.)"""
+    from dataclasses import replace
+
+    import boto3
+
+    from ops import smoke
+
+    def crash(env: object, settings: object, tools: object, part: dict, cursor: dict, *, run_id: str) -> None:
+        table = boto3.resource("dynamodb", region_name="ca-central-1").Table(part["table"])
+        table.put_item(Item={"pk": cursor["pk"], "sk": cursor["sk"], **cursor["attributes"]})
+        raise RuntimeError("the worker was killed mid-canary")  # no finally runs in a killed Lambda
+
+    monkeypatch.setattr(smoke, "run_canary", crash)
+    serial = replace(LAYOUT, ops=replace(LAYOUT.ops, max_concurrency=1))
+
+    with smoke_stack(serial, monkeypatch, wait_seconds=5.0) as stack:
+        status, summary, _ = run(stack, capsys)
+
+        assert status == 2 and summary["verdict"].startswith("FAILED (smoke run): ")
+        assert "the worker was killed mid-canary" in summary["verdict"]
+        assert summary["leftBehind"] == []
+        assert stack.canary_items() == [] and stack.canary_documents() == []
+
+
+def test_two_runs_at_once_share_nothing_and_both_pass(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    results: list[int] = []
+
+    def one() -> None:
+        results.append(cli.main(["smoke", "--env", "smoke", "--region", "ca-central-1"]))
+
+    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        out = capsys.readouterr().out
+        summaries = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        assert results == [0, 0] and [s["verdict"] for s in summaries] == ["pass", "pass"]
+        assert len({s["runId"] for s in summaries}) == 2
+        assert stack.canary_items() == [] and stack.canary_documents() == []
+
+
+def test_the_poller_keeps_the_syncs_output_and_never_swaps_the_process_stdout(
+    flowing: SmokeStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sys.stdout is one for the whole process: the poller's thread once redirected it around each sync, and the
+    CLI's summary, printed meanwhile, went into the sync's buffer or a finished test's closed capture."""
+    import sys
+    import threading
+    import time
+
+    seen: dict[int, object] = {}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            seen.setdefault(id(sys.stdout), sys.stdout)
+            time.sleep(0.0005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        status, summary, _ = run(flowing, capsys)
+    finally:
+        stop.set()
+        sampler.join(10)
+
+    assert status == 0 and summary["verdict"] == "pass", summary
+    assert len(seen) == 1, f"sys.stdout was swapped during the run: {list(seen.values())}"
+    assert any("batch synced" in line for line in flowing.poller.lines)
+
+
+def wait_until(condition: object, timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)

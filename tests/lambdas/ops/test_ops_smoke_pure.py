@@ -1,0 +1,78 @@
+"""The smoke run's pure parts: its settings from the worker's environment, the verdict (the first failure, by step
+and component, with its runbook section), and the report lines the deploy job shows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ops.index import OpsError
+from ops.smoke import PASS, STEPS, Reader, SmokeSettings, _verdict, render, runbook
+
+
+def test_settings_read_the_mappings_readers_and_waits() -> None:
+    settings = SmokeSettings.from_env(
+        {
+            "AWS_REGION": "ca-central-1",
+            "EVENT_SOURCE_MAPPINGS": json.dumps({"refdata-table": "uuid-1"}),
+            "SMOKE_READERS": json.dumps(
+                [{"name": "public_search", "schemas": ["geozone"], "probeRoleArn": "arn:p"}]
+            ),
+            "SMOKE_WAIT_SECONDS": "30",
+        }
+    )
+    assert settings.mappings == {"refdata-table": "uuid-1"}
+    assert settings.readers == (Reader("public_search", ("geozone",), "arn:p"),)
+    assert (settings.wait_seconds, settings.poll_seconds, settings.region) == (30.0, 1.0, "ca-central-1")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("EVENT_SOURCE_MAPPINGS", "{not json"),
+        ("SMOKE_READERS", '[{"name": "x"}]'),
+        ("SMOKE_WAIT_SECONDS", "soon"),
+    ],
+)
+def test_a_bad_setting_is_named(name: str, value: str) -> None:
+    with pytest.raises(OpsError, match=rf"^{name}"):
+        SmokeSettings.from_env({"AWS_REGION": "ca-central-1", name: value})
+
+
+def target(schema: str, failure: dict | None = None, left: list[str] | None = None) -> dict:
+    steps = {step: 0.1 for step in STEPS}
+    return {
+        "schema": schema,
+        "table": "t",
+        "steps": steps,
+        "failure": failure,
+        "left": left or [],
+        "passed": not failure,
+    }
+
+
+def test_the_verdict_names_the_first_failing_step_its_component_and_what_to_do() -> None:
+    failure = {"step": "indexed", "component": "stream not flowing", "reason": "the mapping is Disabled"}
+    verdict = _verdict(
+        [target("a"), target("b", failure), target("c", {**failure, "step": "updated"})], [], None
+    )
+    assert verdict == (
+        "FAILED at indexed (stream not flowing): the mapping is Disabled "
+        "[schema b, table t; what to do: docs/runbook.md#smoke-stream-not-flowing]"
+    )
+    assert runbook("reader leak") == "docs/runbook.md#smoke-reader-leak"
+
+
+def test_anything_left_behind_or_a_run_error_fails_the_verdict_and_a_clean_run_passes() -> None:
+    assert _verdict([target("a"), target("b")], [], None) == PASS
+    assert _verdict([target("a", left=["item x"])], [], None) == "FAILED at cleanup (left behind): item x"
+    assert _verdict([target("a")], ["document y"], None) == "FAILED at cleanup (left behind): document y"
+    assert _verdict([target("a")], [], "prepare: boom") == "FAILED (smoke run): prepare: boom"
+    assert _verdict([{**target("a"), "steps": {}}], [], None) == "FAILED (smoke run): no canary ran for a"
+
+
+def test_the_report_shows_each_canarys_steps_and_the_verdict() -> None:
+    summary = {"targets": [target("geozone")], "verdict": PASS}
+    lines = render(summary).splitlines()
+    assert lines[0].startswith("ok     geozone (t): write 0.10 s · indexed 0.10 s")
+    assert lines[-1] == "verdict: pass"

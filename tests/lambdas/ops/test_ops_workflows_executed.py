@@ -1,0 +1,338 @@
+"""The four ops workflows executed from their synthesized definitions (tests/lambdas/ops/workflows_harness.py):
+started by the CLI, every Lambda task running the worker, every AWS call checked against the synthesized IAM."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from index_bootstrap import bootstrap
+from ops.index import OpsError
+from ops_harness import ZONE, OpsEnv, changed_mappings, seq
+from workflows_harness import Workflows, deployed_environment
+
+from infra.config import EnvironmentConfig
+from infra.environments import environments
+from ops import worker
+from tests.lambdas.stream_sync.stream_sync_fakes import record
+from tests.support import opensearch_server
+from tests.support.opensearch_server import ROUTE_BULK
+
+pytestmark = pytest.mark.integration
+
+
+def smallest() -> EnvironmentConfig:
+    """The environment whose runs have the fewest parts: the failure paths run there (each part is an
+    invocation); every environment runs each operation once."""
+    return min(environments().values(), key=lambda config: (config.ops.scan_segments, config.name))
+
+
+@pytest.fixture(params=sorted(environments()))
+def every(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Workflows, OpsEnv]]:
+    yield from _flows(environments()[request.param], monkeypatch)
+
+
+@pytest.fixture
+def flows(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workflows, OpsEnv]]:
+    yield from _flows(smallest(), monkeypatch)
+
+
+def _flows(config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workflows, OpsEnv]]:
+    for world, calls, clock, gaps, server in deployed_environment(config, monkeypatch):
+        search = OpsEnv(
+            server, dynamodb=boto3.client("dynamodb", region_name=config.region), region=config.region
+        )
+        search.bootstrap()
+        yield Workflows(world, calls, clock, gaps), search
+        search.transport.close()
+
+
+def put_zones(flows: Workflows, search: OpsEnv, count: int, *, synced: bool = True) -> None:
+    dynamodb = boto3.client("dynamodb", region_name=flows.world.region)
+    for n in range(count):
+        item = {"pk": {"S": ZONE}, "sk": {"S": f"{n:04d}"}, "name": {"S": f"zone {n}"}}
+        dynamodb.put_item(TableName=flows.world.table_of("geozone"), Item=item)
+        if synced:
+            search.stream_apply(item, ZONE, f"{n:04d}", seq(100 + n))
+
+
+def mapping_change(search: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment that creates geozone-v2 (aliases stay on v1)."""
+    monkeypatch.setattr(bootstrap, "index_mappings", changed_mappings)
+    search.bootstrap()
+
+
+@pytest.mark.parametrize("source", ["scan", "export"])
+def test_reindex_moves_the_aliases_and_backfills(
+    flows: tuple[Workflows, OpsEnv],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+) -> None:
+    workflows, search = flows
+    put_zones(workflows, search, 12)
+    mapping_change(search, monkeypatch)
+
+    run = workflows.run("reindex", "--schema", "geozone", "--source", source, capsys=capsys)
+
+    assert run.status == 0, run.summary
+    assert run.summary["complete"] and run.summary["source"] == source
+    assert run.summary["tableItems"] == 12 and run.summary["backfill"] == {"indexed": 12}
+    assert (
+        search.visible("geozone-v2")
+        == {doc_id: doc | {"tombstone": False} for doc_id, doc in search.visible("geozone-v1").items()}
+        or len(search.visible("geozone-v2")) == 12
+    )
+    assert set(search.aliases("geozone-v2")) == {"geozone", "geozone-write"}
+    if source == "export":
+        assert {"ExportTable", "DescribeExport", "ExportReady", "Files"} <= set(run.states_entered())
+
+
+def test_a_part_stopped_by_its_deadline_after_each_page_counts_each_item_once(
+    flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, search = flows
+    put_zones(workflows, search, 9)
+    mapping_change(search, monkeypatch)
+    workflows.remaining_seconds = 1.0  # under the deadline margin: every invocation stops after one page
+
+    run = workflows.run("reindex", "--schema", "geozone", "--source", "scan", capsys=capsys)
+
+    parts = [event for event in workflows.invocations if event["step"] == "part"]
+    assert run.status == 0, run.summary
+    assert run.summary["tableItems"] == 9 and run.summary["backfill"] == {"indexed": 9}
+    segments = workflows.world.config.ops.scan_segments
+    assert len(parts) == segments  # each segment's one page is also its last: done, never read again
+
+
+def drift(workflows: Workflows, search: OpsEnv) -> None:
+    """Ten zones in sync; then one missing, one stale, one deleted."""
+    put_zones(workflows, search, 10)
+    dynamodb = boto3.client("dynamodb", region_name=workflows.world.region)
+    table = workflows.world.table_of("geozone")
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": ZONE}, "sk": {"S": "missing"}, "name": {"S": "new"}})
+    dynamodb.put_item(
+        TableName=table, Item={"pk": {"S": ZONE}, "sk": {"S": "0001"}, "name": {"S": "renamed"}}
+    )
+    dynamodb.delete_item(TableName=table, Key={"pk": {"S": ZONE}, "sk": {"S": "0002"}})
+
+
+DIFFERENCES = {"missing": 1, "stale": 1, "deleted": 1}
+
+
+def test_reconcile_reports_then_fixes_every_difference(
+    flows: tuple[Workflows, OpsEnv], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, search = flows
+    drift(workflows, search)
+
+    found = workflows.run("reconcile", "--schema", "geozone", capsys=capsys)
+    fixed = workflows.run("reconcile", "--schema", "geozone", "--fix", capsys=capsys)
+    clean = workflows.run("reconcile", "--schema", "geozone", capsys=capsys)
+
+    assert (found.status, found.summary["status"], found.summary["differences"]) == (
+        1,
+        "work-left",
+        DIFFERENCES,
+    )
+    assert found.execution["status"] == "SUCCEEDED"
+    assert (fixed.status, fixed.summary["fix"]) == (0, {"repaired": 3})
+    assert clean.status == 0 and clean.summary["clean"]
+    assert not search.server.cluster.points_in_time  # each slice closed its own
+
+
+def test_reconcile_over_an_export_outlives_its_point_in_times_keep_alive(
+    every: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The export's polling takes hours at the sizes that choose it: the server's clock passes the point in
+    time's keep-alive while the workflow waits, as it does on AWS. (In every environment: the run goes through
+    every state of the table workflows, the export, both distributed maps, the slices.)"""
+    workflows, search = every
+    drift(workflows, search)
+    monkeypatch.setattr(opensearch_server, "time", ServerClock(workflows.clock))
+
+    run = workflows.run("reconcile", "--schema", "geozone", "--source", "export", capsys=capsys)
+
+    assert workflows.clock.waited  # the export was polled: two hours passed on the server for each wait
+    assert run.status == 1 and run.summary["differences"] == DIFFERENCES, run.summary
+    assert run.summary["source"] == "export" and not run.summary["errors"]
+
+
+class ServerClock:
+    """The loopback server's clock: real time, plus two hours (twice a point in time's keep-alive) for each wait
+    of the interpreter, as an export of a table large enough to be exported takes hours."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+
+    def time(self) -> float:
+        import time
+
+        return time.time() + len(self.clock.waited) * 2 * 3600
+
+    def monotonic(self) -> float:
+        import time
+
+        return time.monotonic()
+
+
+def test_redrive_drains_the_dead_letter_queue(
+    every: tuple[Workflows, OpsEnv], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, search = every
+    put_zones(workflows, search, 1, synced=False)
+    sqs = boto3.client("sqs", region_name=workflows.world.region)
+    queue = workflows.world.worker_environment["DLQ_URL"]
+    message = {"record": record("INSERT", "0000", 7, pk=ZONE)}
+    message["record"]["eventSourceARN"] = stream_of(workflows, "geozone")
+    sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(message))
+    sqs.send_message(QueueUrl=queue, MessageBody="not json")
+
+    run = workflows.run("redrive", capsys=capsys)
+
+    assert run.status == 1, workflows.errors
+    assert run.summary["redriven"] == 1 and run.summary["leftInQueue"] == 1, run.summary
+    assert search.documents("geozone-v1")[f"{ZONE}#0000"]["stream_seq"] == seq(7)
+
+
+def stream_of(workflows: Workflows, schema: str) -> str:
+    table = workflows.world.table_of(schema)
+    return str(
+        boto3.client("dynamodb", region_name=workflows.world.region).describe_table(TableName=table)["Table"][
+            "LatestStreamArn"
+        ]
+    )
+
+
+def test_purge_deletes_only_tombstones_past_the_bound(
+    every: tuple[Workflows, OpsEnv], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, search = every
+    import time
+
+    bound = time.time() - int(workflows.world.worker_environment["TOMBSTONE_MIN_AGE_SECONDS"])
+    search.stream_apply(None, ZONE, "old", seq(5), deleted_at=int(bound) - 60)
+    search.stream_apply(None, ZONE, "recent", seq(6), deleted_at=int(bound) + 3600)
+
+    dry = workflows.run("purge", "--dry-run", capsys=capsys)
+    run = workflows.run("purge", capsys=capsys)
+
+    assert dry.status == 0 and (dry.summary["found"], dry.summary["deleted"]) == (1, 0)
+    assert run.status == 0 and (run.summary["found"], run.summary["deleted"]) == (1, 1), run.summary
+    assert set(search.documents("geozone-v1")) == {f"{ZONE}#recent"}
+
+
+def test_an_export_that_fails_says_why(
+    flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, search = flows
+    put_zones(workflows, search, 2)
+    mapping_change(search, monkeypatch)
+    workflows.gaps.export_failure = ("S3AccessDenied", "Access denied to the bucket exports/ prefix")
+
+    run = workflows.run("reindex", "--schema", "geozone", "--source", "export", capsys=capsys)
+
+    assert run.status == 2 and run.summary["status"] == "failed"
+    reason = "ExportFailed: S3AccessDenied: Access denied to the bucket exports/ prefix"
+    assert reason in run.summary["error"] and reason in run.execution["failure"]
+    assert "FinishAfterFailure" in run.states_entered()
+
+
+def test_a_step_that_keeps_failing_is_retried_then_the_run_fails_with_its_summary(
+    flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, search = flows
+    put_zones(workflows, search, 2)
+    mapping_change(search, monkeypatch)
+    search.server.fail_next(ROUTE_BULK, 429, times=10_000)  # OpenSearch throttles throughout
+
+    run = workflows.run("reindex", "--schema", "geozone", "--source", "scan", capsys=capsys)
+
+    assert run.status == 2 and run.summary["status"] == "failed"
+    assert "States.ExceedToleratedFailureThreshold" in run.summary["error"]  # a part's child execution failed
+    assert workflows.errors and all(error.startswith("TransientFailure") for error in workflows.errors)
+    # 8 retries of a part (its first attempt and 8 more failed), backing off up to 5 minutes: not dropped. Full
+    # jitter draws each wait from [0, the backoff], so a wait can be under a second.
+    assert len(workflows.errors) >= 9
+    backoff = workflows.clock.waited
+    assert len(backoff) >= 8 and max(backoff) <= 300
+    assert set(search.aliases("geozone-v1")) == {"geozone"}  # the read alias never moved
+
+
+def test_a_failing_finish_still_ends_with_a_failed_summary(
+    flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, _ = flows
+    real = worker.finish_run
+    calls = []
+
+    def finish(operation: Any, env: Any, run: Any, error: str | None = None) -> Any:
+        calls.append(error)
+        if error is None:
+            raise OpsError("the alias swap was refused")
+        return real(operation, env, run, error)
+
+    monkeypatch.setattr(worker, "finish_run", finish)
+    run = workflows.run("purge", capsys=capsys)
+
+    assert run.status == 2 and run.summary["status"] == "failed"
+    assert "the alias swap was refused" in run.summary["error"]
+    assert {"Finish", "FinishAfterFailure", "RunFailed"} <= set(run.states_entered())
+
+
+def test_when_even_the_summary_cannot_be_written_the_run_fails_with_the_cause(
+    flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, _ = flows
+
+    def finish(*args: Any, **kwargs: Any) -> Any:
+        raise OpsError("the ops bucket is unreachable")
+
+    monkeypatch.setattr(worker, "finish_run", finish)
+    run = workflows.run("purge", capsys=capsys)
+
+    assert run.status == 2 and run.execution["status"] == "FAILED"
+    assert (
+        "SummaryFailed" in run.execution["failure"]
+        and "the ops bucket is unreachable" in run.execution["failure"]
+    )
+
+
+# --- what moto's interpreter lacks, patched in workflows_harness.MotoGaps: each fails once moto has it ---------
+
+
+def test_moto_still_refuses_the_jsonl_item_reader() -> None:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.reader_config import (
+        input_type,
+    )
+
+    values = {member.value for member in input_type.InputTypeValue}
+    assert "JSONL" not in values, "moto reads JSONL now: drop MotoGaps' JSONL patch"
+
+
+def test_moto_still_leaves_sdk_timestamps_as_datetimes() -> None:
+    import inspect
+
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_aws_sdk as aws_sdk,
+    )
+
+    source = inspect.getsource(aws_sdk.StateTaskServiceAwsSdk._eval_service_task)
+    assert "datetime" not in source and "isoformat" not in source, (
+        "moto converts SDK timestamps now: drop MotoGaps' datetime patch"
+    )
+
+
+def test_moto_exports_still_lack_a_manifest() -> None:
+    import inspect
+
+    from moto.dynamodb.models import table_export
+
+    assert "manifest" not in inspect.getsource(table_export), (
+        "moto writes export manifests: drop MotoGaps' export"
+    )

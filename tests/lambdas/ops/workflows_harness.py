@@ -1,0 +1,611 @@
+"""The ops workflows as deployed, executed: an environment's synthesized templates stood up in moto, its four
+state machines created from their synthesized definitions and executed by moto's States Language interpreter
+(`mock_aws(config={"stepfunctions": {"execute_state_machine": True}})`), every Lambda task running the worker
+in-process with the environment the template gives it, started and followed by the laptop CLI, and every AWS
+call the worker and the state machines make checked against their synthesized policies (tests/support/iam.py).
+
+What the test world supplies, because nothing in a template can: the loopback OpenSearch server's endpoint
+instead of the domain's, a clock for the interpreter's waits and retry backoff (they are recorded, not slept),
+and patches for what moto's interpreter lacks (`MotoGaps`: each has a test that fails once moto has it).
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from infra.config import EnvironmentConfig
+from ops import cli, deployed, worker
+from tests.support.aws import moto_role_of_access_key, single_table, use_fake_aws
+from tests.support.cfn import Resolver, synthesized
+from tests.support.iam import Policies, SdkCalls
+from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+
+WORKER_HANDLER = "ops.worker.handler"
+STATE_MACHINE = "AWS::StepFunctions::StateMachine"
+MAX_INVOCATIONS = 300  # far more than any run here needs
+
+
+class Context:
+    """A Lambda context: the time left of the invocation, as the worker reads it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.seconds * 1000)
+
+
+@dataclass
+class Clock:
+    """The interpreter's sleeps (Wait states, retry backoff), recorded instead of slept."""
+
+    waited: list[float] = field(default_factory=list)
+
+    def sleep(self, seconds: float) -> None:
+        self.waited.append(float(seconds))
+
+    def time(self) -> float:
+        return time.time() + sum(self.waited)
+
+
+class MotoGaps:
+    """What moto 5.2.5's interpreter and DynamoDB lack that AWS documents, patched for the tests only:
+
+    - the `JSONL` ItemReader input type (AWS accepts CSV, JSON, JSONL, PARQUET, MANIFEST) is refused at
+      CreateStateMachine: read it as JSON Lines;
+    - SDK-integration results keep Python datetimes (States.JsonToString, the Lambda payload and DescribeExecution
+      then raise TypeError): they become ISO 8601 strings, as JSON can carry them;
+    - a distributed map whose child execution failed succeeds anyway (its failed items are only counted): on AWS
+      the default tolerated failure (0) fails the map with States.ExceedToleratedFailureThreshold;
+    - ExportTableToPointInTime writes one data file and no manifest, names the export `.../import/...`, and its
+      description has no `ExportManifest` or `ExportTime`: the export is written as DynamoDB writes it (data files
+      under `data/`, `manifest-files.json` as JSON Lines, `manifest-summary.json`)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
+        self.export_failure: tuple[str, str] | None = None
+        from moto.dynamodb.models import table_export
+        from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader import item_reader_decl
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.eval.resource_output_transformer import (
+            transformer_json,
+        )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.reader_config import (
+            input_type,
+        )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+            state_task_service_aws_sdk as aws_sdk,
+        )
+        from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+
+        original_init = input_type.InputType.__init__
+
+        def accept_jsonl(self: Any, input_type: str) -> None:
+            original_init(self, "JSON" if input_type == "JSONL" else input_type)
+            self.jsonl = input_type == "JSONL"
+
+        monkeypatch.setattr(input_type.InputType, "__init__", accept_jsonl)
+        original_factory = item_reader_decl.resource_output_transformer_for
+
+        class JsonLines(transformer_json.ResourceOutputTransformerJson):
+            def _eval_body(self, env: Any) -> None:
+                config = env.stack.pop()
+                text = env.stack.pop()
+                env.stack.append(json.dumps([json.loads(line) for line in text.splitlines() if line.strip()]))
+                env.stack.append(config)
+                super()._eval_body(env)
+
+        def transformer(input_type: Any) -> Any:
+            return (
+                JsonLines()
+                if getattr(input_type, "jsonl", False)
+                else original_factory(input_type=input_type)
+            )
+
+        monkeypatch.setattr(item_reader_decl, "resource_output_transformer_for", transformer)
+
+        original_task = aws_sdk.StateTaskServiceAwsSdk._eval_service_task
+
+        def plain_json(self: Any, env: Any, *args: Any, **kwargs: Any) -> None:
+            original_task(self, env, *args, **kwargs)
+            env.stack.append(_without_datetimes(env.stack.pop()))
+
+        monkeypatch.setattr(aws_sdk.StateTaskServiceAwsSdk, "_eval_service_task", plain_json)
+        from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
+        from moto.stepfunctions.parser.asl.component.common.error_name import failure_event as failures
+        from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
+            StatesErrorName,
+        )
+        from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+            StatesErrorNameType,
+        )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor import (
+            distributed_item_processor_worker as distributed,
+        )
+        from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+        original_job = distributed.DistributedItemProcessorWorker._eval_job
+
+        def failing_job(self: Any, env: Any, job: Any) -> None:
+            failed = self._map_run_record.item_counter.failed.get()
+            original_job(self, env, job)
+            if self._map_run_record.item_counter.failed.get() > failed:
+                name = StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold)
+                cause = "The specified tolerated failure threshold was exceeded"
+                job.job_output = failures.FailureEventException(
+                    failure_event=failures.FailureEvent(
+                        env=env,
+                        error_name=name,
+                        event_type=HistoryEventType.MapRunFailed,
+                        event_details=EventDetails(
+                            mapRunFailedEventDetails=MapRunFailedEventDetails(
+                                error=name.error_name, cause=cause
+                            )
+                        ),
+                    )
+                )
+
+        monkeypatch.setattr(distributed.DistributedItemProcessorWorker, "_eval_job", failing_job)
+        monkeypatch.setattr(retrier_decl, "time", clock)
+        monkeypatch.setattr(
+            wait_function.WaitFunction,
+            "_wait_interval",
+            lambda self, env, wait_seconds: clock.sleep(wait_seconds),
+        )
+        gaps = self
+
+        def write_export(export: Any, s3_backend: Any) -> None:
+            if gaps.export_failure is not None:
+                export.status = "FAILED"
+                export.failure_code, export.failure_message = gaps.export_failure
+                return
+            base = f"{export.s3_prefix}/AWSDynamoDB/{export.export_id}"
+            items = [item.to_json(root_attr_name="Item") for item in export.table.all_items()]
+            halves = [items[: len(items) // 2], items[len(items) // 2 :]]
+            lines = []
+            for number, half in enumerate(halves):
+                key = f"{base}/data/{uuid.uuid4().hex}{number}.json.gz"
+                body = "".join(json.dumps(item) + "\n" for item in half).encode()
+                s3_backend.put_object(export.s3_bucket, key, gzip.compress(body))
+                lines.append({"itemCount": len(half), "md5Checksum": "-", "etag": "-", "dataFileS3Key": key})
+            files = f"{base}/manifest-files.json"
+            s3_backend.put_object(
+                export.s3_bucket, files, "".join(json.dumps(x) + "\n" for x in lines).encode()
+            )
+            summary = {
+                "version": "2020-06-30",
+                "exportArn": export.arn,
+                "exportTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                "itemCount": len(items),
+                "manifestFilesS3Key": files,
+                "outputFormat": "DYNAMODB_JSON",
+            }
+            s3_backend.put_object(
+                export.s3_bucket, f"{base}/manifest-summary.json", json.dumps(summary).encode()
+            )
+            export.item_count = len(items)
+            export.manifest = f"{base}/manifest-summary.json"
+            export.status = "COMPLETED"
+
+        original_response = table_export.TableExport.response
+
+        def response(export: Any) -> dict[str, Any]:
+            answer = dict(original_response(export))
+            if getattr(export, "manifest", None):
+                answer |= {"ExportManifest": export.manifest, "ExportTime": datetime.now(UTC)}
+            return {key: value for key, value in answer.items() if value is not None}
+
+        original_export = table_export.TableExport.__init__
+
+        def export_named_as_dynamodb_names_it(export: Any, *args: Any, **kwargs: Any) -> None:
+            original_export(export, *args, **kwargs)
+            export.export_id = f"{int(time.time() * 1000):014d}-{uuid.uuid4().hex[:8]}"
+            export.arn = f"{export.table.table_arn}/export/{export.export_id}"
+
+        monkeypatch.setattr(table_export.TableExport, "__init__", export_named_as_dynamodb_names_it)
+        monkeypatch.setattr(table_export.TableExport, "_backup_to_s3_file", write_export)
+        monkeypatch.setattr(table_export.TableExport, "response", response)
+
+
+def _without_datetimes(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {key: _without_datetimes(member) for key, member in value.items()}
+    if isinstance(value, list):
+        return [_without_datetimes(member) for member in value]
+    return value
+
+
+class World:
+    """One environment's stacks in moto: what the workflows touch is real moto state (tables, buckets, the key,
+    queues, the worker function, the state machines); everything else binds to a placeholder."""
+
+    def __init__(self, config: EnvironmentConfig, endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.config = config
+        self.account, self.region = config.account, config.region
+        templates = synthesized()[config.name]
+        self.stateful_template, self.stateless_template = templates["Stateful"], templates["Stateless"]
+        self.endpoint = endpoint
+        self.monkeypatch = monkeypatch
+        self.names: dict[str, dict[str | None, Any]] = {}
+        self.stateful = Resolver(
+            self.stateful_template, account=self.account, region=self.region, parameters={}, bind=self._bind
+        )
+        self._create_stateful()
+        parameters = {
+            self.stateful(resource["Properties"]["Name"]): self.stateful(resource["Properties"]["Value"])
+            for resource in self.stateful.resources("AWS::SSM::Parameter").values()
+        }
+        self.stateless = Resolver(
+            self.stateless_template,
+            account=self.account,
+            region=self.region,
+            parameters=parameters,
+            bind=self._bind,
+        )
+        self._create_stateless()
+        self.policies = self._policies()
+
+    # --- binding logical ids to what was made -----------------------------------------------------------------------
+
+    def _bind(self, logical_id: str, attribute: str | None) -> Any:
+        made = self.names.get(logical_id, {})
+        if attribute in made:
+            return made[attribute]
+        return f"unbound:{logical_id}.{attribute or 'Ref'}"
+
+    def _made(self, logical_id: str, **values: Any) -> None:
+        self.names.setdefault(logical_id, {}).update(
+            {None if k == "Ref" else k: v for k, v in values.items()}
+        )
+
+    def _create_stateful(self) -> None:
+        kms = boto3.client("kms", region_name=self.region)
+        for logical_id in self.stateful.resources("AWS::KMS::Key"):
+            arn = kms.create_key()["KeyMetadata"]["Arn"]
+            self._made(logical_id, Ref=arn.rsplit("/", 1)[1], Arn=arn)
+        dynamodb = boto3.client("dynamodb", region_name=self.region)
+        for logical_id in self.stateful.resources("AWS::DynamoDB::Table"):
+            name = f"{self.config.name}-{logical_id[:-8].lower()}"
+            table = dynamodb.create_table(**single_table(name))["TableDescription"]
+            dynamodb.update_continuous_backups(  # as the template sets it (exports need it)
+                TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
+            )
+            self._made(logical_id, Ref=name, Arn=table["TableArn"], StreamArn=table["LatestStreamArn"])
+        s3 = boto3.client("s3", region_name=self.region)
+        for logical_id in self.stateful.resources("AWS::S3::Bucket"):
+            name = f"{self.config.name}-{logical_id.lower()}"[:63]
+            s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": self.region})
+            self._made(logical_id, Ref=name, Arn=f"arn:aws:s3:::{name}")
+        for logical_id, resource in self.stateful.resources("AWS::IAM::Role").items():
+            name = resource["Properties"].get("RoleName", logical_id)
+            self._made(logical_id, Ref=name, Arn=f"arn:aws:iam::{self.account}:role/{name}")
+        for logical_id in self.stateful.resources("AWS::OpenSearchService::Domain"):
+            self._made(logical_id, DomainEndpoint=self.endpoint.split("://", 1)[1])
+
+    def _create_stateless(self) -> None:
+        sqs = boto3.client("sqs", region_name=self.region)
+        for logical_id in self.stateless.resources("AWS::SQS::Queue"):
+            url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
+            arn = f"arn:aws:sqs:{self.region}:{self.account}:{logical_id}"
+            self._made(logical_id, Ref=url, Arn=arn, QueueName=logical_id)
+        for logical_id, resource in self.stateless.resources("AWS::IAM::Role").items():
+            name = resource["Properties"].get("RoleName", logical_id)
+            self._made(logical_id, Ref=name, Arn=f"arn:aws:iam::{self.account}:role/{name}")
+        for logical_id in self.stateless.resources("AWS::Logs::LogGroup"):
+            self._made(logical_id, Arn=f"arn:aws:logs:{self.region}:{self.account}:log-group:{logical_id}:*")
+        ((self.worker_id, worker_resource),) = [
+            (logical_id, resource)
+            for logical_id, resource in self.stateless.resources("AWS::Lambda::Function").items()
+            if resource["Properties"]["Handler"] == WORKER_HANDLER
+        ]
+        self.worker_role = self.stateless(worker_resource["Properties"]["Role"])
+        iam = boto3.client("iam", region_name=self.region)
+        trust = {"Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}]}
+        role = iam.create_role(RoleName="ops-worker-in-moto", AssumeRolePolicyDocument=json.dumps(trust))[
+            "Role"
+        ]
+        function = boto3.client("lambda", region_name=self.region).create_function(
+            FunctionName="ops-worker",
+            Runtime="python3.12",
+            Role=role["Arn"],
+            Handler=WORKER_HANDLER,
+            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+        )
+        self._made(self.worker_id, Ref="ops-worker", Arn=function["FunctionArn"])
+        variables = self.stateless(worker_resource["Properties"]["Environment"]["Variables"])
+        variables.pop(
+            "DYNAMODB_STREAMS_ENDPOINT", None
+        )  # a VPC endpoint's DNS name: moto serves the regional one
+        variables["OPENSEARCH_ENDPOINT"] = self.endpoint  # the loopback server stands for the domain
+        self.worker_environment = {**variables, "AWS_REGION": self.region}
+        sfn = boto3.client("stepfunctions", region_name=self.region)
+        self.state_machines: dict[str, str] = {}
+        self.machine_roles: dict[str, str] = {}
+        for logical_id, resource in self.stateless.resources(STATE_MACHINE).items():
+            properties = resource["Properties"]
+            text = json.dumps(properties["Definition"])
+            for name, value in self.stateless(properties.get("DefinitionSubstitutions", {})).items():
+                text = text.replace(f"${{{name}}}", str(value))
+            name = properties["StateMachineName"]
+            role_arn = self.stateless(properties["RoleArn"])
+            arn = sfn.create_state_machine(name=name, definition=text, roleArn=role_arn)["stateMachineArn"]
+            operation = name.rsplit("-", 1)[1]
+            self.state_machines[operation] = arn
+            self.machine_roles[operation] = role_arn
+            self._made(logical_id, Ref=arn, Name=name)
+        self._outputs()
+
+    def _outputs(self) -> None:
+        """The stacks' outputs, as the CLI finds them (moto CloudFormation stacks that hold only outputs)."""
+        cloudformation = boto3.client("cloudformation", region_name=self.region)
+        for kind, resolver in (("Stateful", self.stateful), ("Stateless", self.stateless)):
+            outputs = {
+                name: {"Value": str(resolver(output["Value"]))}
+                for name, output in resolver.template.get("Outputs", {}).items()
+                if name in {*deployed.STATE_MACHINE_OUTPUTS.values(), deployed.BUCKET_OUTPUT}
+            }
+            template = {"Resources": {"Nothing": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}
+            cloudformation.create_stack(
+                StackName=f"{self.config.name}-{kind}",
+                TemplateBody=json.dumps(template | {"Outputs": outputs}),
+            )
+
+    # --- the policies that decide -------------------------------------------------------------------------------
+
+    def _policies(self) -> Policies:
+        policies = Policies()
+        for resolver in (self.stateful, self.stateless):
+            for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
+                for resource in resolver.resources(kind).values():
+                    document = resolver(resource["Properties"]["PolicyDocument"])
+                    for role in resolver(resource["Properties"].get("Roles", [])):
+                        arn = (
+                            role
+                            if str(role).startswith("arn:")
+                            else f"arn:aws:iam::{self.account}:role/{role}"
+                        )
+                        policies.identity.setdefault(arn, []).append(document)
+            for resource in resolver.resources("AWS::S3::BucketPolicy").values():
+                bucket = resolver(resource["Properties"]["Bucket"])
+                policies.buckets[bucket] = resolver(resource["Properties"]["PolicyDocument"])
+            for logical_id, resource in resolver.resources("AWS::S3::Bucket").items():
+                rules = (
+                    resource["Properties"]
+                    .get("BucketEncryption", {})
+                    .get("ServerSideEncryptionConfiguration", [])
+                )
+                for rule in rules:
+                    key = rule["ServerSideEncryptionByDefault"].get("KMSMasterKeyID")
+                    if key:
+                        policies.bucket_keys[resolver({"Ref": logical_id})] = resolver(key)
+            for logical_id, resource in resolver.resources("AWS::KMS::Key").items():
+                policies.key_policies[resolver({"Fn::GetAtt": [logical_id, "Arn"]})] = resolver(
+                    resource["Properties"]["KeyPolicy"]
+                )
+            for logical_id, resource in resolver.resources("AWS::SQS::Queue").items():
+                if "KmsMasterKeyId" in resource["Properties"]:
+                    arn = resolver({"Fn::GetAtt": [logical_id, "Arn"]})
+                    policies.queue_keys[arn] = resolver(resource["Properties"]["KmsMasterKeyId"])
+            for resource in resolver.resources("AWS::SQS::QueuePolicy").values():
+                document = resolver(resource["Properties"]["PolicyDocument"])
+                for url in resolver(resource["Properties"]["Queues"]):
+                    name = str(url).rsplit("/", 1)[1]
+                    policies.queues[f"arn:aws:sqs:{self.region}:{self.account}:{name}"] = document
+        return policies
+
+    # --- what the deployed stack gives its functions ---------------------------------------------------------------
+
+    def function(self, handler: str) -> tuple[str, dict[str, str]]:
+        """(role ARN, environment) of the stateless stack's function with `handler`, as its template sets them
+        (the loopback server standing for the domain; no VPC endpoint's DNS name)."""
+        (resource,) = [
+            r
+            for r in self.stateless.resources("AWS::Lambda::Function").values()
+            if r["Properties"]["Handler"] == handler
+        ]
+        variables = dict(self.stateless(resource["Properties"].get("Environment", {}).get("Variables", {})))
+        variables.pop("DYNAMODB_STREAMS_ENDPOINT", None)
+        if "OPENSEARCH_ENDPOINT" in variables:
+            variables["OPENSEARCH_ENDPOINT"] = self.endpoint
+        return str(self.stateless(resource["Properties"]["Role"])), {**variables, "AWS_REGION": self.region}
+
+    def custom_resource(self, kind: str) -> dict[str, Any]:
+        """The resolved properties of the stateless stack's custom resource of type `kind`."""
+        (resource,) = self.stateless.resources(kind).values()
+        return dict(self.stateless(resource["Properties"]))
+
+    # --- what the deployed stack gives the workflows -------------------------------------------------------------
+
+    @property
+    def ops_bucket(self) -> str:
+        return str(self.worker_environment["OPS_BUCKET"])
+
+    def table_of(self, schema: str) -> str:
+        return str(json.loads(self.worker_environment["SCHEMA_TABLES"])[schema])
+
+
+@dataclass
+class Run:
+    status: int
+    summary: dict[str, Any]
+    execution: dict[str, Any]
+    history: list[dict[str, Any]]
+
+    def states_entered(self) -> list[str]:
+        return [
+            e["stateEnteredEventDetails"]["name"] for e in self.history if "stateEnteredEventDetails" in e
+        ]
+
+
+class Workflows:
+    """Start a workflow with the CLI and wait for its end, the worker running in-process on every Lambda task."""
+
+    def __init__(self, world: World, calls: SdkCalls, clock: Clock, gaps: MotoGaps) -> None:
+        self.world = world
+        self.calls = calls
+        self.clock = clock
+        self.gaps = gaps
+        self.invocations: list[dict[str, Any]] = []
+        self.errors: list[str] = []  # what the worker raised, invocation by invocation
+        self.remaining_seconds = 900.0  # of each invocation; lower it to make every part stop at its deadline
+        self.executions = 0
+        from moto.awslambda.models import LambdaFunction
+
+        workflows = self
+        # The worker's environment variables, for the whole test: a distributed map invokes the worker from several
+        # threads at once, and setting and restoring them per invocation let one thread's restore delete them
+        # under another (`KeyError: 'BULK_MAX_BYTES'`). The test's monkeypatch restores them when it ends.
+        for name, value in world.worker_environment.items():
+            world.monkeypatch.setenv(name, str(value))
+
+        def invoke(function: Any, body: Any, request_headers: Any, response_headers: Any) -> str:
+            event = json.loads(body) if body else {}
+            workflows.invocations.append(event)
+            if (
+                len(workflows.invocations) > MAX_INVOCATIONS
+            ):  # a part that never ends fails the test, not hangs
+                response_headers["x-amz-function-error"] = "Unhandled"
+                message = f"the worker was invoked over {MAX_INVOCATIONS} times: a loop that never ends"
+                workflows.errors.append(message)
+                return json.dumps({"errorType": "EndlessLoop", "errorMessage": message})
+            with calls.acting(world.worker_role):
+                try:
+                    result = worker.handler(event, Context(workflows.remaining_seconds))
+                except Exception as error:  # what Lambda reports for an unhandled error
+                    workflows.errors.append(f"{type(error).__name__}: {error}")
+                    response_headers["x-amz-function-error"] = "Unhandled"
+                    return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)})
+            return json.dumps(result)
+
+        world.monkeypatch.setattr(LambdaFunction, "invoke", invoke)
+        # The worker's own backoff (its OpenSearch client, the sync's batch path) is recorded, not slept.
+        self.worker_sleeps = Clock()
+        build_ports = worker.build_ports
+
+        def ports(*args: Any, **kwargs: Any) -> Any:
+            made = build_ports(*args, **kwargs)
+            made.sleep = self.worker_sleeps.sleep
+            return made
+
+        world.monkeypatch.setattr(worker, "build_ports", ports)
+        world.monkeypatch.setattr(
+            worker, "IndexClient", functools.partial(worker.IndexClient, sleep=self.worker_sleeps.sleep)
+        )
+        world.monkeypatch.setattr(deployed, "pause", lambda seconds: time.sleep(0.02))
+
+    def operator(self) -> str:
+        """An operator's role with what docs/operations.md says a deployed run needs, and no more: describe the
+        stacks, start and follow the workflows, list the ops bucket under `runs/` only (an `s3:prefix`
+        condition) and read `runs/*`."""
+        arn = f"arn:aws:iam::{self.world.account}:role/ops-operator"
+        bucket = f"arn:aws:s3:::{self.world.ops_bucket}"
+        follow = ["cloudformation:DescribeStacks", "states:StartExecution", "states:DescribeExecution"]
+        self.calls.policies.identity[arn] = [
+            {
+                "Statement": [
+                    {"Effect": "Allow", "Action": [*follow, "states:GetExecutionHistory"], "Resource": "*"},
+                    {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket}/runs/*"},
+                    {
+                        "Effect": "Allow",
+                        "Action": "s3:ListBucket",
+                        "Resource": bucket,
+                        "Condition": {"StringLike": {"s3:prefix": ["runs/*"]}},
+                    },
+                    {"Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*"},
+                ]
+            }
+        ]
+        return arn
+
+    def run(self, *argv: str, capsys: pytest.CaptureFixture[str]) -> Run:
+        """`python -m ops <argv> --env <env>` as an operator: the CLI starts the execution, follows it, prints its
+        summary."""
+        operation = argv[0]
+        self.calls.keys["ak"] = self.world.machine_roles[operation]  # moto's interpreter calls AWS as "ak"
+        capsys.readouterr()
+        with self.calls.acting(self.operator()):
+            status = cli.main([*argv, "--env", self.world.config.name])
+        out = capsys.readouterr().out
+        summary = json.loads(out.splitlines()[-1])
+        assert "execution" in summary, f"the CLI failed before or while following the execution: {summary}"
+        self.executions += 1
+        arn = summary["execution"]["arn"]
+        sfn = boto3.client("stepfunctions", region_name=self.world.region)
+        history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        return Run(status, summary, summary["execution"], history)
+
+
+ADMIN_KEY = "AKIDADMIN"  # the test's own calls sign as the FGAC admin (and are not checked)
+
+
+def deployed_environment(
+    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[World, SdkCalls, Clock, MotoGaps, LoopbackOpenSearch]]:
+    """An environment as deployed: the loopback server for its domain (the admin role its FGAC master, requests
+    signed with moto's STS session keys acting as the role assumed), its stacks in moto, every checked call; the
+    test fails on any IAM violation."""
+    use_fake_aws(monkeypatch, config.region)
+    admin = config.role_arn(config.platform_role_name("search-admin"))
+    fgac = FineGrainedAccessControl(
+        admin, lambda key: admin if key == ADMIN_KEY else moto_role_of_access_key(key)
+    )
+    with LoopbackOpenSearch(region=config.region, fgac=fgac) as server:
+        for world, calls, clock, gaps in workflows_world(config, server.endpoint, monkeypatch):
+            monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN_KEY)
+            yield world, calls, clock, gaps, server
+            assert not calls.violations, "\n".join(map(str, calls.violations))
+
+
+def settle(before: set[threading.Thread], seconds: float = 120.0) -> None:
+    """Wait for the interpreter's threads that the test started (a failed map's other children can still be
+    retrying when the parent execution ends). One left running would invoke the worker during the next test, with
+    that test's environment, moto state and recorded calls. The loopback server's connection threads live as long
+    as a client's connection and are not waited for."""
+
+    def interpreter(thread: threading.Thread) -> bool:
+        target = getattr(thread, "_target", None)  # cleared once the thread has run
+        return thread not in before and str(getattr(target, "__module__", "")).startswith("moto.")
+
+    deadline = time.monotonic() + seconds
+    for thread in [t for t in threading.enumerate() if interpreter(t)]:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = [t.name for t in threading.enumerate() if interpreter(t) and t.is_alive()]
+    assert not running, f"execution threads still running {seconds:g} s after the test: {running}"
+
+
+def workflows_world(
+    config: EnvironmentConfig, endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[World, SdkCalls, Clock, MotoGaps]]:
+    """Everything a workflow test needs, inside one moto session."""
+    monkeypatch.setenv("MOTO_ACCOUNT_ID", config.account)
+    clock = Clock()
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        gaps = MotoGaps(monkeypatch, clock)
+        world = World(config, endpoint, monkeypatch)
+        calls = SdkCalls(world.policies, account=world.account, region=world.region)
+        with calls.installed():
+            before = set(threading.enumerate())
+            yield world, calls, clock, gaps
+            settle(before)
+        report = os.environ.get(
+            "IAM_CHECK_REPORT"
+        )  # where to add this test's checked calls (figures for docs)
+        if report:
+            with open(report, "a") as out:
+                for call in calls.checked:
+                    out.write(json.dumps([call.role, call.action, call.operation, config.name]) + "\n")

@@ -1,0 +1,226 @@
+"""The README's routine-change recipes, as a person applies them: the hand edits of each, nothing else.
+
+Each function edits a scratch copy (tests/recipes/scratch.py) the way README, "Routine changes", says, and returns
+what it added, so the suite run there can be asked whether the new thing got the assertions its siblings get.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+
+from tests.recipes.scratch import Scratch
+
+ENVIRONMENTS = "infra/environments.py"
+REGISTRY = "lambdas/datamodel/registry.py"
+CONTEXT = "cdk.context.json"
+PINS = "tests/infra/test_shipped_config.py"
+
+
+@dataclass(frozen=True)
+class Added:
+    """What a recipe added and an existing sibling of the same kind: ``environment``, ``schema``, ``table`` (as
+    ``<env>/<construct id>``) or ``role`` (``<env>/<name>``)."""
+
+    kind: str
+    name: str
+    sibling: str
+
+
+def add_zones(scratch: Scratch, account: str, region: str) -> None:
+    """The committed availability zones of a new account or region (README: or `npx cdk context` once)."""
+    path = scratch.root / CONTEXT
+    context = json.loads(path.read_text())
+    context[f"availability-zones:account={account}:region={region}"] = [
+        f"{region}a",
+        f"{region}b",
+        f"{region}d",
+    ]
+    path.write_text(json.dumps(context, indent=2) + "\n")
+
+
+def environment_block(text: str, name: str) -> str:
+    """The ``EnvironmentConfig(...)`` call of environment ``name`` in infra/environments.py."""
+    start = text.index(f'        EnvironmentConfig(\n            name="{name}",')
+    end = text.index("\n        ),\n", start) + len("\n        ),\n")
+    return text[start:end]
+
+
+def add_environment(scratch: Scratch) -> list[Added]:
+    """Add an environment: `staging`, a copy of `test` in its own account, delivered between test and prod."""
+    text = (scratch.root / ENVIRONMENTS).read_text()
+    block = environment_block(text, "test")
+    staging = (
+        block.replace('name="test"', 'name="staging"')
+        .replace('account["test"]', 'account["staging"]')
+        .replace('"refdata-test"', '"refdata-staging"')
+        .replace('public_search(account["staging"], "test")', 'public_search(account["staging"], "staging")')
+        .replace('cidr="10.41.0.0/16"', 'cidr="10.43.0.0/16"')
+    )
+    scratch.edit(ENVIRONMENTS, block, block + staging)
+    scratch.edit(
+        ENVIRONMENTS, '"prod": "333333333333"}', '"prod": "333333333333", "staging": "444444444444"}'
+    )
+    add_zones(scratch, "444444444444", "ca-central-1")
+    return [Added("environment", "staging", "test")]
+
+
+FACILITY = """    Schema(
+        name="facility",
+        scope=(Field("collectionId"),),
+        sk=FieldsSk((Field("facilityId"),)),
+        indexable=True,
+        description="Facilities of a collection, by natural id.",
+        example={"collectionId": "bcparks_1", "facilityId": "f1"},
+        attributes=(
+            Attribute("name", AttributeKind.TEXT),
+            Attribute("adminNotes", AttributeKind.TEXT, Visibility.INTERNAL, "staff notes, never published"),
+        ),
+    ),
+"""
+
+
+def add_schema(scratch: Scratch) -> list[Added]:
+    """Add an indexable schema: one ``Schema(...)`` entry in the registry."""
+    thread = '    Schema(\n        name="thread",'
+    scratch.edit(REGISTRY, thread, FACILITY + thread)
+    return [Added("schema", "facility", "productDate")]
+
+
+def change_schema(scratch: Scratch) -> list[Added]:
+    """Change a schema: declare a new attribute of geozone (a mapping change: the next deploy makes a new index
+    version to reindex)."""
+    old = '            Attribute("description", AttributeKind.TEXT),\n            Attribute("adminNotes", AttributeKind.TEXT, Visibility.INTERNAL, "staff notes, never published"),\n            Attribute("hidden", AttributeKind.BOOLEAN, description="true: not shown to read roles"),\n        ),\n        hidden_flag="hidden",\n    ),\n    Schema(\n        name="productDate",'
+    scratch.edit(
+        REGISTRY,
+        old,
+        old.replace(
+            "        ),\n        hidden_flag",
+            '            Attribute("season", AttributeKind.KEYWORD),\n        ),\n        hidden_flag',
+            1,
+        ),
+    )
+    return [Added("schema", "geozone", "productDate")]
+
+
+def table_ids(scratch: Scratch, environment: str, construct_id: str) -> dict[str, str]:
+    """The logical ids a new table's construct gets (the table, and the vault it backs up into once its settings
+    turn backups on), as the failing pin tests name them: read from a synth of the environment."""
+    script = (
+        "import json, os\n"
+        "os.environ.setdefault('JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION', '20')\n"
+        "from aws_cdk import App, Stack\n"
+        "from infra.app_builder import build_environment, committed_context\n"
+        "from infra.environments import environments\n"
+        "from dataclasses import replace\n"
+        f"config = environments()[{environment!r}]\n"
+        "backed_up = tuple(replace(t, settings=replace(t.settings, backup_enabled=True)) for t in config.additional_tables)\n"
+        "config = replace(config, additional_tables=backed_up, production=False)\n"
+        "stage = build_environment(App(context=committed_context()), config)\n"
+        "stack = stage.node.find_child('Stateful')\n"
+        "from aws_cdk.assertions import Template\n"
+        "resources = Template.from_stack(stack).to_json()['Resources']\n"
+        f"print(json.dumps({{k: v['Type'] for k, v in resources.items() if k.startswith({construct_id!r})"
+        " and v['Type'] in ('AWS::DynamoDB::Table', 'AWS::Backup::BackupVault')}))\n"
+    )
+    done = scratch.run([".venv/bin/python", "-c", script], CDK_VALIDATION="false")
+    found: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def pin(scratch: Scratch, environment: str, construct_id: str) -> None:
+    """Pin a new table's logical ids (README: the pin test names them when it fails). Ids follow the construct
+    path inside the stack, so a table another environment already has is pinned already."""
+    if f'"{construct_id}": (' in (scratch.root / PINS).read_text():
+        return
+    ids = table_ids(scratch, environment, construct_id)
+    table = {k: v for k, v in ids.items() if v == "AWS::DynamoDB::Table"}
+    vault = {k: v for k, v in ids.items() if v == "AWS::Backup::BackupVault"}
+    entry = f"    {construct_id!r}: (\n        {table!r},\n        {vault!r},\n    ),\n"
+    scratch.edit(
+        PINS, "PINNED_ADDITIONAL_TABLES = {\n", "PINNED_ADDITIONAL_TABLES = {\n" + entry.replace("'", '"')
+    )
+
+
+def add_table(scratch: Scratch) -> list[Added]:
+    """Add a source table: dev's product dates get a table of their own (dev's data is disposable, so the
+    migration the guard reports is acknowledged rather than carried out)."""
+    scratch.edit(
+        ENVIRONMENTS,
+        'additional_tables=(SourceTable(name="Bookings", schemas=("booking",)),),',
+        'additional_tables=(\n                SourceTable(name="Bookings", schemas=("booking",)),\n'
+        '                SourceTable(name="Products", schemas=("productDate",)),\n            ),',
+    )
+    pin(scratch, "dev", "TableProducts")
+    return [Added("table", "dev/TableProducts", "dev/TableBookings")]
+
+
+def move_schema(scratch: Scratch) -> list[Added]:
+    """Move a schema that holds items to its own table: prod's bookings (backed up, as production requires)."""
+    text = (scratch.root / ENVIRONMENTS).read_text()
+    block = environment_block(text, "prod")
+    moved = block.replace(
+        "            production=True,\n",
+        "            production=True,\n            additional_tables=(\n"
+        '                SourceTable(\n                    name="Bookings",\n                    schemas=("booking",),\n'
+        "                    settings=TableSettings(backup_enabled=True, backup_retention_days=35),\n"
+        "                ),\n            ),\n",
+    )
+    scratch.edit(ENVIRONMENTS, block, moved)
+    pin(scratch, "prod", "TableBookings")
+    return [Added("table", "prod/TableBookings", "prod/Table")]
+
+
+def add_read_role(scratch: Scratch) -> list[Added]:
+    """Add a read role: a partner application reads prod's zones."""
+    scratch.edit(
+        ENVIRONMENTS,
+        'read_roles=(public_search(account["prod"], "prod"),),',
+        'read_roles=(\n                    public_search(account["prod"], "prod"),\n'
+        '                    ReadRole(\n                        name="partner_search",\n'
+        '                        schemas=("geozone",),\n'
+        "                        iam_role_arns=(f\"arn:aws:iam::{account['prod']}:role/partner-app\",),\n"
+        "                    ),\n                ),",
+    )
+    return [Added("role", "prod/partner_search", "prod/public_search")]
+
+
+def change_account_and_region(scratch: Scratch) -> list[Added]:
+    """Change an environment's account and region: test moves to its own account in ca-west-1."""
+    text = (scratch.root / ENVIRONMENTS).read_text()
+    block = environment_block(text, "test")
+    scratch.edit(ENVIRONMENTS, block, block.replace("region=REGION,", 'region="ca-west-1",'))
+    scratch.edit(ENVIRONMENTS, '"test": "222222222222"', '"test": "555555555555"')
+    add_zones(scratch, "555555555555", "ca-west-1")
+    return [Added("environment", "test", "dev")]
+
+
+RECIPES = {
+    "add an environment": add_environment,
+    "add a schema": add_schema,
+    "change a schema": change_schema,
+    "add a source table": add_table,
+    "move a schema to its own table": move_schema,
+    "add a read role": add_read_role,
+    "change an account and a region": change_account_and_region,
+}
+
+
+def collected(scratch: Scratch) -> list[str]:
+    """The ids of every test ``make test`` collects in the copy."""
+    done = scratch.run([".venv/bin/python", "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"])
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def count_tests(ids: list[str], name: str) -> int:
+    """How many collected tests are parametrized with ``name`` (an environment's or a schema's)."""
+    token = re.compile(rf"(^|[-\[]){re.escape(name)}($|[-\]])")
+    return sum(1 for test in ids if "[" in test and token.search(test[test.index("[") :]))
+
+
+def git_files(scratch: Scratch) -> list[str]:
+    return subprocess.run(
+        ["git", "ls-files"], cwd=scratch.root, capture_output=True, text=True
+    ).stdout.split()

