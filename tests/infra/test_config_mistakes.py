@@ -175,7 +175,7 @@ def record_line(copy: Path) -> int:
     "command",
     [
         ["app.py"],
-        ["-m", "infra.report", "--deploy-target", "dev"],
+        ["-m", "infra.report", "--deploy-target", next(iter(environments()))],
         ["-m", "infra.report", "--acknowledgments"],
         ["-m", "infra.generated", "--check"],
         ["-m", "infra.diagram"],
