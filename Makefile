@@ -19,6 +19,8 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: $(VENV)/.installed node_modules/.installed ## create .venv (uv, hash-checked) and node_modules if missing or stale
+	@# The project's own modules too (cheap when up to date): every synth, xdist worker and subprocess starts warm.
+	@$(BIN)/python -m compileall -q -j0 app.py infra lambdas ops tests bench >/dev/null
 
 $(VENV)/.installed: requirements.lock requirements-uv.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -30,7 +32,9 @@ $(VENV)/.installed: requirements.lock requirements-uv.txt
 		else $(BIN)/python -m ensurepip --default-pip >/dev/null && pip="$(BIN)/python -m pip"; fi; \
 		PIP_CONFIG_FILE=/dev/null $$pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
 		-r requirements-uv.txt; }
-	@$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes requirements.lock requirements-uv.txt
+	@# Byte-compiled at install (uv does not compile unless asked): PYTHONDONTWRITEBYTECODE, set in many CI runners
+	@# and images, would otherwise make every process compile aws-cdk-lib's ~2,900 modules from source (~8 s each).
+	@$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python --require-hashes requirements.lock requirements-uv.txt
 	@touch $@
 
 # checkov in its own environment: it pins a boto3 that the project's boto3 and moto cannot share
@@ -39,7 +43,7 @@ CHECKOV_VENV := .venv-checkov
 $(CHECKOV_VENV)/.installed: requirements-checkov.lock $(VENV)/.installed
 	$(call step,checkov environment $(CHECKOV_VENV) from requirements-checkov.lock)
 	@test -x $(CHECKOV_VENV)/bin/python || $(BIN)/uv venv --quiet --python $(BIN)/python $(CHECKOV_VENV)
-	@$(BIN)/uv pip sync --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes requirements-checkov.lock
+	@$(BIN)/uv pip sync --quiet --compile-bytecode --python $(CHECKOV_VENV)/bin/python --require-hashes requirements-checkov.lock
 	@touch $@
 
 node_modules/.installed: package-lock.json

@@ -47,3 +47,57 @@ def test_make_help_lists_the_two_commands_and_fmt() -> None:
     ).stdout
     names = {line.split()[1] for line in listed.splitlines() if line.strip().startswith("make ")}
     assert {"synth", "test", "fmt", "docs", "guard", "recipes", "setup"} <= names
+
+
+def stale_or_missing_byte_code(package: str) -> list[str]:
+    """The modules of an installed ``package`` whose byte code is missing or older than their source, as Python's
+    import system would judge them (the header of each ``__pycache__`` file: source mtime and size, or a hash)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.submodule_search_locations, f"{package} is not installed"
+    root = Path(next(iter(spec.submodule_search_locations)))
+    missing = []
+    for source in root.rglob("*.py"):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        try:
+            header = cached.read_bytes()[:16]
+        except FileNotFoundError:
+            missing.append(str(source.relative_to(root)))
+            continue
+        if header[:4] != importlib.util.MAGIC_NUMBER:
+            missing.append(str(source.relative_to(root)))
+            continue
+        if int.from_bytes(header[4:8], "little") & 1:  # hash-based byte code: valid by construction
+            continue
+        stat = source.stat()
+        mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+        if mtime != int(stat.st_mtime) & 0xFFFFFFFF or size != stat.st_size & 0xFFFFFFFF:
+            missing.append(str(source.relative_to(root)))
+    return missing
+
+
+def test_set_up_byte_compiles_the_cdk_and_the_test_tools_so_no_process_compiles_them() -> None:
+    """uv installs without byte code unless asked; with PYTHONDONTWRITEBYTECODE set (as in CI) every synth, worker
+    and subprocess would then compile aws-cdk-lib's ~2,900 modules from source (~8 s each): `make setup` compiles."""
+    for package in ("aws_cdk", "constructs", "cdk_nag", "botocore", "moto", "cfnlint"):
+        missing = stale_or_missing_byte_code(package)
+        assert missing == [], (
+            f"{package}: {len(missing)} modules without byte code (e.g. {missing[:3]}): "
+            "`rm .venv/.installed && make setup` compiles them"
+        )
+
+
+def test_the_byte_code_check_sees_a_module_without_byte_code(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    package = tmp_path / "uncompiled_package"
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    (package / "module.py").write_text("VALUE = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert sorted(stale_or_missing_byte_code("uncompiled_package")) == ["__init__.py", "module.py"]
+    import compileall
+
+    assert compileall.compile_dir(str(package), quiet=1)
+    assert stale_or_missing_byte_code("uncompiled_package") == []
+    (package / "module.py").write_text("VALUE = 22\n")
+    assert stale_or_missing_byte_code("uncompiled_package") == ["module.py"]
