@@ -20,12 +20,12 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CDK_VALIDATION", "false")
 
 from aws_cdk import App, Stack, Stage
-from aws_cdk.assertions import Template
 
 from infra.app_builder import build_app, committed_context
 from infra.config import CapacityMode, EnvironmentConfig, ProvisionedCapacity, ReadRole, RemovalPolicy
 from infra.environments import environments
 from tests.support import coverage
+from tests.support.template import Template
 
 # Every environment the app builds, in config order (also the parametrize ids: deterministic, so `pytest -n` works).
 ENVIRONMENTS = tuple(environments())

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Environment, Stage
-from aws_cdk.assertions import Template
 
 from infra.app_builder import committed_context
 from infra.config import CognitoLogin, ConfigError, SamlLogin
@@ -16,6 +15,7 @@ from infra.environments import environments
 from infra.nag import RULE_PACKS
 from infra.stacks.stateful import StatefulStack
 from tests.infra.conftest import base_config
+from tests.support.template import Template
 
 DOMAIN = "AWS::OpenSearchService::Domain"
 AUTHENTICATED_ROLE = "arn:aws:iam::111111111111:role/refdata-dev-dashboards-users"

@@ -6,11 +6,12 @@ import dataclasses
 
 import pytest
 from aws_cdk import App
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Match
 
 from infra.app_builder import build_environment, committed_context
 from infra.config import NetworkSettings
 from tests.infra.conftest import production_config
+from tests.support.template import Template
 
 EXISTING = NetworkSettings(
     existing_vpc_id="vpc-0abc1234def567890",

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Template
 
 from infra.config import EnvironmentConfig
 from infra.environments import environments
 from tests.infra.test_index_bootstrap import framework_function, handler_function
 from tests.infra.test_ops_workflows import worker_function
 from tests.infra.test_stream_sync import data_key_arn, resolve, sync_function
+from tests.support.template import Template
 
 FUNCTION = "AWS::Lambda::Function"
 README = Path(__file__).resolve().parents[2] / "README.md"

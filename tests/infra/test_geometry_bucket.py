@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Match
 
 from infra.config import EnvironmentConfig
 from infra.constructs.geometry_bucket import NONCURRENT_VERSION_DAYS
 from tests.support.retention import removal_policies
+from tests.support.template import Template
 
 BUCKET = "AWS::S3::Bucket"
 BUCKET_POLICY = "AWS::S3::BucketPolicy"

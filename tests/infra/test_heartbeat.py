@@ -11,7 +11,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Template
 from datamodel.keys import parse_key
 from datamodel.reserved import HEARTBEAT_AT, heartbeat_key, is_heartbeat
 
@@ -30,6 +29,7 @@ from tests.infra.test_stream_sync import (
     schema_tables,
     stream_arns,
 )
+from tests.support.template import Template
 
 SCHEDULE = "AWS::Scheduler::Schedule"
 

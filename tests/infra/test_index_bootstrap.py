@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk.assertions import Capture, Match, Template
+from aws_cdk.assertions import Capture, Match
 from datamodel.registry import indexable_schemas
 from search.indices import bootstrap_fingerprint, read_alias
 from search.readers import read_role_definitions
@@ -25,6 +25,7 @@ from tests.infra.test_stream_sync import (
     role_arn,
     subnet_refs,
 )
+from tests.support.template import Template
 
 BOOTSTRAP = "Custom::OpenSearchIndexBootstrap"
 FUNCTION = "AWS::Lambda::Function"

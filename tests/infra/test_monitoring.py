@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Template
 from stream_sync.heartbeat import METRIC as HEARTBEAT_METRIC
 from stream_sync.telemetry import METRIC_NAMES
 
@@ -22,6 +21,7 @@ from infra.constructs.ops_workflows import OPERATIONS
 from tests.infra.conftest import table_ids
 from tests.infra.test_index_bootstrap import framework_dead_letter_queue_id
 from tests.infra.test_stream_sync import dead_letter_queue_id, one, resolve, stream_arns, sync_function
+from tests.support.template import Template
 
 ALARM = "AWS::CloudWatch::Alarm"
 COMPOSITE = "AWS::CloudWatch::CompositeAlarm"

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Capture, Match, Template
+from aws_cdk.assertions import Capture, Match
 
 from infra.config import EnvironmentConfig
 from tests.infra.test_stream_sync import resolve
 from tests.support.retention import removal_policies
+from tests.support.template import Template
 
 VPC = "AWS::EC2::VPC"
 SUBNET = "AWS::EC2::Subnet"

@@ -3,7 +3,7 @@ access-logged, exports expiring first."""
 
 from __future__ import annotations
 
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Match
 from ops.purge import minimum_age_seconds
 from ops.sources import DAY_SECONDS
 
@@ -12,6 +12,7 @@ from infra.constructs.ops_bucket import NONCURRENT_VERSION_DAYS, RUN_RECORD_DAYS
 from tests.infra.test_ops_workflows import ops_bucket
 from tests.infra.test_stream_sync import data_key_arn
 from tests.support.retention import removal_policies
+from tests.support.template import Template
 
 BUCKET = "AWS::S3::Bucket"
 

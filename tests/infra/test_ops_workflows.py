@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Template
 from ops.purge import minimum_age_seconds
 
 from infra.config import EnvironmentConfig
@@ -34,6 +33,7 @@ from tests.infra.test_stream_sync import (
     schema_tables,
     stream_arns,
 )
+from tests.support.template import Template
 
 FUNCTION = "AWS::Lambda::Function"
 STATE_MACHINE = "AWS::StepFunctions::StateMachine"

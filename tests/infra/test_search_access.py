@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Environment, RemovalPolicy, Stack
-from aws_cdk.assertions import Template
 
 from infra.app_builder import committed_context
 from infra.config import SSO_ADMINISTRATORS, EnvironmentConfig
 from infra.constructs.search_access import SearchAccess
 from tests.infra.conftest import base_config
+from tests.support.template import Template
 
 ROLE = "AWS::IAM::Role"
 ADMIN_ROLE_DESCRIPTION = "OpenSearch fine-grained access control master user"

@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from aws_cdk import RemovalPolicy
-from aws_cdk.assertions import Capture, Match, Template
+from aws_cdk.assertions import Capture, Match
 from search.indices import read_alias
 
 from infra.config import EnvironmentConfig
 from tests.infra.conftest import base_config, read_roles
 from tests.infra.test_stream_sync import resolve
 from tests.support.retention import removal_policies
+from tests.support.template import Template
 
 DOMAIN = "AWS::OpenSearchService::Domain"
 LOG_TYPES = ("SEARCH_SLOW_LOGS", "INDEX_SLOW_LOGS", "ES_APPLICATION_LOGS", "AUDIT_LOGS")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import App
-from aws_cdk.assertions import Capture, Match, Template
+from aws_cdk.assertions import Capture, Match
 
 from infra.app_builder import build_environment, committed_context
 from infra.config import INVERTED_INDEX, CapacityMode, EnvironmentConfig, TablePlan
@@ -19,6 +19,7 @@ from infra.environments import environments
 from tests.infra.conftest import ENVIRONMENTS, table_ids
 from tests.infra.test_shipped_config import PINNED_ADDITIONAL_TABLES
 from tests.support.retention import removal_policies
+from tests.support.template import Template
 
 TABLE = "AWS::DynamoDB::Table"
 SCALABLE_TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk.assertions import Template
 from datamodel.reserved import CANARY, scope_prefix
 
 from infra.config import EnvironmentConfig
@@ -32,6 +31,7 @@ from tests.infra.test_stream_sync import (
     role_arn,
     stream_arns,
 )
+from tests.support.template import Template
 
 ROLE = "AWS::IAM::Role"
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Match
 from datamodel.registry import COUNTER, REGISTRY, indexable_schemas
 
 from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS
 from infra.handoff import stream_parameter
 from tests.infra.conftest import table_ids
+from tests.support.template import Template
 
 FUNCTION = "AWS::Lambda::Function"
 MAPPING = "AWS::Lambda::EventSourceMapping"
