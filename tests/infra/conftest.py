@@ -24,7 +24,7 @@ from aws_cdk import App, Stack, Stage
 from infra.app_builder import build_app, committed_context
 from infra.config import CapacityMode, EnvironmentConfig, ProvisionedCapacity, ReadRole, RemovalPolicy
 from infra.environments import environments
-from tests.support import coverage
+from tests.support import coverage, heavy_tools
 from tests.support.template import Template
 
 # Every environment the app builds, in config order (also the parametrize ids: deterministic, so `pytest -n` works).
@@ -36,6 +36,7 @@ STACK_KINDS = ("Stateful", "Stateless")
 class Synthesized:
     stages: dict[str, Stage]
     outdir: Path
+    tools: heavy_tools.Background  # checkov and cfn-lint over the assembly, started as soon as it exists
 
     def stack(self, env: str, kind: str) -> Stack:
         stack = self.stages[env].node.find_child(kind)
@@ -57,7 +58,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     app = App(context=committed_context(), outdir=str(outdir))
     stages = build_app(app, nag=False)
     app.synth()
-    return Synthesized(stages=stages, outdir=outdir)
+    return Synthesized(stages=stages, outdir=outdir, tools=heavy_tools.Background(outdir))
 
 
 _templates: dict[tuple[str, str], Template] = {}

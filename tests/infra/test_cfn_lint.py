@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.heavy_tools import CFN_LINT, templates_of
 
 
 def test_cfn_lint_is_clean_on_every_template(synthesized: Synthesized) -> None:
-    templates = [str(synthesized.template_path(env, kind)) for env in ENVIRONMENTS for kind in STACK_KINDS]
-    result = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "cfn-lint"),
-            "--config-file",
-            str(ROOT / ".cfnlintrc.yaml"),
-            *templates,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    linted = templates_of(synthesized.outdir)
+    assert len(linted) == len(ENVIRONMENTS) * len(STACK_KINDS), linted
+    result = synthesized.tools.result(CFN_LINT)
     assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr

@@ -4,34 +4,21 @@ says why. checkov runs from its own environment (.venv-checkov, `make test` inst
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.infra.conftest import Synthesized
-
-CHECKOV = Path(__file__).resolve().parents[2] / ".venv-checkov" / "bin" / "checkov"
+from tests.support.heavy_tools import CHECKOV
 
 
 @pytest.fixture(scope="module")
 def report(synthesized: Synthesized) -> list[dict[str, Any]]:
-    assert CHECKOV.exists(), "checkov is not installed: run `make test` (it sets up .venv-checkov)"
-    templates = sorted(synthesized.outdir.glob("assembly-*/*.template.json"))
-    argv = [
-        str(CHECKOV),
-        "--framework",
-        "cloudformation",
-        "--quiet",
-        "--compact",
-        "-o",
-        "json",
-        "--skip-download",
-    ]
-    for template in templates:
-        argv += ["-f", str(template)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert Path(CHECKOV.command[0]).exists(), (
+        "checkov is not installed: run `make test` (it sets up .venv-checkov)"
+    )
+    done = synthesized.tools.result(CHECKOV)
     found = json.loads(done.stdout)
     return found if isinstance(found, list) else [found]
 
