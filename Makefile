@@ -76,9 +76,10 @@ fmt: setup ## format and fix lint in place (`make test` does this too, except in
 	@$(BIN)/ruff format .
 	@$(BIN)/ruff check --fix .
 
+# PYTEST_ARGS narrows the run (the recipes pass the tests a routine change parametrizes); `make test` runs every test.
 test: lint $(CHECKOV_VENV)/.installed ## lint, type-check and run every test
 	$(call step,pytest on every core)
-	@$(BIN)/python -m pytest -n auto
+	@$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
 
 # Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy and runs
 # the suite there, and plants a finding, an error annotation and a missing context value under `make synth`.
