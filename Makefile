@@ -13,7 +13,7 @@ export CDK_VALIDATION := false
 step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup synth test lint fmt recipes bench docs guard baseline cost clean
+.PHONY: help setup synth test lint fmt recipes soak bench docs guard baseline cost clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -88,6 +88,12 @@ recipes: setup ## prove the README's routine-change recipes and the synth gate o
 	@# One recipe at a time: each runs the whole suite on every core, and two at once overload the machine.
 	@$(BIN)/python -m pytest -m recipe -p no:cacheprovider -v -rP tests/recipes
 
+# Flakes show under load: N whole-suite runs, two at once, and every test that failed in any of them.
+N ?= 6
+soak: lint $(CHECKOV_VENV)/.installed ## run the whole suite N times (default 6), two runs at once; list every failure
+	$(call step,soak: $(N) whole-suite runs two at a time)
+	@$(BIN)/python -m tests.soak $(N)
+
 # Fails on a change that would replace or delete a stateful resource, against the last release's templates
 # (release/baseline; BASELINE_REF=<rev> reads them as committed at a revision, e.g. a pull request's base).
 guard: synth ## fail on a change that would replace or delete a stateful resource
@@ -117,4 +123,4 @@ docs: setup ## regenerate all that config and the registry define: README tables
 	@$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
 
 clean: ## remove cdk.out, the environments, node_modules and caches
-	rm -rf cdk.out $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdk.out $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .cache
