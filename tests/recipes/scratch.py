@@ -63,8 +63,10 @@ class Scratch:
             )
         return done
 
-    def make(self, target: str, *, check: bool = True, **environ: str) -> subprocess.CompletedProcess[str]:
-        return self.run([*MAKE, target], check=check, **environ)
+    def make(
+        self, target: str, *options: str, check: bool = True, **environ: str
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run([*MAKE, *options, target], check=check, **environ)
 
     def changed(self) -> set[str]:
         """Files that differ from the commit (edited, added or deleted), and commits them."""

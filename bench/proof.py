@@ -1,0 +1,117 @@
+"""The proof loop: what a change costs to prove on this machine. `make test` on a set-up checkout (warm: the type
+checker's and the heavy tools' caches from an earlier run) and on a fresh clone of HEAD (no cache), with the CPU it
+used; synth with PYTHONDONTWRITEBYTECODE=1 set (as in CI), against the same command with no byte code to read
+(PYTHONPYCACHEPREFIX pointing at an empty folder: what every process paid before set-up compiled)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROUNDS = 3
+# make treats the set-up as done in a clone that shares this checkout's environments (as tests/recipes do).
+MADE = ("-o", ".venv/.installed", "-o", ".venv-checkov/.installed", "-o", "node_modules/.installed")
+TARGETS = {
+    "make test": 90.0,
+    "make test (fresh clone)": 150.0,
+    "make synth": 8.0,
+    "cdk synth": 8.0,
+    "app": 6.0,
+}
+
+
+def timed(command: Sequence[str], cwd: Path = ROOT, **environ: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of every process it started) of one run; fails on a non-zero exit."""
+    env = {
+        **os.environ,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    env.pop("CI", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        list(command), cwd=cwd, env=env | environ, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        )
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def fresh_clone(directory: Path) -> Path:
+    clone = directory / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    for shared in (".venv", ".venv-checkov", "node_modules"):
+        (clone / shared).symlink_to(ROOT / shared)
+    return clone
+
+
+def synth_rows() -> list[str]:
+    rows = []
+    commands = {
+        "app": (
+            "`python app.py` (every environment, the five cdk-nag packs)",
+            [".venv/bin/python", "app.py"],
+        ),
+        "cdk synth": ("`npx cdk synth dev/Stateful`", ["npx", "cdk", "synth", "--quiet", "dev/Stateful"]),
+        "make synth": ("warm `make synth` (every stack, then the synth gate)", ["make", *MADE, "synth"]),
+    }
+    with tempfile.TemporaryDirectory() as empty:
+        for key, (label, command) in commands.items():
+            warm, cold = [], []
+            for _ in range(ROUNDS):  # interleaved: both see the same load
+                cold.append(timed(command, PYTHONPYCACHEPREFIX=empty)[0])
+                warm.append(timed(command)[0])
+            w, c = statistics.median(warm), statistics.median(cold)
+            rows.append(
+                f"| {label} | {w:.1f} | {c:.1f} | {w / c:.2f}× | ≤ {TARGETS[key]:g} s: "
+                f"{'met' if w <= TARGETS[key] else '**missed**'} |"
+            )
+    return rows
+
+
+def run() -> str:
+    subprocess.run(["make", *MADE, "test"], cwd=ROOT, capture_output=True, check=True)  # warms the caches
+    warm_wall, warm_cpu = timed(["make", *MADE, "test"])
+    with tempfile.TemporaryDirectory() as directory:
+        clone = fresh_clone(Path(directory))
+        fresh_wall, fresh_cpu = timed(["make", *MADE, "test"], cwd=clone)
+    synth = synth_rows()
+    tests = [
+        ("make test", "`make test` on a set-up checkout", warm_wall, warm_cpu),
+        ("make test (fresh clone)", "`make test` on a fresh clone (empty caches)", fresh_wall, fresh_cpu),
+    ]
+    return "\n".join(
+        [
+            "## Proof loop",
+            "",
+            f"Two cores. `make test` runs lint, the type check and every test (`pytest -n auto`); CPU is user + sys "
+            f"of every process it started, so CPU/wall is the cores kept busy on average. Synth figures are the "
+            f"median of {ROUNDS} interleaved runs with PYTHONDONTWRITEBYTECODE=1; the baseline reads no byte code "
+            "(an empty PYTHONPYCACHEPREFIX), as every process did before set-up compiled what it installs.",
+            "",
+            "| step | wall s | CPU s | cores used | target |",
+            "|---|---:|---:|---:|---|",
+            *(
+                f"| {label} | {wall:.0f} | {cpu:.0f} | {cpu / wall:.2f} | ≤ {TARGETS[key]:g} s: "
+                f"{'met' if wall <= TARGETS[key] else '**missed**'} ({wall / TARGETS[key]:.2f}× the target) |"
+                for key, label, wall, cpu in tests
+            ),
+            "",
+            "| command | with byte code s | without (baseline) s | ratio | target |",
+            "|---|---:|---:|---:|---|",
+            *synth,
+            "",
+        ]
+    )
