@@ -1,3 +1,3 @@
 """Plugins every test session loads."""
 
-pytest_plugins = ("tests.support.coverage",)
+pytest_plugins = ("tests.support.coverage", "tests.support.assembly")

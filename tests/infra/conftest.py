@@ -13,18 +13,17 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CDK_VALIDATION", "false")
 
-from aws_cdk import App, Stack, Stage
 
-from infra.app_builder import build_app, committed_context
 from infra.config import CapacityMode, EnvironmentConfig, ProvisionedCapacity, ReadRole, RemovalPolicy
 from infra.environments import environments
-from tests.support import coverage, heavy_tools
+from tests.support import assembly, coverage, heavy_tools
 from tests.support.template import Template
 
 # Every environment the app builds, in config order (also the parametrize ids: deterministic, so `pytest -n` works).
@@ -34,17 +33,30 @@ STACK_KINDS = ("Stateful", "Stateless")
 
 @dataclass(frozen=True)
 class Synthesized:
-    stages: dict[str, Stage]
+    """The session's one synth of every environment (tests/support/assembly.py): the cloud assembly, and what the
+    tests need of the construct tree (each stack's construct ids, account and region, each rule pack's findings on it,
+    the acknowledgments), computed once beside it."""
+
     outdir: Path
+    facts: dict[str, Any]
     tools: heavy_tools.Background  # checkov and cfn-lint over the assembly, started as soon as it exists
 
-    def stack(self, env: str, kind: str) -> Stack:
-        stack = self.stages[env].node.find_child(kind)
-        assert isinstance(stack, Stack)
-        return stack
+    @property
+    def environments(self) -> tuple[str, ...]:
+        return tuple(self.facts["environments"])
+
+    def stacks(self, env: str) -> dict[str, dict[str, Any]]:
+        stacks: dict[str, dict[str, Any]] = self.facts["environments"][env]["stacks"]
+        return stacks
+
+    def stack(self, env: str, kind: str) -> dict[str, Any]:
+        return self.stacks(env)[kind]
+
+    def acknowledgments(self, env: str) -> list[tuple[str, str, str]]:
+        return [tuple(found) for found in self.facts["environments"][env]["acknowledgments"]]  # type: ignore[misc]
 
     def template_path(self, env: str, kind: str) -> Path:
-        return self.outdir / f"assembly-{env}" / self.stack(env, kind).template_file
+        return self.outdir / f"assembly-{env}" / self.stack(env, kind)["templateFile"]
 
     def template_json(self, env: str, kind: str) -> dict:
         return json.loads(self.template_path(env, kind).read_text())
@@ -52,13 +64,14 @@ class Synthesized:
 
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """All environments in one app, synthesized once, without the nag plugins (tests/infra/test_nag.py
-    runs each pack itself so a finding fails one named test instead of the whole session)."""
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    app = App(context=committed_context(), outdir=str(outdir))
-    stages = build_app(app, nag=False)
-    app.synth()
-    return Synthesized(stages=stages, outdir=outdir, tools=heavy_tools.Background(outdir))
+    """Every environment in one app, synthesized once per test session (by the controller's background synth, or
+    here when nothing started one), without the nag plugins: tests/infra/test_nag.py reads each pack's findings per
+    stack so a finding fails one named test instead of the whole session."""
+    shared = os.environ.get(assembly.VARIABLE)
+    directory = Path(shared) if shared else tmp_path_factory.mktemp("assembly")
+    facts = assembly.ensure(directory)
+    outdir = directory / "cdk.out"
+    return Synthesized(outdir=outdir, facts=facts, tools=heavy_tools.Background(outdir))
 
 
 _templates: dict[tuple[str, str], Template] = {}

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App
 
 from infra.app_builder import build_app, committed_context
 from infra.config import ConfigError, EnvironmentConfig
@@ -30,12 +30,11 @@ def stack_manifests(outdir: Path, env: str) -> dict[str, dict]:
 
 
 def test_app_has_exactly_the_configured_environments(synthesized: Synthesized) -> None:
-    assert tuple(synthesized.stages) == ENVIRONMENTS
+    assert synthesized.environments == ENVIRONMENTS
 
 
 def test_every_environment_has_a_stateful_and_a_stateless_stack(synthesized: Synthesized, env: str) -> None:
-    stacks = [child.node.id for child in synthesized.stages[env].node.children if isinstance(child, Stack)]
-    assert sorted(stacks) == sorted(STACK_KINDS)
+    assert sorted(synthesized.stacks(env)) == sorted(STACK_KINDS)
     assert sorted(stack_manifests(synthesized.outdir, env)) == sorted(f"{env}/{kind}" for kind in STACK_KINDS)
 
 
@@ -44,7 +43,7 @@ def test_stack_deploys_to_its_environment_account_and_region(
     synthesized: Synthesized, config: EnvironmentConfig, kind: str
 ) -> None:
     stack = synthesized.stack(config.name, kind)
-    assert (stack.account, stack.region) == (config.account, config.region)
+    assert (stack["account"], stack["region"]) == (config.account, config.region)
     artifact = stack_manifests(synthesized.outdir, config.name)[f"{config.name}/{kind}"]
     assert artifact["environment"] == f"aws://{config.account}/{config.region}"
 

@@ -90,14 +90,12 @@ def test_stateful_resources_state_deletion_and_replacement_policies(
 def test_stateful_stack_is_termination_protected_where_data_is_retained(
     synthesized: Synthesized, env: str
 ) -> None:
-    stack = synthesized.stack(env, "Stateful")
+    template_file = synthesized.stack(env, "Stateful")["templateFile"]
     manifest = json.loads((synthesized.outdir / f"assembly-{env}" / "manifest.json").read_text())
-    protected = dg.termination_protection(manifest, stack.template_file)
-    assert protected is not None, f"{env}/Stateful: no stack artifact deploys {stack.template_file}"
+    protected = dg.termination_protection(manifest, template_file)
+    assert protected is not None, f"{env}/Stateful: no stack artifact deploys {template_file}"
     if environments()[env].retains_data:
-        assert protected, (
-            f"{env}/Stateful ({stack.template_file}): terminationProtection is false in the assembly"
-        )
+        assert protected, f"{env}/Stateful ({template_file}): terminationProtection is false in the assembly"
 
 
 def test_stateless_stack_strands_no_export(templates: dict[str, Any]) -> None:

@@ -14,15 +14,14 @@ from tests.support.retention import removal_policies
 
 
 def pinned(synthesized: Synthesized, env_name: str) -> dict[str, str]:
-    stateful = synthesized.stages[env_name].node.find_child("Stateful")
+    children = synthesized.stack(env_name, "Stateful")["children"]  # construct id -> its children's ids
     found = dict(PINNED)
     for construct_id, (table, vault) in {
         "Table": ({}, PINNED_WITH_BACKUP),
         **PINNED_ADDITIONAL_TABLES,
     }.items():
-        construct = stateful.node.try_find_child(construct_id)
-        if construct is not None:
-            found |= table | (vault if construct.node.try_find_child("Vault") is not None else {})
+        if construct_id in children:
+            found |= table | (vault if "Vault" in children[construct_id] else {})
     return found
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from infra.nag import RULE_PACKS
-from infra.report import acknowledgments
 from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
 
 
@@ -15,20 +14,15 @@ from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
 def test_rule_pack_has_no_unacknowledged_findings(
     synthesized: Synthesized, env_name: str, kind: str, pack
 ) -> None:  # type: ignore[no-untyped-def]
-    result = pack().validate_scope(synthesized.stack(env_name, kind))
-    findings = [
-        f"{violation.rule_name} ({violation.severity}): "
-        + ", ".join(resource.construct_path for resource in violation.violating_resources)
-        for violation in result.violations
-    ]
-    assert result.success and not findings, "\n".join(findings)
+    result = synthesized.stack(env_name, kind)["nag"][pack.__name__]  # the pack's validate_scope on the stack
+    assert result["success"] and not result["findings"], "\n".join(result["findings"])
 
 
 @pytest.mark.parametrize("env_name", ENVIRONMENTS)
 def test_every_acknowledgment_names_a_rule_of_the_five_packs_and_gives_a_specific_reason(
     synthesized: Synthesized, env_name: str
 ) -> None:
-    found = acknowledgments(synthesized.stages[env_name])
+    found = synthesized.acknowledgments(env_name)
     vague = [(path, rule) for path, rule, reason in found if len(reason) < 60]
     assert found and not vague
 
@@ -37,10 +31,8 @@ def test_every_acknowledgment_names_a_rule_of_the_five_packs_and_gives_a_specifi
 def test_acknowledgments_sit_on_the_construct_that_owns_the_resource_not_on_a_stack(
     synthesized: Synthesized, env_name: str
 ) -> None:
-    stacks = {synthesized.stack(env_name, kind).node.path for kind in STACK_KINDS}
-    on_stacks = [
-        (path, rule) for path, rule, _ in acknowledgments(synthesized.stages[env_name]) if path in stacks
-    ]
+    stacks = {synthesized.stack(env_name, kind)["path"] for kind in STACK_KINDS}
+    on_stacks = [(path, rule) for path, rule, _ in synthesized.acknowledgments(env_name) if path in stacks]
     assert on_stacks == []
 
 

@@ -1,0 +1,158 @@
+"""The one synth of a test session: every environment's cloud assembly, with what the tests need of the construct tree
+computed beside it, so no pytest-xdist worker builds the app.
+
+``python -m tests.support.assembly <dir>`` builds the app once (as `make synth` does, without the nag plugins, so a
+finding fails one named test rather than the synth), synthesizes it into ``<dir>/cdk.out`` and writes
+``<dir>/facts.json``: each cdk-nag rule pack's findings on each stack (``validate_scope``, the packs' own check), the
+acknowledgments under each environment, and each stack's construct ids. The controller of a test session starts this
+in the background before its workers start (tests/infra/conftest.py), holding ``<dir>/lock`` for it; every worker's
+``synthesized`` fixture takes the lock, so it waits for that one synth, or runs it itself when nothing had started it
+(a run without xdist). checkov and cfn-lint then run once over that assembly (tests/support/heavy_tools.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIABLE = "REFDATA_TEST_ASSEMBLY"  # the session's folder, set by the controller for its workers
+ENVIRONMENT = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_VALIDATION": "false"}
+
+
+def synthesize(directory: Path) -> None:
+    """Synthesize every environment into ``directory/cdk.out`` and write ``directory/facts.json``."""
+    os.environ.update(ENVIRONMENT)
+    from aws_cdk import App, Stack
+
+    from infra.app_builder import build_app, committed_context
+    from infra.nag import RULE_PACKS
+    from infra.report import acknowledgments
+
+    app = App(context=committed_context(), outdir=str(directory / "cdk.out"))
+    stages = build_app(app, nag=False)
+    app.synth()
+    facts: dict[str, Any] = {"environments": {}}
+    for name, stage in stages.items():
+        stacks = {}
+        for child in stage.node.children:
+            if not isinstance(child, Stack):
+                continue
+            nag = {}
+            for pack in RULE_PACKS:
+                result = pack().validate_scope(child)
+                nag[pack.__name__] = {
+                    "success": result.success,
+                    "findings": [
+                        f"{violation.rule_name} ({violation.severity}): "
+                        + ", ".join(resource.construct_path for resource in violation.violating_resources)
+                        for violation in result.violations
+                    ],
+                }
+            stacks[child.node.id] = {
+                "path": child.node.path,
+                "account": child.account,
+                "region": child.region,
+                "templateFile": child.template_file,
+                "children": {c.node.id: [g.node.id for g in c.node.children] for c in child.node.children},
+                "nag": nag,
+            }
+        facts["environments"][name] = {
+            "stacks": stacks,
+            "acknowledgments": [list(found) for found in acknowledgments(stage)],
+        }
+    (directory / "facts.json").write_text(json.dumps(facts))
+
+
+def ensure(directory: Path) -> dict[str, Any]:
+    """The session's facts, synthesizing first unless another process did (or does: then this waits for it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        failure = directory / "failure.txt"
+        if failure.exists():
+            raise RuntimeError(f"the session's synth failed:\n{failure.read_text()}")
+        if not (directory / "facts.json").exists():
+            synthesize(directory)
+    facts: dict[str, Any] = json.loads((directory / "facts.json").read_text())
+    return facts
+
+
+def start_in_background(directory: Path) -> subprocess.Popen[bytes]:
+    """Start the synth in a child process that holds the folder's lock until it is done (taken here first, so no
+    worker can take it before the child has it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = (directory / "lock").open("a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.support.assembly", str(directory)],
+            cwd=ROOT,
+            env={**os.environ, **ENVIRONMENT},
+            pass_fds=(lock.fileno(),),
+            stdout=subprocess.DEVNULL,
+            stderr=(directory / "synth.log").open("w"),
+        )
+    finally:
+        lock.close()  # the child's copy of the descriptor keeps the lock until it exits
+
+
+def runs_infra_tests(config: pytest.Config) -> bool:
+    """Whether the session's arguments take in tests/infra (the suite, the folder, or a file or test in it)."""
+    infra = ROOT / "tests" / "infra"
+    for arg in config.args or [str(ROOT / "tests")]:
+        path = (Path(config.invocation_params.dir) / arg.split("::")[0]).resolve()
+        if path == infra or infra in path.parents or path in infra.parents:
+            return True
+    return False
+
+
+_background: list[tuple[subprocess.Popen[bytes], Path]] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controller (or a run without xdist), before any worker starts: start the session's synth, and tell
+    the workers where it goes (they inherit the variable)."""
+    if hasattr(config, "workerinput"):
+        return
+    os.environ.pop(
+        VARIABLE, None
+    )  # a session's own: never one inherited from a session that started this one
+    if not runs_infra_tests(config):
+        return
+    directory = Path(tempfile.mkdtemp(prefix="refdata-assembly-"))
+    _background.append((start_in_background(directory), directory))
+    os.environ[VARIABLE] = str(directory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _background:
+        child, directory = _background.pop()
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        os.environ.pop(VARIABLE, None)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main(argv: list[str]) -> None:
+    directory = Path(argv[0])
+    try:
+        synthesize(directory)
+    except BaseException:
+        (directory / "failure.txt").write_text(traceback.format_exc())
+        raise
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
