@@ -79,13 +79,13 @@ fmt: setup ## format and fix lint in place (`make test` does this too, except in
 # PYTEST_ARGS narrows the run (the recipes pass the tests a routine change parametrizes); `make test` runs every test.
 test: lint $(CHECKOV_VENV)/.installed ## lint, type-check and run every test
 	$(call step,pytest on every core)
-	@$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -n auto --dist worksteal $(PYTEST_ARGS)
 
 # Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy and runs
 # the suite there, and plants a finding, an error annotation and a missing context value under `make synth`.
-recipes: setup ## prove the README's routine-change recipes and the synth gate on scratch copies (about an hour on two cores)
+recipes: setup ## prove the README's routine-change recipes and the synth gate on scratch copies
 	$(call step,README recipes and the synth gate on scratch copies)
-	@# One recipe at a time: each runs the whole suite on every core, and two at once overload the machine.
+	@# One recipe at a time: each runs its tests on every core, and two at once overload the machine.
 	@$(BIN)/python -m pytest -m recipe -p no:cacheprovider -v -rP tests/recipes
 
 # Flakes show under load: N whole-suite runs, two at once, and every test that failed in any of them.
