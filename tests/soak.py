@@ -27,7 +27,19 @@ def one_run(number: int, logs: Path) -> tuple[int, int, list[str], str]:
     started = time.monotonic()
     with log.open("w") as out:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "worksteal", "-q", "-p", "no:cacheprovider", "-rfE"],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-n",
+                "auto",
+                "--dist",
+                "worksteal",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-rfE",
+            ],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
