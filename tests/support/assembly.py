@@ -128,7 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop(
         VARIABLE, None
     )  # a session's own: never one inherited from a session that started this one
-    if not runs_infra_tests(config):
+    if config.option.collectonly or not runs_infra_tests(config):
         return
     directory = Path(tempfile.mkdtemp(prefix="refdata-assembly-"))
     _background.append((start_in_background(directory), directory))
