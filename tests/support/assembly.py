@@ -107,13 +107,19 @@ def start_in_background(directory: Path) -> subprocess.Popen[bytes]:
         lock.close()  # the child's copy of the descriptor keeps the lock until it exits
 
 
-def runs_infra_tests(config: pytest.Config) -> bool:
-    """Whether the session's arguments take in tests/infra (the suite, the folder, or a file or test in it)."""
-    infra = ROOT / "tests" / "infra"
+# The tests that read the session's synth: the template contracts, and the harnesses that stand the templates up in
+# moto (tests/support/cfn.py).
+READERS = tuple(ROOT / "tests" / folder for folder in ("infra", "integration", "lambdas/ops"))
+
+
+def reads_the_synth(config: pytest.Config) -> bool:
+    """Whether the session's arguments take in tests that read the synth (the suite, their folders, or a file or test
+    in one)."""
     for arg in config.args or [str(ROOT / "tests")]:
         path = (Path(config.invocation_params.dir) / arg.split("::")[0]).resolve()
-        if path == infra or infra in path.parents or path in infra.parents:
-            return True
+        for readers in READERS:
+            if path == readers or readers in path.parents or path in readers.parents:
+                return True
     return False
 
 
@@ -128,7 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop(
         VARIABLE, None
     )  # a session's own: never one inherited from a session that started this one
-    if config.option.collectonly or not runs_infra_tests(config):
+    if config.option.collectonly or not reads_the_synth(config):
         return
     directory = Path(tempfile.mkdtemp(prefix="refdata-assembly-"))
     _background.append((start_in_background(directory), directory))

@@ -17,26 +17,22 @@ KINDS = ("Stateful", "Stateless")
 
 @functools.cache
 def synthesized() -> dict[str, dict[str, Template]]:
-    """{environment: {"Stateful": template, "Stateless": template}} for every environment config builds."""
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    os.environ.setdefault("CDK_VALIDATION", "false")
-    from aws_cdk import App, Stack
+    """{environment: {"Stateful": template, "Stateless": template}} for every environment config builds, read from
+    the session's one synth (tests/support/assembly.py), or from one of this process's own outside such a session."""
+    from tests.support import assembly
 
-    from infra.app_builder import build_app, committed_context
-
-    outdir = Path(tempfile.mkdtemp(prefix="cdk.out-"))
-    app = App(context=committed_context(), outdir=str(outdir))
-    stages = build_app(app, nag=False)
-    app.synth()
-    found: dict[str, dict[str, Template]] = {}
-    for name, stage in stages.items():
-        found[name] = {}
-        for kind in KINDS:
-            stack = stage.node.find_child(kind)
-            assert isinstance(stack, Stack)
-            path = outdir / f"assembly-{name}" / stack.template_file
-            found[name][kind] = json.loads(path.read_text())
-    return found
+    shared = os.environ.get(assembly.VARIABLE)
+    directory = Path(shared) if shared else Path(tempfile.mkdtemp(prefix="refdata-assembly-"))
+    facts = assembly.ensure(directory)
+    return {
+        name: {
+            kind: json.loads(
+                (directory / "cdk.out" / f"assembly-{name}" / stacks[kind]["templateFile"]).read_text()
+            )
+            for kind in KINDS
+        }
+        for name, stacks in ((name, found["stacks"]) for name, found in facts["environments"].items())
+    }
 
 
 Binder = Callable[[str, str | None], Any]  # (logical id, attribute or None for Ref) -> value

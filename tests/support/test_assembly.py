@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.support.assembly import ROOT, ensure, runs_infra_tests
+from tests.support.assembly import ROOT, ensure, reads_the_synth
 
 
 @pytest.mark.parametrize(
@@ -19,15 +19,15 @@ from tests.support.assembly import ROOT, ensure, runs_infra_tests
         (["tests/infra"], ROOT, True),
         (["tests/infra/test_nag.py::test_the_report_knows_a_rule_prefix_for_each_pack"], ROOT, True),
         (["test_nag.py"], ROOT / "tests" / "infra", True),
-        (["tests/lambdas", "tests/support/test_template.py"], ROOT, False),
+        (["tests/integration/test_sync_pipeline.py"], ROOT, True),
+        (["tests/lambdas"], ROOT, True),  # tests/lambdas/ops stands the templates up in moto
+        (["tests/lambdas/datamodel", "tests/support/test_template.py"], ROOT, False),
         (["tests/recipes"], ROOT, False),
     ],
 )
-def test_the_synth_starts_for_sessions_that_run_tests_infra(
-    args: list[str], cwd: Path, expected: bool
-) -> None:
+def test_the_synth_starts_for_sessions_that_read_it(args: list[str], cwd: Path, expected: bool) -> None:
     config = SimpleNamespace(args=args, invocation_params=SimpleNamespace(dir=cwd))
-    assert runs_infra_tests(config) is expected  # type: ignore[arg-type]
+    assert reads_the_synth(config) is expected  # type: ignore[arg-type]
 
 
 def test_a_failed_synth_fails_its_readers_with_the_cause(tmp_path: Path) -> None:
