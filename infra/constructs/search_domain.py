@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import Aws, RemovalPolicy
@@ -22,6 +23,21 @@ LOG_TYPES = ("SearchSlow", "IndexSlow", "Application", "Audit")
 def domain_arn(domain_name: str) -> str:
     """The ARN of the domain named ``domain_name`` in the deploying stack's account and region."""
     return f"arn:{Aws.PARTITION}:es:{Aws.REGION}:{Aws.ACCOUNT_ID}:domain/{domain_name}"
+
+
+def reader_grants(domain: str, schemas: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+    """(actions, resources) a reader of ``schemas`` may use on ``domain`` (an ARN): search and count (GET, POST) and
+    get documents (GET) through the schemas' read aliases, nothing else. The domain's access policy admits each read
+    role (and its smoke probe) to exactly these, and the probe role's identity policy allows exactly these: in one
+    account a resource policy naming the account root only delegates to the caller's identity policy."""
+    aliases = [f"{domain}/{read_alias(schema)}" for schema in schemas]
+    return [
+        (
+            ["es:ESHttpGet", "es:ESHttpPost"],
+            [f"{alias}/{api}" for alias in aliases for api in ("_search", "_count")],
+        ),
+        (["es:ESHttpGet"], [f"{alias}/_doc/*" for alias in aliases]),
+    ]
 
 
 def _saml_options(login: CognitoLogin | SamlLogin | None) -> dict[str, Any]:
@@ -238,20 +254,9 @@ class SearchDomain(Construct):
             "Principal": {"AWS": [*roots, f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:root"]},
             "Condition": {"ArnEquals": {"aws:PrincipalArn": [*sorted(reader.iam_role_arns), probe_role_arn]}},
         }
-        aliases = [f"{self.domain_arn}/{read_alias(schema)}" for schema in reader.schemas]
         return [
-            {
-                "Effect": "Allow",
-                **who,
-                "Action": ["es:ESHttpGet", "es:ESHttpPost"],
-                "Resource": [f"{alias}/{api}" for alias in aliases for api in ("_search", "_count")],
-            },
-            {
-                "Effect": "Allow",
-                **who,
-                "Action": ["es:ESHttpGet"],
-                "Resource": [f"{alias}/_doc/*" for alias in aliases],
-            },
+            {"Effect": "Allow", **who, "Action": actions, "Resource": resources}
+            for actions, resources in reader_grants(self.domain_arn, reader.schemas)
         ]
 
     def _cognito_options(self, login: CognitoLogin | SamlLogin | None) -> opensearch.CognitoOptions | None:

@@ -5,7 +5,8 @@
   readers' probe roles; it learns the mappings, the readers and its wait from environment variables;
 - a **probe role** per configured read role (``<domain>-probe-<reader>``): mapped to that read role alone by the
   index bootstrap and admitted by the domain's access policy exactly as the reader's own roles are, so signing as
-  it shows what that reader sees; only the ops worker may assume it, and it has no IAM permissions of its own;
+  it shows what that reader sees; only the ops worker may assume it, and its identity policy allows exactly the
+  reader's read-alias requests (the access policy names the account, which only delegates to that policy);
 - the **smoke runner role** (``<domain>-smoke-runner``) the deploy workflow assumes after ``cdk deploy``: it may
   find the two stacks' outputs, start and follow the smoke workflow and read its run records, nothing else.
   Its trust admits the environment's ``deploy_role``, matched by name (``aws:PrincipalArn``), so the role need not
@@ -26,6 +27,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from datamodel.reserved import CANARY, scope_prefix
 
+from infra.constructs.search_domain import reader_grants
 from infra.constructs.stream_sync import SyncedTable
 from infra.iam import attach_policy
 from infra.nag import acknowledge, finding_resource
@@ -87,6 +89,7 @@ class SmokeAccess(Construct):
         tables: Sequence[SyncedTable],
         sync_function: lambda_.Function,
         probes: Sequence[Probe],
+        domain: str,
         key: kms.IKey,
         state_machine: sfn.IStateMachine,
         state_machine_name: str,
@@ -108,6 +111,27 @@ class SmokeAccess(Construct):
             )
             for probe in probes
         }
+        for probe in probes:
+            # The domain's access policy names the account with an aws:PrincipalArn condition: in one account that
+            # only delegates to the caller's identity policy, so without this grant a probe's search gets 403.
+            grants = reader_grants(domain, probe.schemas)
+            policy = attach_policy(
+                self,
+                f"ProbePolicy-{probe.reader}",
+                self.probe_roles[probe.reader],
+                [iam.PolicyStatement(actions=actions, resources=resources) for actions, resources in grants],
+            )
+            acknowledge(
+                policy,
+                f"The probe reads what read role {probe.reader} reads: documents by id through its schemas' read "
+                "aliases, whose ids (<pk>#<sk>) exist only at run time; searches and counts are named exactly.",
+                *(
+                    f"AwsSolutions-IAM5[Resource::{finding_resource(self, resource)}]"
+                    for _, resources in grants
+                    for resource in resources
+                    if resource.endswith("*")
+                ),
+            )
         mappings = event_source_mappings(sync_function, tables)
         worker.add_environment(
             "EVENT_SOURCE_MAPPINGS",

@@ -131,6 +131,7 @@ class StatelessStack(Stack):
             tables=tables,
             sync_function=self.sync.function,
             probes=probes,
+            domain=domain_arn(config.search.domain_name),
             key=handed.key,
             state_machine=self.ops.state_machines["smoke"],
             state_machine_name=state_machine_name(config.search.domain_name, "smoke"),

@@ -8,11 +8,13 @@ import json
 from typing import Any
 
 from datamodel.reserved import CANARY, scope_prefix
+from search.indices import read_alias
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import state_machine_name
 from infra.constructs.smoke import SMOKE_WORKER_POLICY, WAIT_SECONDS
 from ops import deployed
+from tests.infra.conftest import read_roles
 from tests.infra.test_heartbeat import table_arns
 from tests.infra.test_ops_workflows import (
     WORKER_ROLE,
@@ -94,24 +96,45 @@ def test_the_worker_knows_every_read_role_with_its_probe_and_its_wait(
     assert 3 * WAIT_SECONDS < 900 - 240  # its three waits fit the worker's timeout less its deadline margin
 
 
-def test_each_read_role_has_a_probe_only_the_worker_may_assume_and_with_no_permissions(
+def admitted(stateful: Template, probe_arn: str) -> set[tuple[str, str, str]]:
+    """What the domain's access policy admits the principal ``probe_arn`` (matched by `aws:PrincipalArn`) to."""
+    (domain,) = stateful.find_resources("AWS::OpenSearchService::Domain").values()
+    statements = [
+        {key: value for key, value in statement.items() if key not in ("Principal", "Condition")}
+        for statement in domain["Properties"]["AccessPolicies"]["Statement"]
+        if f'{probe_arn}"' in json.dumps(statement.get("Condition", {}))
+    ]
+    return permissions({"Statement": statements})
+
+
+def test_each_read_role_has_a_probe_only_the_worker_may_assume_that_may_read_exactly_what_its_reader_reads(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
+    """In one account, the access policy's statement naming the account root (with an aws:PrincipalArn condition)
+    only delegates to the caller's identity policy: the probe must itself be allowed its reader's read-alias
+    requests, and nothing else, or every smoke run ends in 403 at the reader step."""
     found = probes(stateless)
     assert sorted(found) == sorted(
         config.search.probe_role_name(role.name) for role in config.search.read_roles
     )
-    for logical_id, properties in found.values():
+    for role in read_roles(config):
+        logical_id, properties = found[config.search.probe_role_name(role.name)]
         (statement,) = resolve(stateful, stateless, properties["AssumeRolePolicyDocument"])["Statement"]
         assert statement["Principal"] == {"AWS": role_arn(stateful, WORKER_ROLE)}
         assert statement["Action"] == "sts:AssumeRole" and "Condition" not in statement
         assert "ManagedPolicyArns" not in properties and "Policies" not in properties
         attached = [
-            p
+            p["Properties"]
             for p in stateless.find_resources(MANAGED_POLICY).values()
             if {"Ref": logical_id} in p["Properties"]["Roles"]
         ]
-        assert attached == []
+        assert len(attached) == 1, f"{role.name}: {len(attached)} policies on its probe"
+        granted = permissions(attached[0]["PolicyDocument"])
+        probe_arn = f":role/{properties['RoleName']}"
+        assert granted and granted == admitted(stateful, probe_arn), role.name
+        assert {action for _, action, _ in granted} == {"es:ESHttpGet", "es:ESHttpPost"}
+        for _, _, resource in granted:
+            assert any(f"/{read_alias(schema)}/" in resource for schema in role.schemas), resource
         assert len(properties["RoleName"]) <= 64
 
 
