@@ -4,11 +4,16 @@ worker in-process (moto would start Docker); moto DynamoDB tables with streams a
 them out, moto Lambda event source mappings, and the loopback OpenSearch server with FGAC, set up by the real
 index bootstrap with the configured read roles and their probes.
 
-Lambda's event source mapping poller is the one part played here (`Poller`): a thread that reads each table's
-stream through moto's DynamoDB Streams API while the mapping is enabled, applies the mapping's filter (the
-indexable schemas the table holds), invokes the real sync handler with the records as a Lambda event, redelivers
-from a partial batch response, and, as Lambda does, records the last processing result on the mapping
-(`PROBLEM: Function call failed` when the function raises; moto always answers none).
+Lambda's event source mapping poller is the one part played here (`Poller`): it reads each table's stream through
+moto's DynamoDB Streams API while the mapping is enabled, applies the mapping's filter (the indexable schemas the
+table holds), invokes the real sync handler with the records as a Lambda event, redelivers from a partial batch
+response, and, as Lambda does, records the last processing result on the mapping (`PROBLEM: Function call failed`
+when the function raises; moto always answers none).
+
+Time is virtual (`VirtualTime`): the smoke run's clock and sleep are handed in, and each of its sleeps first drives
+one poll of every mapping, then advances the clock. A canary reaches the index at the smoke run's first wait, however
+loaded the machine, and a wait that is to time out does so after a fixed number of polls, not seconds: no thread
+polls on the real clock, and no verdict depends on the machine's speed.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -64,18 +69,16 @@ class Poller:
     streams: dict[str, str]  # table name -> stream ARN
     prefixes: dict[str, tuple[str, ...]]  # table name -> the pk prefixes its filter admits
     mappings: dict[str, str]  # table name -> mapping UUID
-    interval: float = 0.02
     invocations: int = 0
     lines: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(
+        default_factory=threading.Lock
+    )  # one poll at a time, as one poller per shard
     _iterators: dict[tuple[str, str], str] = field(default_factory=dict)
     _pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def start(self) -> None:
+    def __post_init__(self) -> None:
         self._client = boto3.client("dynamodbstreams", region_name=REGION)
-        self._thread = threading.Thread(target=self._run, name="event-source-mappings", daemon=True)
-        self._thread.start()
 
     def capture(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The sync's log and EMF lines go to `lines`, as Lambda sends a function's stdout to its log group.
@@ -85,18 +88,11 @@ class Poller:
         for module in (handler.telemetry, handler.heartbeat):
             monkeypatch.setattr(module, "emit", functools.partial(module.emit, write=self.lines.append))
 
-    def stop(self, seconds: float = 120.0) -> None:
-        """Stop polling, and wait for a batch in flight: a poller left running would sync into the next test."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(seconds)
-            assert not self._thread.is_alive(), f"the poller still runs {seconds:g} s after it was stopped"
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def poll_all(self) -> None:
+        """One poll of every table's mapping (from whichever thread waits: a smoke part, a test)."""
+        with self._lock:
             for table in self.streams:
                 self.poll(table)
-            time.sleep(self.interval)
 
     def _mapping(self, table: str) -> Any:
         from moto.awslambda.models import lambda_backends
@@ -152,6 +148,25 @@ class Poller:
             self._pending[table] = batch[start:]
         else:
             self._pending[table] = []
+
+
+class VirtualTime:
+    """The smoke run's clock: each sleep drives one poll of every mapping, then advances the clock by the time slept
+    (shared by every part of a run, so a wait that is to time out ends after a bounded number of polls)."""
+
+    def __init__(self, poller: Poller) -> None:
+        self.poller = poller
+        self._now = 0.0
+        self._lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.poller.poll_all()
+        with self._lock:
+            self._now += seconds
 
 
 @dataclass
@@ -393,7 +408,7 @@ def smoke_stack(
                 ]
             ),
             "SMOKE_WAIT_SECONDS": str(wait_seconds),
-            "SMOKE_POLL_SECONDS": "0.02",
+            "SMOKE_POLL_SECONDS": "0.5",  # virtual: a failing wait of 5 s is ten polls
             "ENVIRONMENT_NAME": config.name,
             "BULK_MAX_ATTEMPTS": "2",
             "RETRY_BASE_SECONDS": "0.001",
@@ -401,16 +416,24 @@ def smoke_stack(
             "DEADLINE_MARGIN_SECONDS": "0",
         }.items():
             monkeypatch.setenv(variable, value)
-        monkeypatch.setattr(deployed, "pause", lambda seconds: time.sleep(0.02))
+        monkeypatch.setattr(deployed, "pause", lambda seconds: time.sleep(0.005))  # the CLI following the run
         handler.reset()
         poller = Poller(streams, prefixes, mappings)
         poller.capture(monkeypatch)
+        clock = VirtualTime(poller)
+        smoke_operation = worker.OPERATIONS["smoke"]
+        real_tools = smoke_operation._tools  # type: ignore[attr-defined]
+        monkeypatch.setattr(
+            smoke_operation,
+            "_tools",
+            lambda env, settings: replace(
+                real_tools(env, settings), monotonic=clock.monotonic, sleep=clock.sleep
+            ),
+        )
         before = set(threading.enumerate())
-        poller.start()
         try:
             yield SmokeStack(config, server, poller, tables, probes, admin, dlq_url)
         finally:
-            poller.stop()
             settle(before)  # a failed canary's map children can outlive the run, as in the workflow tests
             admin.close()
             handler.reset()
