@@ -24,7 +24,6 @@ import functools
 import io
 import json
 import threading
-import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -42,7 +41,7 @@ from search import indices
 from search.readers import read_role_definitions
 from search.transport import OpenSearchTransport
 from stream_sync import handler
-from workflows_harness import Clock, MotoGaps, settle
+from workflows_harness import Clock, MotoGaps, follow, settle
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import Targets, definition, state_machine_name
@@ -416,7 +415,7 @@ def smoke_stack(
             "DEADLINE_MARGIN_SECONDS": "0",
         }.items():
             monkeypatch.setenv(variable, value)
-        monkeypatch.setattr(deployed, "pause", lambda seconds: time.sleep(0.005))  # the CLI following the run
+        monkeypatch.setattr(deployed, "pause", follow)
         handler.reset()
         poller = Poller(streams, prefixes, mappings)
         poller.capture(monkeypatch)

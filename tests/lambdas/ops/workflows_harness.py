@@ -506,7 +506,7 @@ class Workflows:
         world.monkeypatch.setattr(
             worker, "IndexClient", functools.partial(worker.IndexClient, sleep=self.worker_sleeps.sleep)
         )
-        world.monkeypatch.setattr(deployed, "pause", lambda seconds: time.sleep(0.02))
+        world.monkeypatch.setattr(deployed, "pause", follow)
 
     def operator(self) -> str:
         """An operator's role with what docs/operations.md says a deployed run needs, and no more: describe the
@@ -571,6 +571,21 @@ def deployed_environment(
             assert not calls.violations, "\n".join(map(str, calls.violations))
 
 
+def running_execution(thread: threading.Thread) -> bool:
+    """A thread of moto's Step Functions interpreter that is still running an execution."""
+    target = getattr(thread, "_target", None)  # cleared once the thread has run
+    return thread.is_alive() and str(getattr(target, "__module__", "")).startswith("moto.")
+
+
+def follow(seconds: float) -> None:
+    """The CLI's pause between two looks at a run it follows: instead of sleeping on the real clock, wait (bounded)
+    for one of the interpreter's execution threads to end, after which the run's state may have changed."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and running_execution(thread):
+            thread.join(60)
+            return
+
+
 def settle(before: set[threading.Thread], seconds: float = 120.0) -> None:
     """Wait for the interpreter's threads that the test started (a failed map's other children can still be
     retrying when the parent execution ends). One left running would invoke the worker during the next test, with
@@ -578,8 +593,7 @@ def settle(before: set[threading.Thread], seconds: float = 120.0) -> None:
     as a client's connection and are not waited for."""
 
     def interpreter(thread: threading.Thread) -> bool:
-        target = getattr(thread, "_target", None)  # cleared once the thread has run
-        return thread not in before and str(getattr(target, "__module__", "")).startswith("moto.")
+        return thread not in before and running_execution(thread)
 
     deadline = time.monotonic() + seconds
     for thread in [t for t in threading.enumerate() if interpreter(t)]:
