@@ -136,13 +136,17 @@ class MotoGaps:
             distributed_item_processor_worker as distributed,
         )
         from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+        from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 
         original_job = distributed.DistributedItemProcessorWorker._eval_job
 
         def failing_job(self: Any, env: Any, job: Any) -> None:
-            failed = self._map_run_record.item_counter.failed.get()
+            # This job's own outcome, from its own frame: a job that neither succeeded (its output is its child's
+            # result) nor was stopped failed or timed out. (Reading the map run's shared failure counter before
+            # and after raced with the other jobs running at once: a job that succeeded while another failed was
+            # counted as failed.)
             original_job(self, env, job)
-            if self._map_run_record.item_counter.failed.get() > failed:
+            if job.job_output is None and not isinstance(env.program_state(), ProgramStopped):
                 name = StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold)
                 cause = "The specified tolerated failure threshold was exceeded"
                 job.job_output = failures.FailureEventException(
