@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOME = re.compile(r"^(FAILED|ERROR) (\S+)", re.MULTILINE)
-SUMMARY = re.compile(r"^=+ (.*(?:passed|failed|error).*) in ([0-9.]+)s", re.MULTILINE)
+SUMMARY = re.compile(r"^(?:=+ )?(\d+ (?:passed|failed|error).*) in ([0-9.]+)s", re.MULTILINE)
 
 
 def one_run(number: int, logs: Path) -> tuple[int, int, list[str], str]:
