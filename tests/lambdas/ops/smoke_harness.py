@@ -24,6 +24,7 @@ import functools
 import io
 import json
 import threading
+import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -155,6 +156,9 @@ class VirtualTime:
 
     def __init__(self, poller: Poller) -> None:
         self.poller = poller
+        self._epoch = (
+            time.time()
+        )  # the wall clock when the stack was stood up; time then moves only virtually
         self._now = 0.0
         self._lock = threading.Lock()
 
@@ -162,10 +166,17 @@ class VirtualTime:
         with self._lock:
             return self._now
 
-    def sleep(self, seconds: float) -> None:
-        self.poller.poll_all()
+    def now(self) -> float:
+        with self._lock:
+            return self._epoch + self._now
+
+    def advance(self, seconds: float) -> None:
         with self._lock:
             self._now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.poller.poll_all()
+        self.advance(seconds)
 
 
 @dataclass
@@ -175,6 +186,7 @@ class SmokeStack:
     config: EnvironmentConfig
     server: LoopbackOpenSearch
     poller: Poller
+    clock: VirtualTime
     tables: dict[str, str]  # schema -> table name
     probes: dict[str, str]  # read role -> probe role ARN
     admin: OpenSearchTransport
@@ -426,12 +438,12 @@ def smoke_stack(
             smoke_operation,
             "_tools",
             lambda env, settings: replace(
-                real_tools(env, settings), monotonic=clock.monotonic, sleep=clock.sleep
+                real_tools(env, settings), monotonic=clock.monotonic, sleep=clock.sleep, now=clock.now
             ),
         )
         before = set(threading.enumerate())
         try:
-            yield SmokeStack(config, server, poller, tables, probes, admin, dlq_url)
+            yield SmokeStack(config, server, poller, clock, tables, probes, admin, dlq_url)
         finally:
             settle(before)  # a failed canary's map children can outlive the run, as in the workflow tests
             admin.close()
