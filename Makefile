@@ -88,7 +88,7 @@ WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 # mypy runs beside pytest: a fresh clone's first type check reads all of aws-cdk-lib's stubs (about 80 s of one
 # core), a warm one takes a second. PYTEST_ARGS narrows the run (the recipes pass the tests a routine change
 # parametrizes); `make test` runs every test.
-test: ruff $(CHECKOV_VENV)/.installed ## lint, type-check and run every test
+test: ruff $(CHECKOV_VENV)/.installed ## lint, type-check and run every test (about 90 s on two cores: docs/benchmarks.md)
 	$(call step,mypy and pytest on every core ($(WORKERS) workers))
 	@mkdir -p .cache && { $(MYPY) > .cache/mypy.log 2>&1; echo $$? > .cache/mypy.rc; } & \
 		$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(PYTEST_ARGS); tests=$$?; wait; \
@@ -97,7 +97,7 @@ test: ruff $(CHECKOV_VENV)/.installed ## lint, type-check and run every test
 
 # Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy and runs
 # the suite there, and plants a finding, an error annotation and a missing context value under `make synth`.
-recipes: setup ## prove the README's routine-change recipes and the synth gate on scratch copies
+recipes: setup ## prove the README's routine-change recipes and the synth gate on scratch copies (about 17 min)
 	$(call step,README recipes and the synth gate on scratch copies)
 	@# One recipe at a time: each runs its tests on every core, and two at once overload the machine.
 	@$(BIN)/python -m pytest -m recipe -p no:cacheprovider -v -rP tests/recipes
