@@ -100,7 +100,10 @@ def test_by_default_the_identity_center_administrators_may_assume_the_admin_role
     principal = f"arn:aws:iam::{dev.account}:role/{role_path}"
     trust = {"Statement": [statement | {"Principal": {"AWS": f"arn:aws:iam::{dev.account}:root"}}]}
     request = Request(principal, "sts:AssumeRole", "admin-role", {"aws:PrincipalArn": principal})
-    assert (decide([], trust, request) == "allow") is admitted
+    # The permission set's own policy allows sts:AssumeRole; the trust names the account, which delegates to it.
+    administrator = {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    assert (decide([administrator], trust, request, resource_policy_required=True) == "allow") is admitted
+    assert decide([], trust, request, resource_policy_required=True) == "implicit"
 
 
 def test_without_admin_principals_only_the_bootstrap_and_the_ops_worker_assume_the_admin_role() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from infra.config import EnvironmentConfig
 from infra.environments import environments
@@ -100,3 +101,84 @@ def test_the_bootstrap_sets_the_domain_up_and_the_sync_indexes_dereferences_and_
     assert server.documents("geozone-v1")[f"{ZONE}#0001"]["geometry"]["type"] == "Point"
     actions = {call.action for call in calls.checked}
     assert {"s3:GetObject", "sqs:SendMessage"} <= actions
+
+
+def schedule_calls(world: World) -> list[tuple[str, str, dict[str, Any]]]:
+    """(role ARN, DynamoDB operation, parameters) of each schedule whose target is an AWS SDK call into DynamoDB,
+    with the scheduled time filled in as EventBridge Scheduler fills it."""
+    prefix = "arn:aws:scheduler:::aws-sdk:dynamodb:"
+    found = []
+    for resource in world.stateless.resources("AWS::Scheduler::Schedule").values():
+        target = world.stateless(resource["Properties"]["Target"])
+        if str(target["Arn"]).startswith(prefix):
+            text = str(target["Input"]).replace("<aws.scheduler.scheduled-time>", "2026-12-04T05:00:00Z")
+            operation = target["Arn"][len(prefix) :]
+            found.append((str(target["RoleArn"]), operation[0].upper() + operation[1:], json.loads(text)))
+    return found
+
+
+def test_each_heartbeat_schedule_writes_its_item_as_its_role_and_the_role_may_write_nothing_else(
+    deployed: tuple[World, SdkCalls, LoopbackOpenSearch],
+) -> None:
+    """The schedules' targets executed as Scheduler would: their role's `dynamodb:LeadingKeys` grant
+    (ForAllValues:StringEquals) and the data key's kms:ViaService grant decide, as on AWS."""
+    world, calls, _ = deployed
+    dynamodb = boto3.client("dynamodb", region_name=world.region)
+    scheduled = schedule_calls(world)
+    assert scheduled and {operation for _, operation, _ in scheduled} == {"PutItem"}
+    for role, _, parameters in scheduled:
+        with calls.acting(role):
+            dynamodb.put_item(**parameters)
+        item = dynamodb.get_item(
+            TableName=parameters["TableName"], Key={k: parameters["Item"][k] for k in ("pk", "sk")}
+        )
+        assert item["Item"]["heartbeatAt"] == {"S": "2026-12-04T05:00:00Z"}
+        elsewhere = parameters | {"Item": parameters["Item"] | {"pk": {"S": "geozone::bcparks_1"}}}
+        with calls.acting(role), pytest.raises(ClientError, match="AccessDenied"):
+            dynamodb.put_item(**elsewhere)
+    assert {v.call.action for v in calls.violations} == {"dynamodb:PutItem"}
+    assert all("dynamodb:PutItem: no statement allows it" in v.why for v in calls.violations)
+    calls.violations.clear()  # those refusals were the point
+    # Without the data key's grant the role may not write its own item: DynamoDB uses the key on its behalf.
+    role, _, parameters = scheduled[0]
+    calls.policies.identity[role] = [
+        {"Statement": [s for s in document["Statement"] if "kms:Decrypt" not in s["Action"]]}
+        for document in calls.policies.identity[role]
+    ]
+    with calls.acting(role), pytest.raises(ClientError, match="AccessDenied"):
+        dynamodb.put_item(**parameters)
+    assert [v.why for v in calls.violations] == ["kms:Decrypt: no statement allows it"]
+    calls.violations.clear()
+
+
+def test_a_role_is_assumed_only_where_its_trust_policy_admits_the_caller(
+    deployed: tuple[World, SdkCalls, LoopbackOpenSearch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bootstrap assumes the admin role: its identity policy allows it, and the admin role's trust names it.
+    Drop the trust statement and the same identity policy no longer suffices (a trust policy must allow)."""
+    world, calls, server = deployed
+    from index_bootstrap import handler as bootstrap
+
+    properties = world.custom_resource("Custom::OpenSearchIndexBootstrap") | {"Endpoint": server.endpoint}
+    event = {"RequestType": "Create", "ResourceProperties": properties}
+    bootstrap_role, _ = world.function("index_bootstrap.handler.on_event")
+    (admin,) = [
+        arn for arn in calls.policies.trust if arn.endswith(world.config.platform_role_name("search-admin"))
+    ]
+    calls.policies.trust[admin] = {
+        "Statement": [
+            statement
+            for statement in calls.policies.trust[admin]["Statement"]
+            if bootstrap_role not in json.dumps(statement.get("Principal"))
+        ]
+    }
+    with pytest.raises(Exception, match=r"AccessDenied|not authorized"):
+        run_as(
+            world,
+            calls,
+            "index_bootstrap.handler.on_event",
+            monkeypatch,
+            lambda: bootstrap.on_event(event, Context()),
+        )
+    assert [(v.call.action, v.resource) for v in calls.violations] == [("sts:AssumeRole", admin)]
+    calls.violations.clear()

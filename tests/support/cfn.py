@@ -78,7 +78,10 @@ class Resolver:
             if key == "Fn::Select":
                 index, values = arg
                 values = self(values)
-                return values[int(self(index))] if isinstance(values, list) else f"unbound:{values}[{index}]"
+                position = int(self(index))
+                if isinstance(values, list) and position < len(values):
+                    return values[position]
+                return f"unbound:{values}[{index}]"  # e.g. a part of an unbound ARN
             if key == "Fn::Split":
                 separator, value = arg
                 return str(self(value)).split(separator)

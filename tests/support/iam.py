@@ -86,38 +86,66 @@ def _like(pattern: str, value: str) -> bool:
     return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
 
 
+def _number(value: Any) -> float:
+    return float(value)
+
+
+# Each operator: (compare one request value with one policy value, negated). A negated operator holds when no
+# policy value matches; the others when one does ("Condition operators", IAM User Guide).
+_OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
+    "StringEquals": (lambda actual, wanted: actual == wanted, False),
+    "StringNotEquals": (lambda actual, wanted: actual == wanted, True),
+    "StringEqualsIgnoreCase": (lambda actual, wanted: actual.lower() == wanted.lower(), False),
+    "StringNotEqualsIgnoreCase": (lambda actual, wanted: actual.lower() == wanted.lower(), True),
+    "StringLike": (lambda actual, wanted: _like(wanted, actual), False),
+    "StringNotLike": (lambda actual, wanted: _like(wanted, actual), True),
+    "ArnEquals": (lambda actual, wanted: _like(wanted, actual), False),
+    "ArnLike": (lambda actual, wanted: _like(wanted, actual), False),
+    "ArnNotEquals": (lambda actual, wanted: _like(wanted, actual), True),
+    "ArnNotLike": (lambda actual, wanted: _like(wanted, actual), True),
+    "Bool": (lambda actual, wanted: actual.lower() == wanted.lower(), False),
+    "NumericEquals": (lambda actual, wanted: _number(actual) == _number(wanted), False),
+    "NumericNotEquals": (lambda actual, wanted: _number(actual) == _number(wanted), True),
+    "NumericLessThan": (lambda actual, wanted: _number(actual) < _number(wanted), False),
+    "NumericLessThanEquals": (lambda actual, wanted: _number(actual) <= _number(wanted), False),
+    "NumericGreaterThan": (lambda actual, wanted: _number(actual) > _number(wanted), False),
+    "NumericGreaterThanEquals": (lambda actual, wanted: _number(actual) >= _number(wanted), False),
+}
+
+
 def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[str, Any]) -> bool:
-    base, if_exists = (
-        (operator[: -len("IfExists")], True) if operator.endswith("IfExists") else (operator, False)
-    )
-    if base.startswith(("ForAnyValue:", "ForAllValues:")):
+    """One condition as the IAM User Guide defines it: a key absent from the request context matches nothing (so a
+    negated operator holds) unless `...IfExists` makes the condition hold; `Null` tests presence; `ForAllValues`
+    holds when every request value matches (and on an absent or empty key), `ForAnyValue` when one does (never
+    on an absent or empty key)."""
+    qualifier, _, base = operator.rpartition(":")
+    if qualifier not in ("", "ForAllValues", "ForAnyValue"):
         raise AssertionError(f"condition operator {operator} is not evaluated here")
-    if key not in context:
-        return if_exists or base.startswith(("StringNot", "ArnNot", "NotIp"))
-    actual = str(context[key]).lower() if base == "Bool" else str(context[key])
-    values = [str(v).lower() if base == "Bool" else str(v) for v in _listed(expected)]
-    match = {
-        "StringEquals": lambda: actual in values,
-        "StringNotEquals": lambda: actual not in values,
-        "StringLike": lambda: any(_like(v, actual) for v in values),
-        "StringNotLike": lambda: not any(_like(v, actual) for v in values),
-        "ArnEquals": lambda: actual in values,
-        "ArnLike": lambda: any(_like(v, actual) for v in values),
-        "ArnNotLike": lambda: not any(_like(v, actual) for v in values),
-        "Bool": lambda: actual in values,
-    }.get(base)
-    if match is None:
+    wanted = [str(value) for value in _listed(expected)]
+    if base == "Null":
+        absent = key not in context or context[key] in (None, [], "")
+        return all(value.lower() == str(absent).lower() for value in wanted)
+    if_exists = base.endswith("IfExists")
+    base = base.removesuffix("IfExists")
+    if base not in _OPERATORS:
         raise AssertionError(f"condition operator {operator} is not evaluated here")
-    return match()
+    compare, negated = _OPERATORS[base]
 
+    def one(actual: Any) -> bool:
+        found = any(compare(str(actual), value) for value in wanted)
+        return not found if negated else found
 
-def _principal_matches(principal: Any, who: str, account: str) -> bool:
-    if principal == "*":
-        return True
-    for value in _listed((principal or {}).get("AWS", [])):
-        if value in ("*", who, f"arn:aws:iam::{account}:root", account):
-            return True
-    return False
+    present = key in context and context[key] is not None
+    values = _listed(context[key]) if present else []
+    if qualifier == "ForAllValues":
+        return all(one(value) for value in values)
+    if qualifier == "ForAnyValue":
+        return any(one(value) for value in values)
+    if not present:
+        return if_exists or negated
+    if isinstance(context[key], list):
+        raise AssertionError(f"{key} is multivalued: {operator} needs ForAllValues or ForAnyValue")
+    return one(context[key])
 
 
 @dataclass(frozen=True)
@@ -126,20 +154,35 @@ class Request:
     action: str
     resource: str
     context: Mapping[str, Any]
+    session: str | None = None  # the assumed-role session ARN the caller signs as, when it is one
+    resource_account: str | None = None  # the account that owns the resource; the caller's when None
 
     @property
     def account(self) -> str:
         return self.principal.split(":")[4]
 
+    @property
+    def same_account(self) -> bool:
+        return self.resource_account in (None, self.account)
 
-def _applies(statement: Mapping[str, Any], request: Request, *, resource_policy: bool) -> bool:
-    if resource_policy:
-        if "Principal" in statement and not _principal_matches(
-            statement["Principal"], request.principal, request.account
-        ):
-            return False
-        if "NotPrincipal" in statement:
-            raise AssertionError("NotPrincipal is not evaluated here")
+
+def _principal_level(principal: Any, request: Request) -> str | None:
+    """How a resource policy's `Principal` names the caller: "direct" (the caller's role or session, or everyone),
+    "account" (the caller's account, which only delegates to the account's own policies), or None."""
+    if principal == "*":
+        return "direct"
+    names = _listed(principal.get("AWS", [])) if isinstance(principal, Mapping) else []
+    if "*" in names or request.principal in names or (request.session and request.session in names):
+        return "direct"
+    if f"arn:aws:iam::{request.account}:root" in names or request.account in names:
+        return "account"
+    return None
+
+
+def _matches(statement: Mapping[str, Any], request: Request) -> bool:
+    """Action, resource and every condition of one statement (the principal aside)."""
+    if "NotPrincipal" in statement:
+        raise AssertionError("NotPrincipal is not evaluated here")
     if "Action" in statement:
         if not any(_like(a.lower(), request.action.lower()) for a in _listed(statement["Action"])):
             return False
@@ -164,42 +207,101 @@ def _statements(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
 
 
 def decide(
-    identity: Sequence[Mapping[str, Any]], resource_policy: Mapping[str, Any] | None, request: Request
+    identity: Sequence[Mapping[str, Any]],
+    resource_policy: Mapping[str, Any] | None,
+    request: Request,
+    *,
+    resource_policy_required: bool = False,
 ) -> str:
-    """ "allow", "deny" (explicit) or "implicit" for a same-account request: an explicit deny anywhere wins; else an
-    allow in the identity policies or in the resource policy (naming the principal) allows."""
+    """ "allow", "deny" (explicit) or "implicit" (no statement allows), by the IAM User Guide's evaluation logic:
+
+    - an explicit deny in any policy wins;
+    - in one account, an allow in the identity policies, or in the resource policy naming the caller's role or
+      session, allows; a resource policy naming the account only delegates to the identity policies;
+    - across accounts, both must allow (the resource policy may name the caller or its account);
+    - a role's trust policy and a KMS key policy (`resource_policy_required`) must allow in every case: naming the
+      caller allows, naming the account delegates to the identity policies, and the identity policies alone never
+      suffice."""
     identity_statements = [s for doc in identity for s in _statements(doc)]
-    resource_statements = _statements(resource_policy)
-    for statement in identity_statements:
-        if statement["Effect"] == "Deny" and _applies(statement, request, resource_policy=False):
-            return "deny"
-    for statement in resource_statements:
-        if statement["Effect"] == "Deny" and _applies(statement, request, resource_policy=True):
-            return "deny"
-    allowed = any(
-        s["Effect"] == "Allow" and _applies(s, request, resource_policy=False) for s in identity_statements
-    ) or any(
-        s["Effect"] == "Allow" and _applies(s, request, resource_policy=True) for s in resource_statements
-    )
+    resource_statements = [
+        (statement, _principal_level(statement.get("Principal"), request))
+        for statement in _statements(resource_policy)
+    ]
+    if any(s["Effect"] == "Deny" and _matches(s, request) for s in identity_statements) or any(
+        s["Effect"] == "Deny" and level and _matches(s, request) for s, level in resource_statements
+    ):
+        return "deny"
+    identity_allows = any(s["Effect"] == "Allow" and _matches(s, request) for s in identity_statements)
+    levels = {
+        level for s, level in resource_statements if s["Effect"] == "Allow" and level and _matches(s, request)
+    }
+    if not request.same_account:
+        allowed = identity_allows and bool(levels)
+    elif resource_policy_required:
+        allowed = "direct" in levels or ("account" in levels and identity_allows)
+    else:
+        allowed = identity_allows or "direct" in levels
     return "allow" if allowed else "implicit"
 
 
 def decide_kms(identity: Sequence[Mapping[str, Any]], key_policy: Mapping[str, Any], request: Request) -> str:
-    """KMS: the key policy must allow, naming the principal or the account (which then delegates to IAM)."""
-    for statement in _statements(key_policy):
-        if statement["Effect"] == "Deny" and _applies(statement, request, resource_policy=True):
-            return "deny"
-    root = f"arn:aws:iam::{request.account}:root"
-    direct = delegated = False
-    for statement in _statements(key_policy):
-        if statement["Effect"] != "Allow" or not _applies(statement, request, resource_policy=True):
-            continue
-        names = _listed((statement.get("Principal") or {}).get("AWS", []))
-        delegated |= root in names or request.account in names
-        direct |= request.principal in names or "*" in names
-    if direct:
-        return "allow"
-    return decide(identity, None, request) if delegated else "implicit"
+    """KMS: the key policy must allow, naming the principal, or naming the account (which delegates to IAM)."""
+    return decide(identity, key_policy, request, resource_policy_required=True)
+
+
+# --- DynamoDB's own condition keys and keys ----------------------------------------------------------------------
+
+# Operations that never read or write table data, so never use the table's KMS key.
+DYNAMODB_WITHOUT_KEY = frozenset(
+    {
+        "DescribeTable",
+        "DescribeContinuousBackups",
+        "DescribeExport",
+        "ListExports",
+        "DescribeStream",
+        "ListStreams",
+        "DescribeTimeToLive",
+        "ListTagsOfResource",
+    }
+)
+
+
+def _table_of(arn: str) -> str:
+    """The table ARN of a table, index or stream ARN."""
+    return arn.split("/index/", 1)[0].split("/stream/", 1)[0]
+
+
+def _partition_value(value: Mapping[str, Any]) -> str:
+    ((_, plain),) = value.items()
+    return str(plain)
+
+
+def leading_keys(operation: str, params: Mapping[str, Any]) -> list[str] | None:
+    """`dynamodb:LeadingKeys`: the partition key values an item operation names (the key attribute is `pk` in every
+    table here). None for an operation that names no item (a scan, a table call), so the key is absent."""
+    if operation in ("GetItem", "DeleteItem", "UpdateItem"):
+        return [_partition_value(params["Key"]["pk"])]
+    if operation == "PutItem":
+        return [_partition_value(params["Item"]["pk"])]
+    if operation == "BatchGetItem":
+        return [_partition_value(key["pk"]) for ask in params["RequestItems"].values() for key in ask["Keys"]]
+    if operation == "Query":
+        values = params.get("ExpressionAttributeValues", {})
+        condition = str(params.get("KeyConditionExpression", ""))
+        names = {v: k for k, v in params.get("ExpressionAttributeNames", {}).items()}
+        equalities = [
+            (names.get(left, left), right)
+            for left, sign, right in (
+                (part.strip() for part in clause.partition("=")) for clause in condition.split(" AND ")
+            )
+            if sign and right in values
+        ]
+        # the table's partition key, or on an index the index's own (the first equality of the key condition)
+        for attribute, placeholder in equalities:
+            if attribute == "pk" or "IndexName" in params:
+                return [_partition_value(values[placeholder])]
+        raise AssertionError(f"cannot find the partition key in the query {condition!r}")
+    return None
 
 
 # --- the world the calls are checked in -----------------------------------------------------------------------------
@@ -215,6 +317,8 @@ class Policies:
     key_policies: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # key ARN -> key policy
     queues: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # queue ARN -> queue policy
     queue_keys: dict[str, str] = field(default_factory=dict)  # queue ARN -> KMS key ARN (SSE-KMS)
+    table_keys: dict[str, str] = field(default_factory=dict)  # table ARN -> KMS key ARN (customer managed)
+    trust: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # role ARN -> trust policy
 
 
 @dataclass(frozen=True)
@@ -312,10 +416,20 @@ class SdkCalls:
         }
         if operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
             context["s3:prefix"] = params["Prefix"]
+        if prefix == "dynamodb":
+            leading = leading_keys(operation, params)
+            if leading is not None:
+                context["dynamodb:LeadingKeys"] = leading
         for resource in resources:
             self._require(call, Request(role, action, resource, context), prefix)
         for extra_action, resource in self._implied(prefix, operation, params):
-            self._require(call, Request(role, extra_action, resource, context), extra_action.split(":")[0])
+            extra = dict(context)
+            if extra_action.startswith("kms:"):  # the service calls KMS on the caller's behalf
+                extra |= {
+                    "kms:ViaService": f"{prefix}.{self.region}.amazonaws.com",
+                    "kms:CallerAccount": self.account,
+                }
+            self._require(call, Request(role, extra_action, resource, extra), extra_action.split(":")[0])
         try:
             answer = send()
         except ClientError as error:
@@ -363,6 +477,9 @@ class SdkCalls:
         if prefix == "kms":
             policy = self.policies.key_policies.get(request.resource)
             return decide_kms(identity, policy or {}, request) if policy is not None else "implicit"
+        if request.action == "sts:AssumeRole":  # a role no trust policy is known for can be assumed by no one
+            trust = self.policies.trust.get(request.resource, {})
+            return decide(identity, trust, request, resource_policy_required=True)
         resource_policy = None
         if prefix == "s3":
             resource_policy = self.policies.buckets.get(request.resource.split(":::", 1)[1].split("/", 1)[0])
@@ -401,7 +518,8 @@ class SdkCalls:
                 if name in params:
                     return [params[name]]
             if "TableName" in params:
-                return [self._fill(prefix, action, "table", TableName=params["TableName"])]
+                table = self._fill(prefix, action, "table", TableName=params["TableName"])
+                return [f"{table}/index/{params['IndexName']}" if "IndexName" in params else table]
         if prefix == "sqs":
             name = str(params["QueueUrl"]).rstrip("/").rsplit("/", 1)[1]
             return [self._fill(prefix, action, "queue", QueueName=name)]
@@ -436,6 +554,17 @@ class SdkCalls:
                 return [("kms:Decrypt", key)] + (
                     [("kms:GenerateDataKey", key)] if operation != "ReceiveMessage" else []
                 )
+        if prefix == "dynamodb" and operation not in DYNAMODB_WITHOUT_KEY:
+            keys = {
+                self.policies.table_keys[table]
+                for table in (
+                    _table_of(arn)
+                    for arn in self._resources(prefix, action_of(prefix, operation), operation, params)
+                )
+                if table in self.policies.table_keys
+            }
+            # DynamoDB decrypts the table's key with the caller's permissions ("How Amazon DynamoDB uses AWS KMS").
+            return [("kms:Decrypt", key) for key in sorted(keys)]
         if operation == "ExportTableToPointInTime":
             objects = f"arn:aws:s3:::{params['S3Bucket']}/{params.get('S3Prefix', '')}/AWSDynamoDB/data"
             needed = [("s3:PutObject", objects)]
@@ -443,3 +572,42 @@ class SdkCalls:
                 needed.append(("kms:GenerateDataKey", params["S3SseKmsKeyId"]))
             return needed
         return []
+
+
+# --- signed HTTP requests to an OpenSearch Service domain -------------------------------------------------------------
+
+
+@dataclass
+class DomainAccess:
+    """IAM's decision on each signed request to an OpenSearch Service domain, made before fine-grained access
+    control sees it: the domain's access policy (a resource policy) with the caller's identity policies, by the
+    same logic as every other call (`decide`). The action is `es:ESHttp<Method>`, the resource the domain's ARN
+    followed by the request's path. `identity` gives a role's identity policies; every decision is recorded."""
+
+    domain_arn: str
+    access_policy: Mapping[str, Any]
+    identity: Callable[[str], Sequence[Mapping[str, Any]]]
+    decided: list[tuple[str, str, str, str]] = field(
+        default_factory=list
+    )  # (role, action, resource, decision)
+
+    def refusal(self, principal: str, method: str, path: str) -> dict[str, str] | None:
+        """None when IAM allows the request, else the service's 403 body (a `Message`, not an engine error)."""
+        action = f"es:ESHttp{method.capitalize()}"
+        resource = f"{self.domain_arn}/{path.lstrip('/')}"
+        context = {
+            "aws:SecureTransport": "true",
+            "aws:PrincipalArn": principal,
+            "aws:PrincipalAccount": principal.split(":")[4],
+        }
+        request = Request(
+            principal, action, resource, context, resource_account=self.domain_arn.split(":")[4]
+        )
+        decision = decide(self.identity(principal), self.access_policy, request)
+        self.decided.append((principal, action, resource, decision))
+        if decision == "allow":
+            return None
+        why = " with an explicit deny" if decision == "deny" else ""
+        return {
+            "Message": f"User: {principal} is not authorized to perform: {action} on resource: {resource}{why}"
+        }

@@ -15,6 +15,8 @@ It is strict where the engine is strict, and answers in the engine's words (type
 - stored scripts run as registered Python twins of their exact painless source (opensearch_scripts.py);
 - a write to a missing index or alias auto-creates an index unless the action carries `require_alias` or
   `action.auto_create_index` forbids it; index write blocks refuse writes;
+- with `access` (tests/support/iam.py `DomainAccess`), IAM decides each signed request first, as the service
+  does: the domain's access policy with the caller's identity policies, answering 403 `{"Message": ...}`;
 - with `fgac`, every signed request is attributed to an IAM role and checked by fine-grained access control
   (opensearch_security.py), including the implicit `indices:admin/create` of an auto-created index and the
   implicit `indices:admin/mapping/put` of a document that adds a field, and the document- and field-level
@@ -57,6 +59,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from tests.support.iam import DomainAccess
 from tests.support.opensearch_dlsfls import check_role, read_restriction
 from tests.support.opensearch_errors import OpenSearchError, cause, index_not_found
 from tests.support.opensearch_mapping import DEFAULT_DEPTH_LIMIT, DEFAULT_TOTAL_FIELDS_LIMIT, parse_document
@@ -1843,8 +1846,12 @@ class LoopbackOpenSearch:
         fgac: FineGrainedAccessControl | None = None,
         idle_connection_timeout_seconds: float = 5.0,
         max_body_bytes: int | None = None,
+        access: DomainAccess | None = None,
     ) -> None:
+        if access is not None and fgac is None:
+            raise ValueError("access needs fgac: IAM decides for the role a request is attributed to")
         self.require_signature = require_signature
+        self.access = access
         self.max_body_bytes = max_body_bytes
         self.credentials = credentials
         self.region = region
@@ -2380,6 +2387,12 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
             subject = owner.subject_of(request) if denied is None else denied
             if isinstance(subject, OpenSearchError):
                 self._send(subject.status, {"message": subject.reason, "error": subject.body()["error"]})
+                return
+            refused = (
+                owner.access.refusal(subject.name, request.method, request.path) if owner.access else None
+            )
+            if refused is not None:  # IAM decides before the engine, and answers in the service's shape
+                self._send(403, refused)
                 return
             if owner.max_body_bytes is not None and len(body) > owner.max_body_bytes:
                 self._send(413, {"Message": f"Request size exceeded {owner.max_body_bytes} bytes"})

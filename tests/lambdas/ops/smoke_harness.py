@@ -42,7 +42,15 @@ from search import indices
 from search.readers import read_role_definitions
 from search.transport import OpenSearchTransport
 from stream_sync import handler
-from workflows_harness import Clock, MotoGaps, follow, settle
+from workflows_harness import (
+    Clock,
+    MotoGaps,
+    deployed_names,
+    domain_access,
+    follow,
+    settle,
+    template_policies,
+)
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import Targets, definition, state_machine_name
@@ -320,9 +328,15 @@ def smoke_stack(
     fgac = FineGrainedAccessControl(
         admin_arn, lambda key: principals.get(key) or moto_role_of_access_key(key)
     )
+    # IAM decides each signed request as the synthesized access policy and the roles' policies say
+    stateful, stateless = deployed_names(config)
+    policies = template_policies(stateful, stateless)
+    access = domain_access(stateful, policies)
     with (
         mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
-        LoopbackOpenSearch(region=REGION, fgac=fgac, latency_seconds=latency_seconds) as server,
+        LoopbackOpenSearch(
+            region=REGION, fgac=fgac, latency_seconds=latency_seconds, access=access
+        ) as server,
     ):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         tables: dict[str, str] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from datamodel.registry import Visibility, get_schema
@@ -66,6 +67,10 @@ def test_a_smoke_run_passes_every_step_for_every_table_and_indexable_schema(
     for target in summary["targets"]:
         assert sum(CANARY in body and f'"schema":"{target["schema"]}"' in body for body in synced) >= 3
     assert passing.canary_items() == [] and passing.canary_documents() == []
+    # IAM admitted each probe's reads by the synthesized access policy and the probe's own identity policy.
+    assert passing.server.access is not None
+    admitted = {role for role, _, _, decision in passing.server.access.decided if decision == "allow"}
+    assert set(passing.probes.values()) <= admitted
 
 
 # --- one failing run per verdict ----------------------------------------------------------------------------------
@@ -244,6 +249,31 @@ def test_a_reader_that_sees_the_canary_fails_as_a_reader_leak(
         else:
             assert all(name in reason for name in internal) and internal
     assert all(t["passed"] for t in summary["targets"] if t["schema"] not in read)
+    assert_verdict(status, summary, "reader-live", "reader leak")
+    assert_nothing_left(flowing, summary)
+
+
+def test_a_probe_role_without_its_identity_grant_is_refused_by_iam_and_fails_as_a_reader_leak(
+    flowing: SmokeStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The access policy names the account with an aws:PrincipalArn condition: in one account that only delegates
+    # to the probe's identity policy, so without it AWS answers 403 (the breaker of every first release).
+    access = flowing.server.access
+    assert access is not None
+    reader, probe = sorted(flowing.probes.items())[0]
+    flowing.server.access = replace(
+        access, identity=lambda role: [] if role == probe else access.identity(role)
+    )
+
+    status, summary, _ = run(flowing, capsys)
+
+    found = failures(summary)
+    schemas = {s for role in LAYOUT.search.read_roles if role.name == reader for s in role.schemas}
+    assert found and set(found) <= schemas
+    for step, component, reason in found.values():
+        assert (step, component) == ("reader-live", "reader leak")
+        assert f"read role {reader} cannot read" in reason and "es:ESHttp" in reason
+    assert "implicit" in {d for role, _, _, d in flowing.server.access.decided if role == probe}
     assert_verdict(status, summary, "reader-live", "reader leak")
     assert_nothing_left(flowing, summary)
 

@@ -31,7 +31,7 @@ from infra.config import EnvironmentConfig
 from ops import cli, deployed, worker
 from tests.support.aws import moto_role_of_access_key, single_table, use_fake_aws
 from tests.support.cfn import Resolver, synthesized
-from tests.support.iam import Policies, SdkCalls
+from tests.support.iam import DomainAccess, Policies, SdkCalls
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 
 WORKER_HANDLER = "ops.worker.handler"
@@ -298,8 +298,9 @@ class World:
         for logical_id, resource in self.stateful.resources("AWS::IAM::Role").items():
             name = resource["Properties"].get("RoleName", logical_id)
             self._made(logical_id, Ref=name, Arn=f"arn:aws:iam::{self.account}:role/{name}")
-        for logical_id in self.stateful.resources("AWS::OpenSearchService::Domain"):
-            self._made(logical_id, DomainEndpoint=self.endpoint.split("://", 1)[1])
+        for logical_id, resource in self.stateful.resources("AWS::OpenSearchService::Domain").items():
+            arn = f"arn:aws:es:{self.region}:{self.account}:domain/{resource['Properties']['DomainName']}"
+            self._made(logical_id, DomainEndpoint=self.endpoint.split("://", 1)[1], Arn=arn, DomainArn=arn)
 
     def _create_stateless(self) -> None:
         sqs = boto3.client("sqs", region_name=self.region)
@@ -372,45 +373,10 @@ class World:
     # --- the policies that decide -------------------------------------------------------------------------------
 
     def _policies(self) -> Policies:
-        policies = Policies()
-        for resolver in (self.stateful, self.stateless):
-            for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
-                for resource in resolver.resources(kind).values():
-                    document = resolver(resource["Properties"]["PolicyDocument"])
-                    for role in resolver(resource["Properties"].get("Roles", [])):
-                        arn = (
-                            role
-                            if str(role).startswith("arn:")
-                            else f"arn:aws:iam::{self.account}:role/{role}"
-                        )
-                        policies.identity.setdefault(arn, []).append(document)
-            for resource in resolver.resources("AWS::S3::BucketPolicy").values():
-                bucket = resolver(resource["Properties"]["Bucket"])
-                policies.buckets[bucket] = resolver(resource["Properties"]["PolicyDocument"])
-            for logical_id, resource in resolver.resources("AWS::S3::Bucket").items():
-                rules = (
-                    resource["Properties"]
-                    .get("BucketEncryption", {})
-                    .get("ServerSideEncryptionConfiguration", [])
-                )
-                for rule in rules:
-                    key = rule["ServerSideEncryptionByDefault"].get("KMSMasterKeyID")
-                    if key:
-                        policies.bucket_keys[resolver({"Ref": logical_id})] = resolver(key)
-            for logical_id, resource in resolver.resources("AWS::KMS::Key").items():
-                policies.key_policies[resolver({"Fn::GetAtt": [logical_id, "Arn"]})] = resolver(
-                    resource["Properties"]["KeyPolicy"]
-                )
-            for logical_id, resource in resolver.resources("AWS::SQS::Queue").items():
-                if "KmsMasterKeyId" in resource["Properties"]:
-                    arn = resolver({"Fn::GetAtt": [logical_id, "Arn"]})
-                    policies.queue_keys[arn] = resolver(resource["Properties"]["KmsMasterKeyId"])
-            for resource in resolver.resources("AWS::SQS::QueuePolicy").values():
-                document = resolver(resource["Properties"]["PolicyDocument"])
-                for url in resolver(resource["Properties"]["Queues"]):
-                    name = str(url).rsplit("/", 1)[1]
-                    policies.queues[f"arn:aws:sqs:{self.region}:{self.account}:{name}"] = document
-        return policies
+        return template_policies(self.stateful, self.stateless)
+
+    def domain_access(self) -> DomainAccess:
+        return domain_access(self.stateful, self.policies)
 
     # --- what the deployed stack gives its functions ---------------------------------------------------------------
 
@@ -441,6 +407,94 @@ class World:
 
     def table_of(self, schema: str) -> str:
         return str(json.loads(self.worker_environment["SCHEMA_TABLES"])[schema])
+
+
+def template_policies(stateful: Resolver, stateless: Resolver) -> Policies:
+    """The policies the two stacks define, resolved: roles' identity and trust policies, bucket and queue policies,
+    key policies, and which key encrypts each bucket, queue and table."""
+    account, region = stateful.account, stateful.region
+    policies = Policies()
+    for resolver in (stateful, stateless):
+        for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
+            for resource in resolver.resources(kind).values():
+                document = resolver(resource["Properties"]["PolicyDocument"])
+                for role in resolver(resource["Properties"].get("Roles", [])):
+                    arn = role if str(role).startswith("arn:") else f"arn:aws:iam::{account}:role/{role}"
+                    policies.identity.setdefault(arn, []).append(document)
+        for logical_id, resource in resolver.resources("AWS::IAM::Role").items():
+            arn = resolver({"Fn::GetAtt": [logical_id, "Arn"]})
+            policies.trust[arn] = resolver(resource["Properties"]["AssumeRolePolicyDocument"])
+        for logical_id, resource in resolver.resources("AWS::DynamoDB::Table").items():
+            key = resource["Properties"].get("SSESpecification", {}).get("KMSMasterKeyId")
+            if key:
+                policies.table_keys[resolver({"Fn::GetAtt": [logical_id, "Arn"]})] = resolver(key)
+        for resource in resolver.resources("AWS::S3::BucketPolicy").values():
+            bucket = resolver(resource["Properties"]["Bucket"])
+            policies.buckets[bucket] = resolver(resource["Properties"]["PolicyDocument"])
+        for logical_id, resource in resolver.resources("AWS::S3::Bucket").items():
+            rules = (
+                resource["Properties"]
+                .get("BucketEncryption", {})
+                .get("ServerSideEncryptionConfiguration", [])
+            )
+            for rule in rules:
+                key = rule["ServerSideEncryptionByDefault"].get("KMSMasterKeyID")
+                if key:
+                    policies.bucket_keys[resolver({"Ref": logical_id})] = resolver(key)
+        for logical_id, resource in resolver.resources("AWS::KMS::Key").items():
+            policies.key_policies[resolver({"Fn::GetAtt": [logical_id, "Arn"]})] = resolver(
+                resource["Properties"]["KeyPolicy"]
+            )
+        for logical_id, resource in resolver.resources("AWS::SQS::Queue").items():
+            if "KmsMasterKeyId" in resource["Properties"]:
+                arn = resolver({"Fn::GetAtt": [logical_id, "Arn"]})
+                policies.queue_keys[arn] = resolver(resource["Properties"]["KmsMasterKeyId"])
+        for resource in resolver.resources("AWS::SQS::QueuePolicy").values():
+            document = resolver(resource["Properties"]["PolicyDocument"])
+            for url in resolver(resource["Properties"]["Queues"]):
+                name = str(url).rsplit("/", 1)[-1]
+                policies.queues[f"arn:aws:sqs:{region}:{account}:{name}"] = document
+    return policies
+
+
+def domain_access(stateful: Resolver, policies: Policies) -> DomainAccess:
+    """IAM's decisions on signed requests to the domain: its access policy, the roles' identity policies."""
+    ((logical_id, resource),) = stateful.resources("AWS::OpenSearchService::Domain").items()
+    return DomainAccess(
+        stateful({"Fn::GetAtt": [logical_id, "Arn"]}),
+        stateful(resource["Properties"]["AccessPolicies"]),
+        lambda role: policies.identity.get(role, []),
+    )
+
+
+def deployed_names(config: EnvironmentConfig) -> tuple[Resolver, Resolver]:
+    """The two stacks' templates resolved by names alone, for a world that makes its own resources: roles bind to
+    their ARNs and the domain to its ARN (both follow from names config sets); anything else is unbound."""
+    templates = synthesized()[config.name]
+
+    def binder(template: dict[str, Any]) -> Any:
+        def bind(logical_id: str, attribute: str | None) -> Any:
+            resource = template["Resources"].get(logical_id, {})
+            properties = resource.get("Properties", {})
+            if resource.get("Type") == "AWS::IAM::Role":
+                name = properties.get("RoleName", logical_id)
+                return f"arn:aws:iam::{config.account}:role/{name}" if attribute == "Arn" else name
+            if resource.get("Type") == "AWS::OpenSearchService::Domain" and attribute in ("Arn", "DomainArn"):
+                return f"arn:aws:es:{config.region}:{config.account}:domain/{properties['DomainName']}"
+            return f"unbound:{logical_id}.{attribute or 'Ref'}"
+
+        return bind
+
+    named = {"account": config.account, "region": config.region}
+    stateful = Resolver(templates["Stateful"], parameters={}, bind=binder(templates["Stateful"]), **named)
+    parameters = {
+        stateful(resource["Properties"]["Name"]): stateful(resource["Properties"]["Value"])
+        for resource in stateful.resources("AWS::SSM::Parameter").values()
+    }
+    stateless = Resolver(
+        templates["Stateless"], parameters=parameters, bind=binder(templates["Stateless"]), **named
+    )
+    return stateful, stateless
 
 
 @dataclass
@@ -570,6 +624,7 @@ def deployed_environment(
     )
     with LoopbackOpenSearch(region=config.region, fgac=fgac) as server:
         for world, calls, clock, gaps in workflows_world(config, server.endpoint, monkeypatch):
+            server.access = world.domain_access()
             monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN_KEY)
             yield world, calls, clock, gaps, server
             assert not calls.violations, "\n".join(map(str, calls.violations))

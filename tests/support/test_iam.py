@@ -1,0 +1,354 @@
+"""The IAM double (tests/support/iam.py) against AWS's documented evaluation logic: each case cites the sentence of
+the AWS documentation it encodes, so the double is checked against AWS's words, not against itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from tests.support.aws import single_table, use_fake_aws
+from tests.support.iam import DomainAccess, Policies, Request, SdkCalls, decide, decide_kms
+
+ACCOUNT, OTHER = "111111111111", "222222222222"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/caller"
+SESSION = f"arn:aws:sts::{ACCOUNT}:assumed-role/caller/session-1"
+ROOT = f"arn:aws:iam::{ACCOUNT}:root"
+BUCKET = "arn:aws:s3:::bucket/key"
+KEY = f"arn:aws:kms:ca-central-1:{ACCOUNT}:key/k"
+TARGET_ROLE = f"arn:aws:iam::{ACCOUNT}:role/target"
+
+EVALUATION = "IAM User Guide, Policy evaluation for requests within a single account"
+CROSS = "IAM User Guide, Cross-account policy evaluation logic"
+PRINCIPAL = "IAM User Guide, AWS JSON policy elements: Principal (AWS account principals)"
+CONDITIONS = "IAM User Guide, IAM JSON policy elements: Condition operators"
+SETS = "IAM User Guide, Single-valued vs. multivalued context keys"
+KEYS = "IAM User Guide, AWS global condition context keys (aws:PrincipalArn)"
+KMS = "AWS KMS Developer Guide, Key policies in AWS KMS (Default key policy)"
+TRUST = (
+    "IAM User Guide, Cross account resource access in IAM / AWS JSON policy elements: Principal (role trust)"
+)
+
+
+def allow(action: str = "s3:GetObject", resource: str = "*", **extra: Any) -> dict[str, Any]:
+    return {"Effect": "Allow", "Action": action, "Resource": resource, **extra}
+
+
+def deny(action: str = "s3:GetObject", resource: str = "*", **extra: Any) -> dict[str, Any]:
+    return {"Effect": "Deny", "Action": action, "Resource": resource, **extra}
+
+
+def doc(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def names(*principals: str) -> dict[str, Any]:
+    return {"Principal": {"AWS": list(principals)}}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    source: str  # the document and the sentence (quoted, or paraphrased where marked) the case encodes
+    identity: list[dict[str, Any]]
+    resource: dict[str, Any] | None
+    expected: str
+    context: dict[str, Any] | None = None
+    resource_account: str | None = None
+    required: bool = False  # a trust or key policy: the resource policy must allow
+    action: str = "s3:GetObject"
+    target: str = BUCKET
+
+
+CASES = [
+    Case(
+        "same account: a resource policy naming the role allows with no identity policy",
+        f"{EVALUATION}: 'If either the identity-based policy or the resource-based policy within the same account "
+        "allows the request and the other doesn't, the request is still allowed.'",
+        [],
+        doc(allow(**names(ROLE))),
+        "allow",
+    ),
+    Case(
+        "same account: a resource policy naming the account only delegates; no identity allow, no access",
+        f"{PRINCIPAL}: 'This delegates authority to the account. ... an administrator in that account must then "
+        "grant access to an identity (IAM user or role) in that account.'",
+        [],
+        doc(allow(**names(ROOT))),
+        "implicit",
+    ),
+    Case(
+        "same account: the bare account id delegates exactly as the root ARN does",
+        f"{PRINCIPAL}: 'The account ARN and the shortened account ID behave the same way. Both delegate "
+        "permissions to the account.'",
+        [],
+        doc(allow(**names(ACCOUNT))),
+        "implicit",
+    ),
+    Case(
+        "same account: naming the account and an identity allow together allow",
+        f"{PRINCIPAL} (delegation) with {EVALUATION} (union of the two)",
+        [doc(allow())],
+        doc(allow(**names(ROOT))),
+        "allow",
+    ),
+    Case(
+        "same account: a resource policy naming the assumed-role session allows it directly",
+        f"{EVALUATION}: (paraphrased) a resource-based policy may name an assumed-role session, which it then "
+        "grants without an identity-based allow",
+        [],
+        doc(allow(**names(SESSION))),
+        "allow",
+    ),
+    Case(
+        "cross account: the resource policy alone is not enough",
+        f"{CROSS}: 'You must also attach an identity-based policy to the identity that acts as the principal in "
+        "the request.'",
+        [],
+        doc(allow(**names(ROLE))),
+        "implicit",
+        resource_account=OTHER,
+    ),
+    Case(
+        "cross account: the identity policy alone is not enough",
+        f"{CROSS}: 'To allow cross-account access, you attach a resource-based policy to the resource that you "
+        "want to share.'",
+        [doc(allow())],
+        None,
+        "implicit",
+        resource_account=OTHER,
+    ),
+    Case(
+        "cross account: both allow (the resource policy naming the caller's account)",
+        f"{CROSS}: 'You can specify the entire account or its IAM users, ... IAM roles, or assumed-role sessions.'",
+        [doc(allow())],
+        doc(allow(**names(ROOT))),
+        "allow",
+        resource_account=OTHER,
+    ),
+    Case(
+        "explicit deny in the identity policy wins over a resource allow",
+        f"{EVALUATION}: 'An explicit deny in any of the policies overrides the allow.'",
+        [doc(deny())],
+        doc(allow(**names(ROLE))),
+        "deny",
+    ),
+    Case(
+        "explicit deny in the resource policy (naming the account) wins over an identity allow",
+        f"{EVALUATION}: 'An explicit deny in any of the policies overrides the allow.'",
+        [doc(allow())],
+        doc(deny(**names(ROOT))),
+        "deny",
+    ),
+    Case(
+        "a condition key missing from the request: the condition is false",
+        f"{CONDITIONS}: 'If the key that you specify in a policy condition is not present in the request context, "
+        "the values do not match and the condition is false.'",
+        [doc(allow(Condition={"StringEquals": {"s3:prefix": "runs/"}}))],
+        None,
+        "implicit",
+    ),
+    Case(
+        "a condition key missing from the request: ...IfExists holds",
+        f"{CONDITIONS} (...IfExists): 'If the policy key is not present in the context of an incoming request, "
+        "the request is allowed.' (paraphrased: the condition evaluates to true)",
+        [doc(allow(Condition={"StringEqualsIfExists": {"s3:prefix": "runs/"}}))],
+        None,
+        "allow",
+    ),
+    Case(
+        "a negated operator on a missing key holds",
+        f"{CONDITIONS}: 'If the policy condition requires that the key is not matched, such as StringNotLike or "
+        "ArnNotLike, and the right key is not present, the condition is true.'",
+        [doc(allow(Condition={"StringNotEquals": {"s3:prefix": "secret/"}}))],
+        None,
+        "allow",
+    ),
+    Case(
+        "ForAllValues on a missing key holds",
+        f"{SETS}: ForAllValues '... returns true if there are no context keys in the request.'",
+        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        None,
+        "allow",
+    ),
+    Case(
+        "ForAllValues on an empty set holds",
+        f"{SETS}: ForAllValues '... also returns true if ... the context key resolves to an empty data set' "
+        "(paraphrased)",
+        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        None,
+        "allow",
+        context={"dynamodb:LeadingKeys": []},
+    ),
+    Case(
+        "ForAllValues: one value outside the set fails",
+        f"{SETS}: 'The condition returns true if every context key value in the request matches at least one "
+        "context key value in the policy.'",
+        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        None,
+        "implicit",
+        context={"dynamodb:LeadingKeys": ["a", "b"]},
+    ),
+    Case(
+        "ForAnyValue on a missing key fails",
+        f"{SETS}: ForAnyValue '... If there are no context keys in the request, the condition returns false.'",
+        [doc(allow(Condition={"ForAnyValue:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        None,
+        "implicit",
+    ),
+    Case(
+        "aws:PrincipalArn through an assumed-role session is the role's ARN",
+        f"{KEYS}: (paraphrased) for an IAM role session the key holds the role's ARN, not the session's",
+        [],
+        doc(allow(**names(SESSION), Condition={"ArnEquals": {"aws:PrincipalArn": ROLE}})),
+        "allow",
+        context={"aws:PrincipalArn": ROLE},
+    ),
+    Case(
+        "a KMS key policy that does not delegate to IAM: an identity allow is not enough",
+        f"{KMS}: 'Unless the key policy explicitly allows it, you cannot use IAM policies to allow access to a "
+        "KMS key.'",
+        [doc(allow("kms:Decrypt"))],
+        doc(allow("kms:Decrypt", **names(TARGET_ROLE))),
+        "implicit",
+        required=True,
+        action="kms:Decrypt",
+        target=KEY,
+    ),
+    Case(
+        "a KMS key policy naming the account delegates to IAM: the identity allow decides",
+        f"{KMS}: (paraphrased) the default key policy's statement naming the account root lets IAM policies "
+        "allow access to the key",
+        [doc(allow("kms:Decrypt"))],
+        doc(allow("kms:*", **names(ROOT))),
+        "allow",
+        required=True,
+        action="kms:Decrypt",
+        target=KEY,
+    ),
+    Case(
+        "a trust policy that does not name the caller: an identity allow for sts:AssumeRole is not enough",
+        f"{TRUST}: (paraphrased) a role trust policy is the role's resource-based policy, and it must allow the "
+        "caller even in the role's own account",
+        [doc(allow("sts:AssumeRole"))],
+        doc(
+            {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "lambda.amazonaws.com"}}
+        ),
+        "implicit",
+        required=True,
+        action="sts:AssumeRole",
+        target=TARGET_ROLE,
+    ),
+    Case(
+        "a trust policy naming the account delegates: no identity allow, no assuming",
+        f"{TRUST} with {PRINCIPAL} (delegation)",
+        [],
+        doc({"Effect": "Allow", "Action": "sts:AssumeRole", **names(ROOT)}),
+        "implicit",
+        required=True,
+        action="sts:AssumeRole",
+        target=TARGET_ROLE,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_the_double_decides_as_the_documentation_says(case: Case) -> None:
+    context = {"aws:PrincipalArn": ROLE, **(case.context or {})}
+    request = Request(ROLE, case.action, case.target, context, SESSION, case.resource_account)
+    if case.action.startswith("kms:"):
+        assert decide_kms(case.identity, case.resource or {}, request) == case.expected
+    else:
+        assert (
+            decide(case.identity, case.resource, request, resource_policy_required=case.required)
+            == case.expected
+        )
+
+
+def test_every_case_names_its_source() -> None:
+    assert len(CASES) >= 20
+    assert all("Guide" in case.source for case in CASES)
+
+
+def test_an_unknown_operator_or_a_single_valued_operator_on_a_set_is_refused_not_guessed() -> None:
+    request = Request(ROLE, "s3:GetObject", BUCKET, {"dynamodb:LeadingKeys": ["a"]})
+    with pytest.raises(AssertionError, match="not evaluated"):
+        decide([doc(allow(Condition={"DateGreaterThan": {"aws:CurrentTime": "2020-01-01"}}))], None, request)
+    with pytest.raises(AssertionError, match="multivalued"):
+        decide([doc(allow(Condition={"StringEquals": {"dynamodb:LeadingKeys": "a"}}))], None, request)
+
+
+# --- the double on live calls ---------------------------------------------------------------------------------------
+
+
+def test_a_signed_request_to_the_domain_needs_the_identity_allow_the_access_policy_delegates_to() -> None:
+    domain = f"arn:aws:es:ca-central-1:{ACCOUNT}:domain/d"
+    policy = doc(
+        allow(
+            "es:ESHttpPost",
+            f"{domain}/reader/_search",
+            **names(ROOT),
+            Condition={"ArnEquals": {"aws:PrincipalArn": ROLE}},
+        )
+    )
+    identities: dict[str, list[dict[str, Any]]] = {ROLE: []}
+    access = DomainAccess(domain, policy, lambda role: identities.get(role, []))
+
+    refused = access.refusal(ROLE, "POST", "/reader/_search")
+    assert refused == {
+        "Message": f"User: {ROLE} is not authorized to perform: es:ESHttpPost on resource: {domain}/reader/_search"
+    }
+    identities[ROLE] = [doc(allow("es:ESHttpPost", f"{domain}/reader/_search"))]
+    assert access.refusal(ROLE, "POST", "/reader/_search") is None
+    assert access.refusal(ROLE, "POST", "/other/_search") is not None  # the access policy does not name it
+    assert [d for *_, d in access.decided] == ["implicit", "allow", "implicit"]
+
+
+def test_dynamodb_calls_on_a_table_with_a_customer_managed_key_need_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """'How Amazon DynamoDB uses AWS KMS' (DynamoDB Developer Guide): DynamoDB uses the table's KMS key for the
+    caller, so the caller needs kms:Decrypt on it (via DynamoDB: kms:ViaService)."""
+    use_fake_aws(monkeypatch, "ca-central-1")
+    monkeypatch.setenv("MOTO_ACCOUNT_ID", ACCOUNT)
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="ca-central-1")
+        table = dynamodb.create_table(**single_table("t"))["TableDescription"]["TableArn"]
+        via = {"StringEquals": {"kms:ViaService": "dynamodb.ca-central-1.amazonaws.com"}}
+        policies = Policies(
+            identity={ROLE: [doc(allow("dynamodb:GetItem", table))]},
+            key_policies={KEY: doc(allow("kms:*", **names(ROOT)))},
+            table_keys={table: KEY},
+        )
+        calls = SdkCalls(policies, account=ACCOUNT, region="ca-central-1")
+        key = {"pk": {"S": "geozone::a"}, "sk": {"S": "1"}}
+        with calls.installed(), calls.acting(ROLE):
+            with pytest.raises(ClientError, match="AccessDenied"):
+                dynamodb.get_item(TableName="t", Key=key)
+            assert [v.why for v in calls.violations] == ["kms:Decrypt: no statement allows it"]
+            policies.identity[ROLE].append(doc(allow("kms:Decrypt", KEY, Condition=via)))
+            assert "Item" not in dynamodb.get_item(TableName="t", Key=key)
+
+
+def test_leading_keys_are_the_partition_keys_an_item_call_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_fake_aws(monkeypatch, "ca-central-1")
+    monkeypatch.setenv("MOTO_ACCOUNT_ID", ACCOUNT)
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="ca-central-1")
+        table = dynamodb.create_table(**single_table("t"))["TableDescription"]["TableArn"]
+        only = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["geozone::canary::*"]}}
+        actions = ["dynamodb:PutItem", "dynamodb:Query"]
+        policies = Policies(identity={ROLE: [doc(allow(actions, table, Condition=only))]})
+        calls = SdkCalls(policies, account=ACCOUNT, region="ca-central-1")
+        item = {"pk": {"S": "geozone::canary::run-1"}, "sk": {"S": "1"}}
+        with calls.installed(), calls.acting(ROLE):
+            dynamodb.put_item(TableName="t", Item=item)
+            query = {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": item["pk"]}}
+            assert dynamodb.query(TableName="t", **query)["Count"] == 1
+            with pytest.raises(ClientError, match="AccessDenied"):
+                dynamodb.put_item(TableName="t", Item=item | {"pk": {"S": "geozone::bcparks_1"}})
+        assert [v.call.operation for v in calls.violations] == ["PutItem"]
