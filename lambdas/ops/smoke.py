@@ -300,16 +300,21 @@ class Smoke:
             part = next((p for p in parts if pk.startswith(f"{p['name']}::")), None)
             if part is not None:
                 settings = self.settings()
-                left += cleanup(
-                    env,
-                    self._tools(env, settings),
-                    part["name"],
-                    part["table"],
-                    pk,
-                    sk,
-                    settle_seconds=max(settings.wait_seconds, SETTLE_FLOOR_SECONDS),
-                    poll_seconds=settings.poll_seconds,
-                )
+                try:
+                    left += cleanup(
+                        env,
+                        self._tools(env, settings),
+                        part["name"],
+                        part["table"],
+                        pk,
+                        sk,
+                        settle_seconds=max(settings.wait_seconds, SETTLE_FLOOR_SECONDS),
+                        poll_seconds=settings.poll_seconds,
+                    )
+                except (
+                    Exception
+                ) as problem:  # the verdict still stands; say what could not be cleaned, and why
+                    left.append(f"{doc_id}: cleanup failed: {problem!r:.300}")
         # The sync may have dead-lettered a failed canary's records: once, here, after every part (parts looking at
         # the queue at once would hide each other's letters).
         failed = sorted({str(f["documentId"]) for f in merged.failures if f.get("documentId")})

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from infra.config import EnvironmentConfig
 from infra.environments import environments
-from tests.lambdas.ops.workflows_harness import World, deployed_environment
+from tests.lambdas.ops.workflows_harness import Context, World, deployed_environment, run_as
 from tests.lambdas.stream_sync.stream_sync_fakes import record
 from tests.support.iam import SdkCalls
 from tests.support.opensearch_server import LoopbackOpenSearch
@@ -27,11 +27,6 @@ pytestmark = pytest.mark.integration
 ZONE = "geozone::bcparks_1"
 
 
-class Context:
-    def get_remaining_time_in_millis(self) -> int:
-        return 120_000
-
-
 @pytest.fixture(params=sorted(environments()))
 def deployed(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
@@ -39,15 +34,6 @@ def deployed(
     config: EnvironmentConfig = environments()[request.param]
     for world, calls, _clock, _gaps, server in deployed_environment(config, monkeypatch):
         yield world, calls, server
-
-
-def run_as(world: World, calls: SdkCalls, handler: str, monkeypatch: pytest.MonkeyPatch, call: Any) -> Any:
-    role, environment = world.function(handler)
-    with monkeypatch.context() as scoped:
-        for name, value in environment.items():
-            scoped.setenv(name, str(value))
-        with calls.acting(role):
-            return call()
 
 
 def test_the_bootstrap_sets_the_domain_up_and_the_sync_indexes_dereferences_and_dead_letters_each_as_its_role(
@@ -64,7 +50,7 @@ def test_the_bootstrap_sets_the_domain_up_and_the_sync_indexes_dereferences_and_
         calls,
         "index_bootstrap.handler.on_event",
         monkeypatch,
-        lambda: bootstrap.on_event(event, Context()),
+        lambda: bootstrap.on_event(event, Context(120)),
     )
     assert created["PhysicalResourceId"] and [c.action for c in calls.checked] == ["sts:AssumeRole"]
     _, environment = world.function("stream_sync.handler.handler")
@@ -94,7 +80,7 @@ def test_the_bootstrap_sets_the_domain_up_and_the_sync_indexes_dereferences_and_
         calls,
         "stream_sync.handler.handler",
         monkeypatch,
-        lambda: handler.handler({"Records": records}, Context()),
+        lambda: handler.handler({"Records": records}, Context(120)),
     )
 
     assert answer == {"batchItemFailures": []}
@@ -178,7 +164,7 @@ def test_a_role_is_assumed_only_where_its_trust_policy_admits_the_caller(
             calls,
             "index_bootstrap.handler.on_event",
             monkeypatch,
-            lambda: bootstrap.on_event(event, Context()),
+            lambda: bootstrap.on_event(event, Context(120)),
         )
     assert [(v.call.action, v.resource) for v in calls.violations] == [("sts:AssumeRole", admin)]
     calls.violations.clear()

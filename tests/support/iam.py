@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from importlib import resources as package_data
 from typing import Any
 
+from boto3.dynamodb.conditions import ConditionExpressionBuilder
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
@@ -271,9 +272,13 @@ def _table_of(arn: str) -> str:
     return arn.split("/index/", 1)[0].split("/stream/", 1)[0]
 
 
-def _partition_value(value: Mapping[str, Any]) -> str:
-    ((_, plain),) = value.items()
-    return str(plain)
+def _partition_value(value: Any) -> str:
+    """A key value as the wire has it (`{"S": "..."}`) or as boto3's resource layer passes it (plain), which it
+    serializes only after this point."""
+    if isinstance(value, Mapping):
+        ((_, plain),) = value.items()
+        return str(plain)
+    return str(value)
 
 
 def leading_keys(operation: str, params: Mapping[str, Any]) -> list[str] | None:
@@ -286,9 +291,16 @@ def leading_keys(operation: str, params: Mapping[str, Any]) -> list[str] | None:
     if operation == "BatchGetItem":
         return [_partition_value(key["pk"]) for ask in params["RequestItems"].values() for key in ask["Keys"]]
     if operation == "Query":
-        values = params.get("ExpressionAttributeValues", {})
-        condition = str(params.get("KeyConditionExpression", ""))
+        values = dict(params.get("ExpressionAttributeValues", {}))
         names = {v: k for k, v in params.get("ExpressionAttributeNames", {}).items()}
+        condition = params.get("KeyConditionExpression", "")
+        if not isinstance(
+            condition, str
+        ):  # a boto3 `Key(...)` condition, built into text only after this point
+            built = ConditionExpressionBuilder().build_expression(condition, is_key_condition=True)
+            condition = built.condition_expression
+            names |= {v: k for k, v in built.attribute_name_placeholders.items()}
+            values |= built.attribute_value_placeholders
         equalities = [
             (names.get(left, left), right)
             for left, sign, right in (
@@ -348,8 +360,9 @@ def _denied(operation: str, message: str) -> ClientError:
 
 
 class SdkCalls:
-    """Every boto3 call while active; those made as a role (`acting(role)` in this thread, or a client whose access
-    key `keys` names) are checked against `policies`."""
+    """Every boto3 call while active; those made as a role (a client whose access key `keys` names, including the
+    sessions a checked AssumeRole handed out, or else `acting(role)` in this thread) are checked against
+    `policies`."""
 
     def __init__(
         self, policies: Policies, *, account: str, region: str, keys: Mapping[str, str] | None = None
@@ -365,7 +378,8 @@ class SdkCalls:
         self._lock = threading.Lock()
 
     @contextmanager
-    def acting(self, role: str) -> Iterator[None]:
+    def acting(self, role: str | None) -> Iterator[None]:
+        """Calls in this thread are `role`'s (None: nobody's, e.g. a service's own calls, unchecked)."""
         previous = getattr(self._local, "role", None)
         self._local.role = role
         try:
@@ -391,12 +405,14 @@ class SdkCalls:
             BaseClient._make_api_call = original  # type: ignore[method-assign]
 
     def _role_of(self, client: BaseClient) -> str | None:
-        role = getattr(self._local, "role", None)
-        if role is not None:
-            return str(role)
+        """The credentials decide first (a session a checked AssumeRole handed out acts as its role, whichever
+        thread uses it); otherwise the role this thread acts as."""
         credentials = client._request_signer._credentials
         key = getattr(credentials, "access_key", None) if credentials is not None else None
-        return self.keys.get(str(key)) if key else None
+        if key and str(key) in self.keys:
+            return self.keys[str(key)]
+        role = getattr(self._local, "role", None)
+        return None if role is None else str(role)
 
     # --- one call -------------------------------------------------------------------------------------------------
 
@@ -453,6 +469,9 @@ class SdkCalls:
                     )
                     raise _denied(operation, "Access Denied") from error
             raise
+        if operation == "AssumeRole":  # the session's calls are the assumed role's, checked as such
+            with self._lock:
+                self.keys[answer["Credentials"]["AccessKeyId"]] = params["RoleArn"]
         if operation == "GetShardIterator":
             with self._lock:
                 self._iterators[answer["ShardIterator"]] = params["StreamArn"]

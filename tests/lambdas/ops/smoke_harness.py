@@ -26,7 +26,7 @@ import json
 import threading
 import time
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
@@ -79,6 +79,11 @@ class Poller:
     mappings: dict[str, str]  # table name -> mapping UUID
     invocations: int = 0
     lines: list[str] = field(default_factory=list)
+    account: str = ACCOUNT
+    region: str = REGION
+    # the sync runs as its role (`acting`); the poller's own stream reads are Lambda's, as the service (`service`)
+    acting: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    service: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
     _lock: threading.Lock = field(
         default_factory=threading.Lock
     )  # one poll at a time, as one poller per shard
@@ -86,7 +91,7 @@ class Poller:
     _pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._client = boto3.client("dynamodbstreams", region_name=REGION)
+        self._client = boto3.client("dynamodbstreams", region_name=self.region)
 
     def capture(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The sync's log and EMF lines go to `lines`, as Lambda sends a function's stdout to its log group.
@@ -105,7 +110,7 @@ class Poller:
     def _mapping(self, table: str) -> Any:
         from moto.awslambda.models import lambda_backends
 
-        return lambda_backends[ACCOUNT][REGION]._event_source_mappings[self.mappings[table]]
+        return lambda_backends[self.account][self.region]._event_source_mappings[self.mappings[table]]
 
     def _new_records(self, table: str) -> list[dict[str, Any]]:
         arn = self.streams[table]
@@ -130,9 +135,11 @@ class Poller:
         mapping = self._mapping(table)
         if not mapping.enabled:
             return
+        with self.service():
+            fresh = [] if self._pending.get(table) else self._new_records(table)
         batch = self._pending.get(table) or [
             record
-            for record in self._new_records(table)
+            for record in fresh
             if record["dynamodb"]["Keys"]["pk"]["S"].startswith(self.prefixes[table])
         ]
         if not batch:
@@ -140,7 +147,8 @@ class Poller:
         context = SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000)
         self.invocations += 1
         try:
-            response = handler.handler({"Records": batch}, context)
+            with self.acting():
+                response = handler.handler({"Records": batch}, context)
         except Exception:
             mapping.last_processing_result = "PROBLEM: Function call failed"
             self._pending[table] = batch  # Lambda retries the batch
@@ -248,6 +256,21 @@ class SmokeStack:
         for receipt in handles:
             sqs.change_message_visibility(QueueUrl=self.dlq_url, ReceiptHandle=receipt, VisibilityTimeout=0)
         return bodies
+
+
+def virtual_time(poller: Poller, monkeypatch: pytest.MonkeyPatch) -> VirtualTime:
+    """Hand the smoke run a virtual clock whose sleeps drive `poller`."""
+    clock = VirtualTime(poller)
+    smoke_operation = worker.OPERATIONS["smoke"]
+    real_tools = smoke_operation._tools  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        smoke_operation,
+        "_tools",
+        lambda env, settings: replace(
+            real_tools(env, settings), monotonic=clock.monotonic, sleep=clock.sleep, now=clock.now
+        ),
+    )
+    return clock
 
 
 def _zip() -> bytes:
@@ -445,16 +468,7 @@ def smoke_stack(
         handler.reset()
         poller = Poller(streams, prefixes, mappings)
         poller.capture(monkeypatch)
-        clock = VirtualTime(poller)
-        smoke_operation = worker.OPERATIONS["smoke"]
-        real_tools = smoke_operation._tools  # type: ignore[attr-defined]
-        monkeypatch.setattr(
-            smoke_operation,
-            "_tools",
-            lambda env, settings: replace(
-                real_tools(env, settings), monotonic=clock.monotonic, sleep=clock.sleep, now=clock.now
-            ),
-        )
+        clock = virtual_time(poller, monkeypatch)
         before = set(threading.enumerate())
         try:
             yield SmokeStack(config, server, poller, clock, tables, probes, admin, dlq_url)

@@ -35,6 +35,7 @@ from tests.support.iam import DomainAccess, Policies, SdkCalls
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 
 WORKER_HANDLER = "ops.worker.handler"
+SYNC_HANDLER = "stream_sync.handler.handler"
 STATE_MACHINE = "AWS::StepFunctions::StateMachine"
 MAX_INVOCATIONS = 300  # far more than any run here needs
 
@@ -332,6 +333,7 @@ class World:
             Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
         )
         self._made(self.worker_id, Ref="ops-worker", Arn=function["FunctionArn"])
+        self._create_mappings(role["Arn"])
         variables = self.stateless(worker_resource["Properties"]["Environment"]["Variables"])
         variables.pop(
             "DYNAMODB_STREAMS_ENDPOINT", None
@@ -354,6 +356,36 @@ class World:
             self.machine_roles[operation] = role_arn
             self._made(logical_id, Ref=arn, Name=name)
         self._outputs()
+
+    def _create_mappings(self, role: str) -> None:
+        """The stream sync function and its event source mappings (the smoke run reads their state; the test plays
+        Lambda's poller, so moto's own delivery, which would run the function in Docker, is switched off)."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        lambda_ = boto3.client("lambda", region_name=self.region)
+        for logical_id, resource in self.stateless.resources("AWS::Lambda::Function").items():
+            if resource["Properties"].get("Handler") == SYNC_HANDLER:
+                arn = lambda_.create_function(
+                    FunctionName="stream-sync",
+                    Runtime="python3.12",
+                    Role=role,
+                    Handler=SYNC_HANDLER,
+                    Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+                )["FunctionArn"]
+                self._made(logical_id, Ref="stream-sync", Arn=arn)
+        self.mappings: dict[str, str] = {}  # table name -> mapping UUID
+        for logical_id, resource in self.stateless.resources("AWS::Lambda::EventSourceMapping").items():
+            stream = str(self.stateless(resource["Properties"]["EventSourceArn"]))
+            uuid = lambda_.create_event_source_mapping(
+                EventSourceArn=stream,
+                FunctionName="stream-sync",
+                StartingPosition="TRIM_HORIZON",
+                Enabled=True,
+            )["UUID"]
+            self._made(logical_id, Ref=uuid)
+            table = stream.split("/")[1]
+            self.mappings[table] = uuid
+            dynamodb_backends[self.account][self.region].get_table(table).lambda_event_source_mappings.clear()
 
     def _outputs(self) -> None:
         """The stacks' outputs, as the CLI finds them (moto CloudFormation stacks that hold only outputs)."""
@@ -495,6 +527,33 @@ def deployed_names(config: EnvironmentConfig) -> tuple[Resolver, Resolver]:
         templates["Stateless"], parameters=parameters, bind=binder(templates["Stateless"]), **named
     )
     return stateful, stateless
+
+
+def run_as(world: World, calls: SdkCalls, handler: str, monkeypatch: pytest.MonkeyPatch, call: Any) -> Any:
+    """`call()` as the stateless stack's function with `handler`: its role, its environment."""
+    role, environment = world.function(handler)
+    with monkeypatch.context() as scoped:
+        for name, value in environment.items():
+            scoped.setenv(name, str(value))
+        with calls.acting(role):
+            return call()
+
+
+def bootstrap(world: World, calls: SdkCalls, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The index bootstrap's Create, as CloudFormation sends it, run as its function."""
+    from index_bootstrap import handler as bootstrap_handler
+
+    properties = world.custom_resource("Custom::OpenSearchIndexBootstrap") | {"Endpoint": world.endpoint}
+    event = {"RequestType": "Create", "ResourceProperties": properties}
+    return dict(
+        run_as(
+            world,
+            calls,
+            "index_bootstrap.handler.on_event",
+            monkeypatch,
+            lambda: bootstrap_handler.on_event(event, Context(120)),
+        )
+    )
 
 
 @dataclass
