@@ -432,10 +432,11 @@ def _execution_arn(prefix: str, operation: str) -> str:
 
 
 def _worker_task(
-    worker_arn: str, operation: str, parameters: dict[str, Any], result_path: str | None, **fields: Any
+    worker_arn: str, operation: str, parameters: dict[str, Any], result_path: str, **fields: Any
 ) -> dict[str, Any]:
     """A Task invoking the worker for one step; its retries: Lambda's own transient errors, and throttling (an
-    invocation over the worker's reserved concurrency, or a `TransientFailure` the worker reports)."""
+    invocation over the worker's reserved concurrency, or a `TransientFailure` the worker reports). The result
+    always goes to a path: CDK drops a `null` ResultPath, and a missing one is `$` (the result replaces the input)."""
     return {
         "Type": "Task",
         "Resource": worker_arn,
@@ -481,7 +482,7 @@ def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
                 worker_arn,
                 operation,
                 {"step": "part-failed", "runId.$": "$.runId", "part.$": "$.part", "error.$": "$.error"},
-                None,
+                "$.saved",  # beside `$.error`, which the end state fails with
                 Next=f"{label}PartFailedEnd",
                 Catch=[
                     {

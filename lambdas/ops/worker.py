@@ -35,7 +35,7 @@ from ops.reconcile import Reconcile
 from ops.redrive import Redrive
 from ops.reindex import Reindex
 from ops.runs import Run, S3RunStore, check_run_id
-from ops.smoke import Smoke
+from ops.smoke import PASS, Smoke
 from ops.sources import export_ready
 from ops.workflow import Env, Operation, finish_run, prepared, run_part, sync_settings
 
@@ -166,9 +166,18 @@ def handle(
         return {
             "status": summary["status"],
             "summary": f"s3://{env.bucket}/{run.prefix}summary.json",
-            "reason": summary.get("error") or "; ".join(summary.get("errors", [])) or summary["status"],
+            "reason": _reason(summary),
         }
     raise ValueError(f"unknown step {step!r}")
+
+
+def _reason(summary: Mapping[str, Any]) -> str:
+    """A failed run's execution cause (`RunFailed`): a smoke run's verdict (what failed first, where, what to do:
+    docs/runbook.md), else the run's error or errors."""
+    verdict = summary.get("verdict")
+    if verdict and verdict != PASS:
+        return str(verdict)
+    return summary.get("error") or "; ".join(summary.get("errors", [])) or str(summary["status"])
 
 
 def _export_ready(env: Env, run: Run, description: Mapping[str, Any]) -> dict[str, Any]:

@@ -312,6 +312,9 @@ def test_each_step_invokes_the_worker_for_its_operation_and_retries_throttling(
                 name
             )
             assert saved["Parameters"]["error.$"] == caught["ResultPath"], name
+            # Its result goes beside the error, not over it (a missing ResultPath is "$": the result replaces the input).
+            kept = f"{saved.get('ResultPath', '$')}."
+            assert not f"{caught['ResultPath']}.".startswith(kept), (name, saved.get("ResultPath"))
             end = states[saved["Next"]]
             assert (end["Type"], end["CausePath"]) == ("Fail", f"{caught['ResultPath']}.Cause"), name
             assert [c["Next"] for c in saved["Catch"]] == [saved["Next"]], name

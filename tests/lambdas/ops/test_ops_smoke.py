@@ -117,6 +117,20 @@ def assert_verdict(status: int, summary: dict, step: str, component: str) -> Non
     assert status == 2 and summary["status"] == "failed"
     assert summary["verdict"].startswith(f"FAILED at {step} ({component}): ")
     assert f"docs/runbook.md#smoke-{component.replace(' ', '-')}" in summary["verdict"]
+    assert_failed_with_verdict(summary)
+
+
+def assert_failed_with_verdict(summary: dict) -> None:
+    """The execution fails with the verdict as its cause (docs/runbook.md: the alarm's first look)."""
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="ca-central-1")
+    execution = sfn.describe_execution(executionArn=summary["execution"]["arn"])
+    assert (execution["status"], execution.get("error"), execution.get("cause")) == (
+        "FAILED",
+        "RunFailed",
+        summary["verdict"],
+    )
 
 
 @pytest.mark.parametrize("table", [plan.construct_id for plan in LAYOUT.source_tables])
@@ -329,6 +343,7 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
 
         assert status == 2 and summary["verdict"].startswith("FAILED (smoke run): ")
         assert "the worker was killed mid-canary" in summary["verdict"]
+        assert_failed_with_verdict(summary)
         assert summary["leftBehind"] == []
         assert stack.canary_items() == [] and stack.canary_documents() == []
 

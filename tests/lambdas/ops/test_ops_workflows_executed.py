@@ -264,6 +264,28 @@ def test_a_step_that_keeps_failing_is_retried_then_the_run_fails_with_its_summar
     assert set(search.aliases("geozone-v1")) == {"geozone"}  # the read alias never moved
 
 
+def test_a_part_that_fails_for_good_fails_its_child_execution_with_its_own_error(
+    flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workflows, search = flows
+    put_zones(workflows, search, 2)
+    mapping_change(search, monkeypatch)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OpsError("the segment cannot be read")
+
+    monkeypatch.setattr(worker, "run_part", broken)
+    run = workflows.run("reindex", "--schema", "geozone", "--source", "scan", capsys=capsys)
+
+    assert run.status == 2 and run.summary["status"] == "failed"
+    assert "OpsError: the segment cannot be read" in run.summary["error"]  # saved by part-failed
+    # Each failed part's child execution fails with the part's own error, as Lambda reported it.
+    failed = workflows.gaps.failed_children
+    assert failed and {error for error, _ in failed} == {"OpsError"}, failed
+    own = {"errorType": "OpsError", "errorMessage": "the segment cannot be read"}
+    assert all(json.loads(cause) == own for _, cause in failed), failed
+
+
 def test_a_failing_finish_still_ends_with_a_failed_summary(
     flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

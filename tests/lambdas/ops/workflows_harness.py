@@ -78,6 +78,8 @@ class MotoGaps:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
         self.export_failure: tuple[str, str] | None = None
+        # (error, cause) of each distributed map child that failed: moto keeps no child execution to describe.
+        self.failed_children: list[tuple[str, str]] = []
         from moto.dynamodb.models import table_export
         from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader import item_reader_decl
@@ -137,9 +139,10 @@ class MotoGaps:
             distributed_item_processor_worker as distributed,
         )
         from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
-        from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+        from moto.stepfunctions.parser.asl.eval.program_state import ProgramError, ProgramStopped
 
         original_job = distributed.DistributedItemProcessorWorker._eval_job
+        gaps = self
 
         def failing_job(self: Any, env: Any, job: Any) -> None:
             # This job's own outcome, from its own frame: a job that neither succeeded (its output is its child's
@@ -147,7 +150,11 @@ class MotoGaps:
             # and after raced with the other jobs running at once: a job that succeeded while another failed was
             # counted as failed.)
             original_job(self, env, job)
-            if job.job_output is None and not isinstance(env.program_state(), ProgramStopped):
+            ended = env.program_state()
+            if isinstance(ended, ProgramError):
+                details = ended.error or {}
+                gaps.failed_children.append((str(details.get("error")), str(details.get("cause"))))
+            if job.job_output is None and not isinstance(ended, ProgramStopped):
                 name = StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold)
                 cause = "The specified tolerated failure threshold was exceeded"
                 job.job_output = failures.FailureEventException(
@@ -170,7 +177,6 @@ class MotoGaps:
             "_wait_interval",
             lambda self, env, wait_seconds: clock.sleep(wait_seconds),
         )
-        gaps = self
 
         def write_export(export: Any, s3_backend: Any) -> None:
             if gaps.export_failure is not None:
