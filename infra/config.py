@@ -671,9 +671,10 @@ class OpsSettings:
     """
 
     max_concurrency: int = 4
-    # Runs that may go at full speed at once (a long reindex and the nightly purge, say): the worker's reserved
-    # concurrency is ``max_concurrency`` for each, so one run never starves another of workers.
-    concurrent_runs: int = 2
+    # Runs that may go at full speed at once: an operator's long reindex, the nightly purge and the post-deploy
+    # smoke run can all overlap, so the worker's reserved concurrency is ``max_concurrency`` for each of three, and
+    # no run starves another of workers.
+    concurrent_runs: int = 3
     scan_segments: int = 8
     scan_read_units_per_second: int = 400
     scan_max_hours: int = 2
@@ -703,9 +704,10 @@ class OpsSettings:
             f"must be 1-{MAX_INLINE_MAP_CONCURRENCY} (an inline Map state runs at most that many iterations at once)",
         )
         _require(
-            2 <= self.concurrent_runs <= 10,
+            3 <= self.concurrent_runs <= 10,
             f"{path}.concurrent_runs",
-            "must be 2-10 (with one, a long run would starve the nightly purge of workers)",
+            "must be 3-10 (an operator's run, the nightly purge and the post-deploy smoke run can overlap; with "
+            "fewer, one of them waits for workers)",
         )
         _require(1 <= self.scan_segments <= 1000, f"{path}.scan_segments", "must be 1-1000")
         _require(

@@ -18,8 +18,8 @@ a part answers "not done" only after about 11 minutes of work). The export is po
 ``EXPORT_MAX_POLLS`` times.
 
 Maps run ``ops.max_concurrency`` parts at once, and with ``reserve_concurrency`` the worker's reserved
-concurrency is that for each of ``ops.concurrent_runs`` runs: a long run leaves another (the nightly purge) its
-workers, and the domain sees at most that many. Each state machine has its own role: it may invoke the worker,
+concurrency is that for each of ``ops.concurrent_runs`` runs: a long run leaves the others (the nightly purge, the
+post-deploy smoke run) their workers, and the domain sees at most that many. Each state machine has its own role: it may invoke the worker,
 start and stop its own children, and (reindex, reconcile) export its tables. A
 throttled part (``TransientFailure``: OpenSearch or DynamoDB still throttling after the worker's own retries) and a
 throttled invocation (``Lambda.TooManyRequestsException``) are retried with backoff from the part's last saved

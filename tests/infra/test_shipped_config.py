@@ -77,7 +77,7 @@ def test_every_shipped_environment_has_the_public_read_role_for_zones_and_produc
 
 def test_dev_reserves_no_concurrency_so_a_new_account_can_deploy_it_and_test_and_prod_do() -> None:
     quotas = {name: c.required_concurrency_quota() for name, c in shipped().items()}
-    assert quotas == {"dev": 10, "test": 120, "prod": 138}
+    assert quotas == {"dev": 10, "test": 124, "prod": 146}
 
 
 def test_dev_is_one_node_and_prod_three_zones_with_three_dedicated_masters() -> None:
