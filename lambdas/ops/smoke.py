@@ -677,6 +677,9 @@ def cleanup(
     return left
 
 
+DLQ_WAIT_SECONDS = 1
+
+
 def remove_dead_letters(env: Env, doc_ids: Sequence[str], *, batches: int = 20) -> list[str]:
     """Delete the sync's dead letters of the canaries (record and reason: the canary is gone, nothing to redrive),
     making every other message visible again at once; what could not be looked at is reported. The event source
@@ -689,7 +692,9 @@ def remove_dead_letters(env: Env, doc_ids: Sequence[str], *, batches: int = 20) 
     others = []
     seen_all = True
     for _ in range(batches):
-        messages = receive(env.sqs, env.dlq_url, 10, visibility_timeout=60, wait_seconds=0)
+        # Long polling: a short poll samples a subset of SQS's servers and can answer empty while letters wait
+        # (Amazon SQS Developer Guide, short and long polling); any wait above 0 s asks them all.
+        messages = receive(env.sqs, env.dlq_url, 10, visibility_timeout=60, wait_seconds=DLQ_WAIT_SECONDS)
         if not messages:
             break
         for message in messages:

@@ -26,6 +26,7 @@ def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     atomic_item_writes(monkeypatch)
     shared_service_models(monkeypatch)
+    virtual_long_polls(monkeypatch)
 
 
 @functools.cache
@@ -42,6 +43,23 @@ def shared_service_models(monkeypatch: pytest.MonkeyPatch) -> None:
     import botocore.session
 
     monkeypatch.setattr(botocore.session, "create_loader", _loader)
+
+
+def virtual_long_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SQS long poll of an empty queue ends empty after its wait, as on AWS, but on a virtual clock: moto waits on
+    the real one (a condition wait of a second per round until `WaitTimeSeconds` has passed). Here each wait moves
+    the receive loop's clock on by the time it would have waited, at once; message visibility keeps real time."""
+    from moto.sqs import models
+
+    waited = [0.0]
+    real = models.unix_time
+
+    def wait_for_messages(queue: Any, timeout: int) -> None:
+        if not queue.messages:
+            waited[0] += timeout
+
+    monkeypatch.setattr(models, "unix_time", lambda *args: real(*args) + waited[0])
+    monkeypatch.setattr(models.Queue, "wait_for_messages", wait_for_messages)
 
 
 def atomic_item_writes(monkeypatch: pytest.MonkeyPatch) -> None:

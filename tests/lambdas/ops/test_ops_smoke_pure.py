@@ -76,3 +76,48 @@ def test_the_report_shows_each_canarys_steps_and_the_verdict() -> None:
     lines = render(summary).splitlines()
     assert lines[0].startswith("ok     geozone (t): write 0.10 s · indexed 0.10 s")
     assert lines[-1] == "verdict: pass"
+
+
+class SampledQueue:
+    """SQS as its short polling behaves: a receive with no wait samples a subset of the servers, here none that
+    hold the letter; a long poll (any wait above 0 s) asks them all."""
+
+    def __init__(self, bodies: list[dict[str, str]]) -> None:
+        self.messages = [
+            {"MessageId": str(i), "ReceiptHandle": f"r{i}", "Body": json.dumps(b)}
+            for i, b in enumerate(bodies)
+        ]
+        self.deleted: list[str] = []
+        self.hidden: set[str] = set()
+
+    def receive_message(self, **request: object) -> dict[str, object]:
+        if not request["WaitTimeSeconds"]:
+            return {}
+        visible = [m for m in self.messages if m["ReceiptHandle"] not in self.hidden | set(self.deleted)]
+        batch = visible[: int(str(request["MaxNumberOfMessages"]))]
+        self.hidden |= {m["ReceiptHandle"] for m in batch}
+        return {"Messages": batch}
+
+    def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:
+        self.deleted.append(ReceiptHandle)
+
+    def change_message_visibility_batch(
+        self, QueueUrl: str, Entries: list[dict[str, object]]
+    ) -> dict[str, object]:
+        self.hidden -= {str(e["ReceiptHandle"]) for e in Entries}
+        return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
+
+
+def test_clearing_a_canarys_dead_letters_long_polls_so_a_sampled_empty_answer_does_not_hide_them() -> None:
+    from types import SimpleNamespace
+
+    from ops.smoke import remove_dead_letters
+
+    queue = SampledQueue([{"documentId": "canary#1"}, {"documentId": "other#2"}])
+
+    left = remove_dead_letters(SimpleNamespace(sqs=queue, dlq_url="dlq"), ["canary#1"])  # type: ignore[arg-type]
+
+    assert left == [] and queue.deleted == ["r0"]
+    assert (
+        queue.hidden - set(queue.deleted) == set()
+    )  # the other letter is visible again at once, for the redrive
