@@ -253,10 +253,14 @@ class Smoke:
         then the run itself, one page."""
         cursor = state.cursor
         if not cursor:
-            token = f"{run['runId']}-{secrets.token_hex(3)}"
-            pk, sk, attributes = canary_key(state.part["name"], token)
-            cursor = {"pk": pk, "sk": sk, "attributes": attributes, "token": token}
+            cursor = _plan(run, state.part)
             yield {"step": "plan", **cursor}, cursor
+        elif not cursor.get("finished"):
+            # A retried invocation: an earlier one may have written this canary (a conditional create would then
+            # refuse it as another writer's). That one is cleaned up and a fresh key planned, saved before use.
+            fresh = _plan(run, state.part)
+            yield {"step": "replan", **cursor, "fresh": fresh}, fresh
+            cursor = fresh
         if not cursor.get("finished"):
             yield {"step": "run", **cursor}, {**cursor, "finished": True}
 
@@ -268,6 +272,33 @@ class Smoke:
             return
         settings = self.settings()
         tools = self._tools(env, settings)
+        if cursor["step"] == "replan":
+            table = str(state.part["table"])
+            written = bool(
+                env.dynamodb.get_item(
+                    TableName=table,
+                    Key={"pk": {"S": cursor["pk"]}, "sk": {"S": cursor["sk"]}},
+                    ConsistentRead=True,
+                ).get("Item")
+            )
+            settle = max(settings.wait_seconds, SETTLE_FLOOR_SECONDS) if written else 0.0
+            left = cleanup(
+                env,
+                tools,
+                state.part["name"],
+                table,
+                cursor["pk"],
+                cursor["sk"],
+                settle_seconds=settle,
+                poll_seconds=settings.poll_seconds,
+            )
+            if left:
+                state.list(f"left:{state.part['name']}", left)
+            else:
+                state.list("cleaned", [doc_id])
+            fresh = cursor["fresh"]
+            state.list("canaries", [document_id(fresh["pk"], fresh["sk"])])
+            return
         report = run_canary(env, settings, tools, state.part, cursor, run_id=str(run["runId"]))
         state.items += 1
         state.matched += report.failure is None and not report.left
@@ -425,6 +456,13 @@ def run_canary(
             report.left = [f"{report.doc_id}: cleanup failed: {failure!r:.300}"]
         report.steps["cleanup"] = tools.monotonic() - started
     return report
+
+
+def _plan(run: Mapping[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
+    """A canary key unique to the run and the attempt."""
+    token = f"{run['runId']}-{secrets.token_hex(3)}"
+    pk, sk, attributes = canary_key(part["name"], token)
+    return {"pk": pk, "sk": sk, "attributes": attributes, "token": token}
 
 
 class Lifecycle:

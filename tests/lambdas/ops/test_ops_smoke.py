@@ -348,6 +348,38 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
         assert stack.canary_items() == [] and stack.canary_documents() == []
 
 
+def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An invocation that wrote its canary and then failed in a way the workflow retries (here a TransientFailure):
+    the retry must not refuse its own canary as another writer's. It cleans that one up and runs a fresh one."""
+    import boto3
+    from ops.index import TransientFailure
+
+    from ops import smoke
+
+    real = smoke.run_canary
+    failed: list[str] = []
+
+    def once(
+        env: object, settings: object, tools: object, part: dict, cursor: dict, *, run_id: str
+    ) -> object:
+        if part["name"] not in failed:
+            failed.append(part["name"])
+            table = boto3.resource("dynamodb", region_name="ca-central-1").Table(part["table"])
+            table.put_item(Item={"pk": cursor["pk"], "sk": cursor["sk"], **cursor["attributes"]})
+            raise TransientFailure("the domain throttled after the canary was written")
+        return real(env, settings, tools, part, cursor, run_id=run_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(smoke, "run_canary", once)
+    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+        status, summary, _ = run(stack, capsys)
+
+        assert summary["verdict"] == "pass", summary
+        assert status == 0 and summary["leftBehind"] == []
+        assert failed and stack.canary_items() == [] and stack.canary_documents() == []
+
+
 def test_two_runs_at_once_share_nothing_and_both_pass(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
