@@ -187,3 +187,102 @@ def test_deploy_proves_the_environment_with_a_smoke_run_after_cdk_deploy_and_fai
     assert "c.role_arn(c.smoke_runner_role_name)" in script  # the role the stack creates for it, from config
     assert 'exit "$status"' in script.splitlines()[-1]  # a failed verdict fails the job
     assert "--require-hashes" in script and "GITHUB_STEP_SUMMARY" in script
+
+
+# --- the deploy job's recovery step, executed against a fake `aws` ----------------------------------------------------
+
+FAKE_AWS = r"""#!/usr/bin/env bash
+echo "$*" >> "$AWS_CALLS"
+case "$1 $2" in
+  "sts assume-role") [ "$ASSUME" = ok ] && echo "AKID SECRET TOKEN" && exit 0; echo "AccessDenied" >&2; exit 254 ;;
+  "sts get-caller-identity") echo "999999999999" ;;
+  "cloudformation describe-stacks")
+    [ "$STACK_STATUS" = NONE ] && { echo "An error occurred (ValidationError): Stack with id x does not exist" >&2; exit 254; }
+    [ "$STACK_STATUS" = DENIED ] && { echo "An error occurred (AccessDenied): not authorized" >&2; exit 254; }
+    echo "$STACK_STATUS" ;;
+  *) ;;
+esac
+"""
+
+
+def recovery_step(
+    tmp_path: Path, status: str, assume: str = "ok"
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    (step,) = [
+        s
+        for s in load("deploy.yml")["jobs"]["deploy"]["steps"]
+        if "first create rolled back" in s.get("name", "")
+    ]
+    assert step["env"]["ACCOUNT"] == "${{ needs.verify.outputs.account }}"
+    fake = tmp_path / "bin" / "aws"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_AWS)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.touch()
+    environment = {
+        "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}",
+        "ENVIRONMENT": "prod",
+        "ACCOUNT": "333333333333",
+        "AWS_REGION": "ca-central-1",
+        "GITHUB_RUN_ID": "7",
+        "AWS_CALLS": str(calls),
+        "STACK_STATUS": status,
+        "ASSUME": assume,
+    }
+    # GitHub runs a `run:` script with `bash --noprofile --norc -eo pipefail {0}`.
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done, calls.read_text()
+
+
+@pytest.mark.parametrize("status", ["NONE", "CREATE_COMPLETE", "UPDATE_COMPLETE"])
+def test_the_recovery_step_leaves_a_healthy_or_missing_stack_alone(tmp_path: Path, status: str) -> None:
+    done, calls = recovery_step(tmp_path, status)
+    assert done.returncode == 0, done.stderr
+    assert "delete-stack" not in calls
+    # the environment's account from config, never the OIDC caller's
+    assert (
+        "cdk-hnb659fds-deploy-role-333333333333-ca-central-1" in calls and "get-caller-identity" not in calls
+    )
+
+
+def test_the_recovery_step_deletes_a_rolled_back_first_create_so_the_deploy_creates_it_again(
+    tmp_path: Path,
+) -> None:
+    done, calls = recovery_step(tmp_path, "ROLLBACK_COMPLETE")
+    assert done.returncode == 0, done.stderr
+    assert calls.splitlines()[-3:] == [
+        "cloudformation update-termination-protection --no-enable-termination-protection --stack-name prod-Stateful",
+        "cloudformation delete-stack --stack-name prod-Stateful",
+        "cloudformation wait stack-delete-complete --stack-name prod-Stateful",
+    ]
+
+
+@pytest.mark.parametrize("status", ["ROLLBACK_FAILED", "DELETE_FAILED", "UPDATE_ROLLBACK_FAILED"])
+def test_the_recovery_step_stops_on_a_failed_rollback_and_names_the_runbook_never_deleting(
+    tmp_path: Path, status: str
+) -> None:
+    done, calls = recovery_step(tmp_path, status)
+    assert done.returncode != 0
+    assert f"::error title=prod-Stateful is {status}::" in done.stdout
+    assert "docs/runbook.md#a-stack-whose-rollback-failed" in done.stdout
+    assert "delete-stack" not in calls
+
+
+@pytest.mark.parametrize(("status", "assume"), [("NONE", "denied"), ("DENIED", "ok")])
+def test_the_recovery_step_fails_with_one_clear_error_when_it_cannot_assume_the_role_or_read_the_stack(
+    tmp_path: Path, status: str, assume: str
+) -> None:
+    done, calls = recovery_step(tmp_path, status, assume)
+    assert done.returncode != 0
+    (error,) = [line for line in done.stdout.splitlines() if line.startswith("::error")]
+    assert (
+        "Cannot assume the CDK deploy role" if assume == "denied" else "Cannot read prod-Stateful"
+    ) in error
+    assert "delete-stack" not in calls
