@@ -48,6 +48,7 @@ from workflows_harness import (
     deployed_names,
     domain_access,
     follow,
+    report_decisions,
     settle,
     template_policies,
 )
@@ -473,6 +474,7 @@ def smoke_stack(
         try:
             yield SmokeStack(config, server, poller, clock, tables, probes, admin, dlq_url)
         finally:
+            report_decisions(server.access, config.name)
             settle(before)  # a failed canary's map children can outlive the run, as in the workflow tests
             admin.close()
             handler.reset()

@@ -693,6 +693,16 @@ def deployed_environment(
             monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN_KEY)
             yield world, calls, clock, gaps, server
             assert not calls.violations, "\n".join(map(str, calls.violations))
+            report_decisions(server.access, config.name)
+
+
+def report_decisions(access: DomainAccess | None, environment: str) -> None:
+    """Add the domain's IAM decisions on signed requests to `IAM_CHECK_REPORT` (figures for the docs and notes)."""
+    report = os.environ.get("IAM_CHECK_REPORT")
+    if report and access is not None:
+        with open(report, "a") as out:
+            for role, action, _, decision in access.decided:
+                out.write(json.dumps([role, action, f"signed:{decision}", environment]) + "\n")
 
 
 def running_execution(thread: threading.Thread) -> bool:

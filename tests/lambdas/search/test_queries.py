@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -20,6 +21,7 @@ from datamodel.offload import prepare_item
 from datamodel.registry import indexable_schemas
 from index_bootstrap.bootstrap import IndexBootstrap
 from search.documents import build_document, encode_update, parse_change
+from search.indices import read_alias
 from search.queries import (
     BoundingBox,
     DateRange,
@@ -40,13 +42,29 @@ from search.queries import (
 from search.readers import read_role_definitions
 from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 
+from infra.environments import environments
+from tests.lambdas.ops.workflows_harness import deployed_names, domain_access, template_policies
+from tests.support.iam import DomainAccess
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 from tests.support.shapes import square
 
 pytestmark = pytest.mark.integration
 
-ADMIN, READER = "arn:aws:iam::123456789012:role/admin", "arn:aws:iam::123456789012:role/public-site"
+# dev's admin role and its public_search reader, whose identity policy is the one docs/operations.md tells a reader
+# to give its role: IAM decides each request with dev's synthesized access policy before FGAC (tests/support/iam.py).
+DEV = environments()["dev"]
+ADMIN = DEV.role_arn(DEV.platform_role_name("search-admin"))
+(READER,) = next(role for role in DEV.search.read_roles if role.name == "public_search").iam_role_arns
 FGAC = FineGrainedAccessControl(ADMIN, {"AKIDADMIN": ADMIN, "AKIDREADER": READER})
+
+
+def access() -> DomainAccess:
+    stateful, stateless = deployed_names(DEV)
+    domain = domain_access(stateful, template_policies(stateful, stateless))
+    aliases = [f"{domain.domain_arn}/{read_alias(schema)}/*" for schema in ("geozone", "productDate")]
+    documented = {"Effect": "Allow", "Action": ["es:ESHttpGet", "es:ESHttpPost"], "Resource": aliases}
+    identities = {READER: [{"Statement": [documented]}]}
+    return replace(domain, identity=lambda role: identities.get(role, []))
 
 
 ZONES: dict[str, dict[str, Any]] = {
@@ -168,7 +186,7 @@ def signed(server: LoopbackOpenSearch, key: str) -> OpenSearchTransport:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LoopbackOpenSearch]:
-    with LoopbackOpenSearch(fgac=FGAC) as running:
+    with LoopbackOpenSearch(fgac=FGAC, access=access()) as running:
         admin = signed(running, "AKIDADMIN")
         readers = read_role_definitions([("public_search", ("geozone", "productDate"), (READER,))])
         IndexBootstrap(admin, sleep=lambda _: None).run(
@@ -465,3 +483,25 @@ def test_shapes_become_geojson_and_envelopes() -> None:
 def test_bad_requests_are_refused_before_anything_is_sent(build: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def test_iam_admits_the_readers_queries_by_the_access_policy_and_the_documented_identity_policy_alone(
+    server: LoopbackOpenSearch, reader: OpenSearchTransport
+) -> None:
+    assert server.access is not None
+    request = text_search("geozone", "lake")
+    run(reader, request)
+    decisions = {(role, action, decision) for role, action, _, decision in server.access.decided}
+    assert (READER, "es:ESHttpPost", "allow") in decisions
+    assert not [d for d in decisions if d[0] == READER and d[2] != "allow"]
+    # Without its identity policy the same request is refused by IAM, before FGAC: the access policy names the
+    # account, which only delegates.
+    documented = server.access.identity
+    server.access.identity = lambda role: [] if role == READER else documented(role)
+    try:
+        refused = reader.request("POST", request.path, json.dumps(request.body).encode())
+    finally:
+        server.access.identity = documented
+    assert (
+        refused.status == 403 and "is not authorized to perform: es:ESHttpPost" in refused.json()["Message"]
+    )
