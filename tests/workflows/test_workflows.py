@@ -286,3 +286,38 @@ def test_the_recovery_step_fails_with_one_clear_error_when_it_cannot_assume_the_
         "Cannot assume the CDK deploy role" if assume == "denied" else "Cannot read prod-Stateful"
     ) in error
     assert "delete-stack" not in calls
+
+
+def test_the_deploy_jobs_credentials_last_the_job_and_the_job_covers_a_first_deploy_and_the_smoke_run() -> (
+    None
+):
+    """A first deploy (the README's budget: up to 60 minutes for the stateful stack and 10 for the stateless one)
+    plus the smoke run (its worker runs each part within one invocation, WORKER_TIMEOUT) must fit the job, and the
+    credentials the CLI and the smoke run assume their roles from must last the job: GitHub's default is one hour."""
+    import re
+
+    from infra.constructs.ops_workflows import WORKER_TIMEOUT
+
+    deploy = load("deploy.yml")["jobs"]["deploy"]
+    job_seconds = int(deploy["timeout-minutes"]) * 60
+    readme = (ROOT / "README.md").read_text()
+    budget = re.search(r"budget (\d+)–(\d+) minutes for a first stateful stack, about (\d+)–(\d+)", readme)
+    assert budget, "the README states the first deploy's budget"
+    smoke_seconds = WORKER_TIMEOUT.to_seconds() + 5 * 60  # the parts in parallel, then prepare and finish
+    assert job_seconds >= (int(budget[2]) + int(budget[4])) * 60 + smoke_seconds
+    credentials = [
+        s for s in deploy["steps"] if str(s.get("uses", "")).startswith("aws-actions/configure-aws")
+    ]
+    assert credentials
+    for step in credentials:
+        duration = int(step["with"]["role-duration-seconds"])
+        assert job_seconds <= duration <= 43200
+        assert f"--max-session-duration {duration}" in readme  # the role must allow what the job asks for
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in WORKFLOWS.glob("*.yml")))
+def test_every_workflow_states_its_token_permissions(name: str) -> None:
+    """GitHub's default token may write to the repository; each workflow says what it needs instead."""
+    workflow = load(name)
+    assert "permissions" in workflow, f"{name} has no top-level permissions"
+    assert "write-all" not in str(workflow["permissions"])
