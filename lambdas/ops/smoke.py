@@ -61,6 +61,7 @@ from ops.writes import BACKFILL_SEQ, Write, WriteResult, apply_writes, repair_se
 
 STEPS: Final = ("write", "indexed", "reader-live", "updated", "tombstone", "reader-tombstone", "cleanup")
 DEFAULT_WAIT_SECONDS: Final = 120.0
+DEFAULT_STARTUP_SECONDS: Final = 400.0
 DEFAULT_POLL_SECONDS: Final = 1.0
 # Far beyond a run's longest wait: a canary this old belongs to no running run.
 SWEEP_AGE_SECONDS: Final = 3600
@@ -101,6 +102,9 @@ class SmokeSettings:
     readers: tuple[Reader, ...]
     wait_seconds: float = DEFAULT_WAIT_SECONDS
     poll_seconds: float = DEFAULT_POLL_SECONDS
+    # A new event source mapping "may take several minutes to start polling" (Lambda Developer Guide): the first
+    # wait lasts until this long after the mapping was last modified, if that is later than its own end.
+    startup_seconds: float = DEFAULT_STARTUP_SECONDS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SmokeSettings:
@@ -127,6 +131,7 @@ class SmokeSettings:
         try:
             wait = parsed_env(environ, "SMOKE_WAIT_SECONDS", float, DEFAULT_WAIT_SECONDS)
             poll = parsed_env(environ, "SMOKE_POLL_SECONDS", float, DEFAULT_POLL_SECONDS)
+            startup = parsed_env(environ, "SMOKE_STARTUP_SECONDS", float, DEFAULT_STARTUP_SECONDS)
         except ConfigError as error:
             raise OpsError(str(error)) from None
         return cls(
@@ -135,6 +140,7 @@ class SmokeSettings:
             readers=readers,
             wait_seconds=wait,
             poll_seconds=poll,
+            startup_seconds=startup,
         )
 
 
@@ -492,7 +498,7 @@ class Lifecycle:
         table = self.tools.table(self.report.table)
         self._timed("write", lambda: self._table("put", lambda: create_item(table, self._item())))
         self.report.wrote = True
-        self._timed("indexed", lambda: self._wait_for(1))
+        self._timed("indexed", lambda: self._wait_for(1, self._startup_allowance()))
         self._timed("reader-live", self._readers)
         self._timed("updated", lambda: self._update(table))
         self._timed("tombstone", lambda: self._delete(table))
@@ -573,9 +579,32 @@ class Lifecycle:
             return not shown and stored is not None and stored.get("tombstone") is True
         return shown and live is not None and live.source.get(CANARY_VERSION) == version
 
-    def _wait_for(self, version: int | None) -> None:
-        """Until the read view shows `version` (None: the tombstone), or the wait is up: then what is wrong."""
-        deadline = self.tools.monotonic() + self.settings.wait_seconds
+    def _startup_allowance(self) -> float:
+        """How long the first wait may last: the step's wait, or longer while the table's event source mapping is
+        younger than the start-up budget (a first deploy: the mapping may not have started polling yet)."""
+        uuid = self.settings.mappings.get(self.report.table)
+        if uuid is None:
+            return self.settings.wait_seconds
+        try:
+            modified = self.tools.lambda_.get_event_source_mapping(UUID=uuid).get("LastModified")
+        except Exception:  # the wait goes on with its own length; a diagnosis would say what is wrong
+            return self.settings.wait_seconds
+        if modified is None:
+            return self.settings.wait_seconds
+        stamp = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
+        left = stamp + self.settings.startup_seconds - self.tools.now()
+        if left > self.settings.wait_seconds:
+            self.report.notes.append(
+                f"the event source mapping of table {self.report.table} is new (modified "
+                f"{self.tools.now() - stamp:.0f} s ago): the canary may take up to {left:.0f} s to be indexed"
+            )
+        return max(self.settings.wait_seconds, left)
+
+    def _wait_for(self, version: int | None, seconds: float | None = None) -> None:
+        """Until the read view shows `version` (None: the tombstone), or the wait (`seconds`, by default the step's)
+        is up: then what is wrong."""
+        seconds = self.settings.wait_seconds if seconds is None else seconds
+        deadline = self.tools.monotonic() + seconds
         while not self._arrived(version):
             if self.tools.monotonic() >= deadline:
                 what = f"version {version}" if version is not None else "its tombstone"
@@ -585,8 +614,7 @@ class Lifecycle:
                 raise SmokeError(
                     self.step,
                     component,
-                    f"the canary {self.report.doc_id} did not show {what} within {self.settings.wait_seconds:g} s: "
-                    f"{reason}",
+                    f"the canary {self.report.doc_id} did not show {what} within {seconds:g} s: {reason}",
                 )
             self.tools.sleep(self.settings.poll_seconds)
 

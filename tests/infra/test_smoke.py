@@ -12,7 +12,7 @@ from search.indices import read_alias
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import state_machine_name
-from infra.constructs.smoke import SMOKE_WORKER_POLICY, WAIT_SECONDS
+from infra.constructs.smoke import SMOKE_WORKER_POLICY, STARTUP_SECONDS, WAIT_SECONDS
 from ops import deployed
 from tests.infra.conftest import read_roles
 from tests.infra.test_heartbeat import table_arns
@@ -93,7 +93,9 @@ def test_the_worker_knows_every_read_role_with_its_probe_and_its_wait(
         expected.append({"name": role.name, "schemas": list(role.schemas), "probeRoleArn": arn})
     assert readers == expected
     assert variables["SMOKE_WAIT_SECONDS"] == str(WAIT_SECONDS)
-    assert 3 * WAIT_SECONDS < 900 - 240  # its three waits fit the worker's timeout less its deadline margin
+    assert variables["SMOKE_STARTUP_SECONDS"] == str(STARTUP_SECONDS)
+    # its three waits, the first as long as a new mapping's start-up, fit the worker's timeout less its margin
+    assert STARTUP_SECONDS + 2 * WAIT_SECONDS < 900 - 240 and STARTUP_SECONDS > WAIT_SECONDS
 
 
 def admitted(stateful: Template, probe_arn: str) -> set[tuple[str, str, str]]:

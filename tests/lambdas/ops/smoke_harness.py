@@ -85,6 +85,10 @@ class Poller:
     # the sync runs as its role (`acting`); the poller's own stream reads are Lambda's, as the service (`service`)
     acting: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
     service: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    # A new mapping starts polling a while after it is created (AWS: "may take several minutes"): table -> seconds
+    # of the run's clock (`now`) before its first poll.
+    starts: dict[str, float] = field(default_factory=dict)
+    now: Callable[[], float] = lambda: 0.0
     _lock: threading.Lock = field(
         default_factory=threading.Lock
     )  # one poll at a time, as one poller per shard
@@ -134,7 +138,7 @@ class Poller:
 
     def poll(self, table: str) -> None:
         mapping = self._mapping(table)
-        if not mapping.enabled:
+        if not mapping.enabled or self.now() < self.starts.get(table, 0.0):
             return
         with self.service():
             fresh = [] if self._pending.get(table) else self._new_records(table)
@@ -173,6 +177,7 @@ class VirtualTime:
 
     def __init__(self, poller: Poller) -> None:
         self.poller = poller
+        poller.now = self.monotonic
         self._epoch = (
             time.time()
         )  # the wall clock when the stack was stood up; time then moves only virtually
@@ -341,6 +346,7 @@ def smoke_stack(
     *,
     wait_seconds: float,
     latency_seconds: float = 0.0,
+    startup_seconds: float = 0.0,
 ) -> Iterator[SmokeStack]:
     use_fake_aws(monkeypatch, REGION)
     MotoGaps(monkeypatch, Clock())  # a failed part fails its distributed map, as on AWS
@@ -457,6 +463,7 @@ def smoke_stack(
                 ]
             ),
             "SMOKE_WAIT_SECONDS": str(wait_seconds),
+            "SMOKE_STARTUP_SECONDS": str(startup_seconds),
             "SMOKE_POLL_SECONDS": "0.5",  # virtual: a failing wait of 5 s is ten polls
             "ENVIRONMENT_NAME": config.name,
             "BULK_MAX_ATTEMPTS": "2",

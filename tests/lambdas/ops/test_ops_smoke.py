@@ -380,6 +380,27 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
         assert failed and stack.canary_items() == [] and stack.canary_documents() == []
 
 
+@pytest.mark.parametrize("startup", [400.0, 0.0])
+def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_the_startup_budget(
+    startup: float, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new event source mapping may take several minutes to start polling (Lambda Developer Guide): the first wait
+    lasts until the start-up budget after the mapping was modified. Without one, the first deploy fails."""
+    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20, startup_seconds=startup) as stack:
+        stack.poller.starts = dict.fromkeys(stack.poller.streams, 300.0)  # five minutes on the run's clock
+
+        status, summary, _ = run(stack, capsys)
+
+        if startup:
+            assert summary["verdict"] == "pass" and status == 0, summary
+            assert all(any("is new" in note for note in t["notes"]) for t in summary["targets"]), summary[
+                "targets"
+            ]
+        else:
+            assert_verdict(status, summary, "indexed", "stream not flowing")
+        assert stack.canary_items() == [] and stack.canary_documents() == []
+
+
 def test_two_runs_at_once_share_nothing_and_both_pass(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
