@@ -939,9 +939,11 @@ def document(
     workload: Workload,
     prices: PriceTable,
     heartbeats: Mapping[str, list[LineItem]] | None = None,
+    regions: Mapping[str, str] | None = None,
 ) -> str:
     flags = {f.name: f.metadata["help"] for f in fields(Workload)}
     heartbeats = heartbeats or {env: [] for env in estimates}
+    elsewhere = {env: region for env, region in (regions or {}).items() if region != prices.region}
     lines = [
         "# Cost estimate",
         "",
@@ -954,6 +956,13 @@ def document(
         "",
         *summary_table(estimates),
         "",
+        *(
+            f"**{env} is deployed in {region}, and the price table has {prices.region} prices only: its "
+            f"estimate uses {prices.region}'s prices, not {region}'s.** Record {region}'s in "
+            "`infra/prices.toml` before budgeting with it."
+            for env, region in elsewhere.items()
+        ),
+        *([""] if elsewhere else []),
         "## Assumed workload",
         "",
         "Change any of them for a what-if: `.venv/bin/python -m infra.cost --writes-per-month 5000000` prints the",
@@ -1022,7 +1031,8 @@ def main(argv: list[str] | None = None) -> int:
     except CostError as error:
         print(f"cost: {error}", file=sys.stderr)
         return 2
-    text = document(estimates, workload, prices, heartbeats)
+    regions = {env: ", ".join(sorted({stack.region for stack in group})) for env, group in groups.items()}
+    text = document(estimates, workload, prices, heartbeats, regions)
     if args.write:
         args.write.write_text(text)
     if args.readme:

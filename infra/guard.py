@@ -56,14 +56,14 @@ OVERRIDES_HEADER = """\
 #
 #   [[override]]
 #   resource = "dev/Stateful/Table7ABB320E"   # <environment>/<stack>/<logical id>; "*" for every environment
-#   change = "replace"                        # replace | delete | gsi | migration
+#   change = "replace"                        # replace | delete | gsi | migration | move
 #   reason = "why losing this resource's data is acceptable, and who agreed"
 #
 # `make baseline` (after a release) empties this file: its entries applied to the previous release.
 """
 
-Change = Literal["replace", "delete", "gsi", "migration"]
-CHANGES: tuple[Change, ...] = ("replace", "delete", "gsi", "migration")
+Change = Literal["replace", "delete", "gsi", "migration", "move"]
+CHANGES: tuple[Change, ...] = ("replace", "delete", "gsi", "migration", "move")
 Certainty = Literal["definite", "possible"]
 # Properties of a GSI that CloudFormation updates in place; any other change deletes and re-creates the index.
 GSI_IN_PLACE = frozenset(
@@ -538,16 +538,69 @@ def migrations(before: Stack, after: Stack) -> list[Finding]:
     ]
 
 
+def location(stacks: Mapping[str, Stack], environment: str) -> set[tuple[str, str]]:
+    """The (account, region) pairs an environment's stacks are deployed to."""
+    return {
+        (stack.account, stack.region)
+        for name, stack in stacks.items()
+        if name.split("/", 1)[0] == environment
+    }
+
+
+def moved(before: Mapping[str, Stack], after: Mapping[str, Stack]) -> list[Finding]:
+    """One finding per environment whose account or region changed: not a change to its stacks but a second
+    deployment of it somewhere else, with the old one and its retained data left where they are."""
+    findings = []
+    for environment in sorted(
+        {name.split("/", 1)[0] for name in before} & {name.split("/", 1)[0] for name in after}
+    ):
+        old, new = location(before, environment), location(after, environment)
+        if old == new:
+            continue
+        was = ", ".join(f"account {a} in {r}" for a, r in sorted(old))
+        now = ", ".join(f"account {a} in {r}" for a, r in sorted(new))
+        findings.append(
+            Finding(
+                f"{environment}/Environment",
+                "location",
+                "account and region",
+                "move",
+                "definite",
+                f"{environment} moves from {was} to {now}: that is a new deployment of the environment, not a change "
+                "to the deployed one. Its stacks there start empty; the old stacks and their retained data (tables, "
+                "buckets, keys, the search domain) stay where they are, untouched and still billed.",
+                (
+                    "deploy the new location, then move the data: export each table (point-in-time export) and "
+                    "import it there, or reload it; copy the geometry bucket; reindex the domain from the new tables "
+                    "(python -m ops reindex)",
+                    "point readers and writers at the new tables and endpoint, and run the smoke run there",
+                    "retire the old location: lift termination protection, delete its stacks, then delete its "
+                    "retained resources by hand once the data is verified in the new one",
+                ),
+            )
+        )
+    return findings
+
+
 def compare(before: Mapping[str, Stack], after: Mapping[str, Stack]) -> list[Finding]:
+    """What deploying ``after`` over ``before`` would destroy or move. An environment that moves account or region
+    is reported once, as a move: every replacement in it would only be a consequence of that."""
+    moves = moved(before, after)
+    gone = {finding.stack.split("/", 1)[0] for finding in moves}
+    kept = {name: stack for name, stack in before.items() if name.split("/", 1)[0] not in gone}
     findings = [
-        finding for name, stack in sorted(before.items()) for finding in compare_stack(stack, after.get(name))
+        finding for name, stack in sorted(kept.items()) for finding in compare_stack(stack, after.get(name))
     ]
-    return findings + [
-        finding
-        for name, stack in sorted(before.items())
-        if name in after
-        for finding in migrations(stack, after[name])
-    ]
+    return (
+        moves
+        + findings
+        + [
+            finding
+            for name, stack in sorted(kept.items())
+            if name in after
+            for finding in migrations(stack, after[name])
+        ]
+    )
 
 
 # --- overrides --------------------------------------------------------------------------------------------------
@@ -688,7 +741,16 @@ def report(findings: Iterable[Finding], overrides: list[Override], source: str) 
                 for f in blocking[:1]
             ),
         ]
-    return "\n".join(lines), not blocking and not unused
+    passed = not blocking and not unused
+    if passed:
+        verdict = (
+            f"Verdict: passed ({len(allowed)} change(s) allowed by reviewed overrides)"
+            if allowed
+            else "Verdict: passed"
+        )
+    else:
+        verdict = f"Verdict: BLOCKED ({len(blocking)} change(s) without a reviewed override, {len(unused)} stale override(s))"
+    return "\n".join([*lines, "", verdict]), passed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -164,3 +164,16 @@ def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_me
     for item in heartbeat:  # every heartbeat line is inside the environment's estimate
         if item.service not in ("CloudWatch alarms and dashboards", "CloudWatch metrics"):
             assert any(i.item == item.item and i.usd == pytest.approx(item.usd) for i in estimate), item
+
+
+def test_an_environment_outside_the_price_tables_region_is_named_not_priced_silently(
+    environments: dict[str, list[Stack]], prices: cost.PriceTable
+) -> None:
+    estimates = {env: cost.estimate(stacks, cost.Workload(), prices) for env, stacks in environments.items()}
+    moved = {env: prices.region for env in estimates} | {"dev": "eu-west-1"}
+    text = cost.document(estimates, cost.Workload(), prices, None, moved)
+    (line,) = [line for line in text.splitlines() if "eu-west-1" in line]
+    assert line.startswith(
+        f"**dev is deployed in eu-west-1, and the price table has {prices.region} prices only"
+    )
+    assert "eu-west-1" not in cost.document(estimates, cost.Workload(), prices, None, {"dev": prices.region})

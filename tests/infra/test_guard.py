@@ -393,3 +393,48 @@ def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
         f"{RETAINED}/Stateless/{schema}", "migration", "items copied and reindexed, agreed"
     )
     assert guard.report(findings, [override], "the baseline")[1]
+
+
+@pytest.mark.parametrize(
+    ("moved", "words"),
+    [
+        ({"account": "222222222222"}, "account 222222222222 in ca-central-1"),
+        ({"region": "ca-west-1"}, "account 111111111111 in ca-west-1"),
+    ],
+)
+def test_an_account_or_region_move_is_one_finding_named_a_new_deployment_until_one_override_allows_it(
+    assembly: dict[str, Stack], tmp_path: Path, moved: dict[str, str], words: str
+) -> None:
+    dev = environments()[DISPOSABLE]
+    context = {
+        **committed_context(),
+        f"availability-zones:account={dev.account}:region=ca-west-1": [
+            "ca-west-1a",
+            "ca-west-1b",
+            "ca-west-1c",
+        ],
+    }
+    app = App(context=context, outdir=str(tmp_path / "cdk.out"))
+    build_environment(app, replace(dev, **moved))
+    app.synth()
+    before = {k: v for k, v in assembly.items() if k.startswith(f"{DISPOSABLE}/")}
+
+    finding = only(guard.compare(before, load_assembly(tmp_path / "cdk.out")))
+
+    assert (finding.resource, finding.change) == (f"{DISPOSABLE}/Environment/location", "move")
+    assert words in finding.why and "new deployment" in finding.why and "stay where they are" in finding.why
+    assert any("retire the old location" in step for step in finding.details)
+    text, passed = guard.report([finding], [], "the baseline")
+    assert not passed and text.splitlines()[-1].startswith("Verdict: BLOCKED (1 change")
+    reviewed = guard.load_overrides(
+        write_overrides(
+            tmp_path / "overrides.toml",
+            {
+                "resource": f"{DISPOSABLE}/Environment/location",
+                "change": "move",
+                "reason": "dev moves, data reloaded",
+            },
+        )
+    )
+    text, passed = guard.report([finding], reviewed, "the baseline")
+    assert passed and text.splitlines()[-1] == "Verdict: passed (1 change(s) allowed by reviewed overrides)"

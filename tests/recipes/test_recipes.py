@@ -25,10 +25,10 @@ from tests.recipes.recipes import (
 from tests.recipes.scratch import Scratch
 
 pytestmark = pytest.mark.recipe
-MIGRATION_OVERRIDE = """
+OVERRIDE = """
 [[override]]
 resource = "{resource}"
-change = "migration"
+change = "{change}"
 reason = "reviewed: {why}"
 """
 
@@ -91,12 +91,32 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
             overrides = scratch.root / "release" / "guard-overrides.toml"
             overrides.write_text(
                 overrides.read_text()
-                + MIGRATION_OVERRIDE.format(
-                    resource=finding, why="items copied, index versioned and reindexed"
+                + OVERRIDE.format(
+                    resource=finding, change="migration", why="items copied, index versioned and reindexed"
                 )
             )
         scratch.make("guard", "-o", "synth")
         lines.append("  make guard after the reviewed migration override: passed")
+    moves = [
+        line.split(" (account and region)")[0].strip()
+        for line in guard.stdout.splitlines()
+        if " (account and region): " in line
+    ]
+    if moves:
+        # One finding per moved environment, named for what it is, and none per subnet or table.
+        assert guard.returncode != 0 and "new deployment" in guard.stdout and "REPLACED" not in guard.stdout
+        overrides = scratch.root / "release" / "guard-overrides.toml"
+        for move in moves:
+            overrides.write_text(
+                overrides.read_text()
+                + OVERRIDE.format(
+                    resource=move, change="move", why="deployed anew there, data moved, old retired"
+                )
+            )
+        scratch.make("guard", "-o", "synth")
+        lines.append(
+            f"  make guard after one reviewed move override per environment ({', '.join(moves)}): passed"
+        )
     return lines
 
 
@@ -107,9 +127,10 @@ def test_a_routine_change_is_two_files_and_make_docs_and_the_suite_follows_it(
     lines = apply_and_check(tmp_path, recipe)
     print("\n".join(lines))
     if recipe == "change an account and a region":
-        assert "BLOCKED" in lines[-1], (
-            "a region change replaces every stateful resource: the guard must block it"
+        assert "make guard: BLOCKED" in lines[-2], (
+            "an account or region move is a new deployment: the guard blocks it"
         )
+        assert "test/Environment/location" in lines[-1] and lines[-1].endswith("passed")
     elif recipe in ("add an environment", "add a schema", "change a schema", "add a read role"):
         assert lines[-1].endswith("passed")
 
