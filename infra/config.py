@@ -9,6 +9,7 @@ fix. ``environment_map`` checks the environments against each other (names, over
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import re
@@ -23,7 +24,6 @@ from search.readers import check_role_name
 from infra.validation import ConfigError, check_types, dataclass, nearest
 
 ACCOUNT_ID = re.compile(r"^\d{12}$")
-REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,254}$")
 DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
@@ -125,6 +125,15 @@ class ProvisionedCapacity:
             f"{path}.target_utilization_percent",
             "must be between 20 and 90",
         )
+
+
+@functools.cache
+def aws_regions() -> frozenset[str]:
+    """Every region of every partition in the endpoint data botocore ships (no hand-kept list)."""
+    from botocore.loaders import create_loader
+
+    endpoints = create_loader().load_data("endpoints")
+    return frozenset(region for partition in endpoints["partitions"] for region in partition["regions"])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -460,7 +469,13 @@ class ReadRole:
         )
         indexable = sorted(name for name, schema in REGISTRY.items() if schema.indexable)
         for index, schema in enumerate(self.schemas):
-            _require(schema in indexable, f"{path}.schemas[{index}]", f"{schema!r} is not one of {indexable}")
+            if schema in REGISTRY and schema not in indexable:
+                why = (
+                    f"{schema!r} is not indexable (it is never in the search domain); indexable: {indexable}"
+                )
+            else:
+                why = f"{schema!r} is not one of {indexable}{nearest(schema, indexable)}"
+            _require(schema in indexable, f"{path}.schemas[{index}]", why)
         _require(
             bool(self.iam_role_arns or self.backend_roles),
             f"{path}.iam_role_arns",
@@ -845,7 +860,10 @@ class EnvironmentConfig:
             f"{self.account!r} is not a 12-digit AWS account id",
         )
         _require(
-            bool(REGION.fullmatch(self.region)), f"{path}.region", f"{self.region!r} is not an AWS region"
+            self.region in aws_regions(),
+            f"{path}.region",
+            f"{self.region!r} is not an AWS region{nearest(self.region, aws_regions())} (the regions botocore "
+            "knows; a newer one needs a newer boto3 in requirements.txt)",
         )
         _require(
             self.log_retention_days in LOG_RETENTION_DAYS,

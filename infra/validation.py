@@ -36,10 +36,21 @@ class ConfigError(ValueError):
     """A setting is invalid; the message starts with the field's dotted path."""
 
 
-def nearest(name: str, candidates: typing.Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest candidate, or nothing."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+def nearest(name: str, candidates: typing.Iterable[str], fits: Callable[[str], bool] | None = None) -> str:
+    """`` (did you mean 'x'?)`` for the closest candidate, or nothing; with ``fits``, the closest of those that
+    would take the value given (``data_nodes=2`` means ``data_node_count``, not the closer ``data_node_type``)."""
+    close = difflib.get_close_matches(name, list(candidates), n=5, cutoff=0.6)
+    if fits is not None:
+        close = [candidate for candidate in close if fits(candidate)] or close
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    try:
+        _check(value, hint, "")
+    except (ConfigError, TypeError, ValueError):
+        return False
+    return True
 
 
 @dataclass_transform(field_specifiers=(dataclasses.field,))
@@ -58,9 +69,11 @@ def dataclass(cls: type[T] | None = None, /, **options: Any) -> Any:
 
         @functools.wraps(init)
         def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
-            for key in kwargs:
+            for key, value in kwargs.items():
                 if key not in names:
-                    raise ConfigError(f"{made.__name__}: unknown field {key!r}{nearest(key, names)}")
+                    hints = _hints(made)
+                    hint = nearest(key, names, lambda candidate: _fits(value, hints[candidate]))
+                    raise ConfigError(f"{made.__name__}: unknown field {key!r}{hint}")
             given = set(names[: len(args)]) | set(kwargs)
             missing = [name for name in required if name not in given]
             if missing:

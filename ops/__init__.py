@@ -14,7 +14,20 @@ if str(_LAMBDAS) not in sys.path:
     sys.path.insert(0, str(_LAMBDAS))
 __path__ = [str(_LAMBDAS / "ops")]
 
+import functools  # noqa: E402
+
 from infra.environments import environments  # noqa: E402 (after the path is set)
+from infra.validation import ConfigError, one_line  # noqa: E402
 from ops import cli  # noqa: E402
 
-cli.ENVIRONMENTS = environments  # --env's choices and regions come from config
+
+@functools.cache
+def _configured() -> dict[str, object]:
+    """The configured environments; a config mistake as the CLI's one-line `ConfigUnusable`."""
+    try:
+        return dict(environments())
+    except ConfigError as error:
+        raise cli.ConfigUnusable(one_line(error, error.__traceback__)) from None
+
+
+cli.ENVIRONMENTS = _configured  # --env's choices and regions come from config

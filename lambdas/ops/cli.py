@@ -19,6 +19,7 @@ run's failed verdict too), or a usage or configuration error.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -44,8 +45,13 @@ COMMANDS = ("reindex", "reconcile", "redrive", "purge", "smoke")
 ENVIRONMENTS: Callable[[], Mapping[str, Any]] | None = None
 
 
+class ConfigUnusable(Exception):
+    """The configured environments cannot be built: the message is the config error's one line."""
+
+
 def configured_environments() -> dict[str, Any] | None:
-    """The configured environments by name, or None where no config is at hand (a copy of lambdas/ alone)."""
+    """The configured environments by name, or None where no config is at hand (a copy of lambdas/ alone).
+    Raises ConfigUnusable when the config has a mistake."""
     return None if ENVIRONMENTS is None else dict(ENVIRONMENTS())
 
 
@@ -58,11 +64,16 @@ def _env(*names: str) -> str | None:
 
 
 def _indexable(name: str) -> Schema:
+    indexable = sorted(schema_name for schema_name, schema in REGISTRY.items() if schema.indexable)
     schema = REGISTRY.get(name)
     if schema is None:
-        raise argparse.ArgumentTypeError(f"unknown schema {name!r} (known: {', '.join(sorted(REGISTRY))})")
+        close = difflib.get_close_matches(name, indexable, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise argparse.ArgumentTypeError(f"unknown schema {name!r}{hint}; indexable: {', '.join(indexable)}")
     if not schema.indexable:
-        raise argparse.ArgumentTypeError(f"schema {name!r} is not indexable")
+        raise argparse.ArgumentTypeError(
+            f"schema {name!r} is not indexable (it is never in the search domain); indexable: {', '.join(indexable)}"
+        )
     return schema
 
 
@@ -74,11 +85,22 @@ def _positive(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ops", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ops",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the epilog's config error stays one line
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    known = configured_environments()
+    try:
+        known = configured_environments()
+        broken = None
+    except ConfigUnusable as error:  # --help still works, and names the mistake once
+        known, broken = None, str(error)
     names = sorted(known) if known is not None else None
+    env_help = f": one of {', '.join(names)} (infra/environments.py)" if names else ""
+    if broken:
+        parser.epilog = f"The config has a mistake, so no deployed command can run: {broken}"
 
     def common(sub: argparse.ArgumentParser, *, schema: bool) -> None:
         where = sub.add_mutually_exclusive_group(required=True)
@@ -86,8 +108,7 @@ def _parser() -> argparse.ArgumentParser:
             "--env",
             choices=names,
             metavar="ENV",
-            help="run the deployed workflow of this environment"
-            + (f": one of {', '.join(names)} (infra/environments.py)" if names else ""),
+            help="run the deployed workflow of this environment" + env_help,
         )
         where.add_argument("--local", action="store_true", help="run here, inside the VPC")
         if schema:
@@ -155,8 +176,16 @@ def _parser() -> argparse.ArgumentParser:
     smoke = commands.add_parser(
         "smoke", help="prove the deployed pipeline end to end: write, index, update, delete, read (ops.smoke)"
     )
-    smoke.add_argument("--env", required=True, help="the deployed environment to prove (dev, test, prod)")
-    smoke.add_argument("--region", default=_env("AWS_REGION", "AWS_DEFAULT_REGION"), help="(AWS_REGION)")
+    smoke.add_argument(
+        "--env",
+        required=True,
+        choices=names,
+        metavar="ENV",
+        help="the deployed environment to prove" + env_help,
+    )
+    smoke.add_argument(
+        "--region", default=None, help="AWS region (default: the environment's configured region)"
+    )
     smoke.add_argument("--no-wait", action="store_true", help="start it, print the execution, return")
     smoke.add_argument(
         "--assume-role", metavar="ROLE_ARN", help="run as this role (the deploy workflow's smoke runner role)"
@@ -331,6 +360,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["redrive"] and "--local" in arguments:
         return _redrive_here([arg for arg in arguments[1:] if arg != "--local"])
+    if not {"-h", "--help"} & set(arguments):
+        try:
+            configured_environments()
+        except ConfigUnusable as error:  # one line, as every entry point answers a config mistake
+            print(error, file=sys.stderr)
+            return 2
     args = _parser().parse_args(arguments)
     try:
         summary, status = run_deployed(args) if args.env else run_local(args)

@@ -152,7 +152,7 @@ def test_two_environments_with_one_name_are_refused() -> None:
 def broken_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The app's sources with every environment's network given ``max_azs="2"``."""
     copy = tmp_path_factory.mktemp("broken") / "repo"
-    for name in ("infra", "lambdas"):
+    for name in ("infra", "lambdas", "ops"):
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("app.py", "cdk.json", "cdk.context.json"):
         shutil.copy(ROOT / name, copy / name)
@@ -179,6 +179,8 @@ def record_line(copy: Path) -> int:
         ["-m", "infra.report", "--acknowledgments"],
         ["-m", "infra.generated", "--check"],
         ["-m", "infra.diagram"],
+        ["-m", "ops", "smoke", "--env", next(iter(environments()))],
+        ["-m", "ops", "reindex", "--env", next(iter(environments())), "--schema", "geozone"],
     ],
     ids=lambda command: " ".join(command),
 )
@@ -194,3 +196,62 @@ def test_every_command_prints_a_config_error_as_one_line_and_exits_2(
         f"{first}.network.max_azs: must be an integer, not '2' (str)"
     )
     assert (done.returncode, done.stdout, done.stderr) == (2, "", expected + "\n")
+
+
+def test_an_unknown_field_names_the_nearest_field_that_takes_the_value_given() -> None:
+    from infra.config import SearchSettings
+
+    # `data_node_type` is the closer name, but only `data_node_count` takes a number.
+    with fails_with("SearchSettings: unknown field 'data_nodes' (did you mean 'data_node_count'?)"):
+        SearchSettings(domain_name="refdata-dev", data_nodes=2)  # type: ignore[call-arg]
+    with fails_with("SearchSettings: unknown field 'data_nodes' (did you mean 'data_node_type'?)"):
+        SearchSettings(domain_name="refdata-dev", data_nodes="m7g.large.search")  # type: ignore[call-arg]
+
+
+def test_a_misspelt_region_is_refused_with_the_nearest_one_botocore_knows(config: EnvironmentConfig) -> None:
+    with pytest.raises(
+        ConfigError,
+        match=rf"^{config.name}\.region: 'ca-centrl-1' is not an AWS region \(did you mean 'ca-central-1'\?\)",
+    ):
+        replace(config, region="ca-centrl-1")
+    assert replace(config, region="ca-west-1").region == "ca-west-1"  # a real region, not a pattern
+
+
+def test_a_read_role_on_a_schema_that_is_never_indexed_says_so(config: EnvironmentConfig) -> None:
+    from infra.config import ReadRole
+
+    role = ReadRole(name="app_reader", schemas=("geozone", "thread"), iam_role_arns=())
+    with pytest.raises(
+        ConfigError, match=r"\.schemas\[1\]: 'thread' is not indexable \(it is never in the search"
+    ):
+        replace(config, search=replace(config.search, read_roles=(role,)))
+    misspelt = ReadRole(name="app_reader", schemas=("geozon",), iam_role_arns=())
+    with pytest.raises(
+        ConfigError, match=r"\.schemas\[0\]: 'geozon' is not one of .* \(did you mean 'geozone'\?\)"
+    ):
+        replace(config, search=replace(config.search, read_roles=(misspelt,)))
+
+
+def test_ops_help_works_with_a_broken_config_and_names_the_mistake_once(broken_copy: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ops", "--help"], cwd=broken_copy, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.count("must be an integer, not '2' (str)") == 1
+    assert "usage: python -m ops" in done.stdout
+
+
+def test_an_infra_command_prints_no_jsii_banner(tmp_path: Path) -> None:
+    """jsii's Node end-of-life banner came out of `python -m infra.report` as eleven lines of Python byte strings."""
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("JSII_SILENCE")}
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.report", "--acknowledgments"],  # builds the app: jsii starts
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stderr == ""

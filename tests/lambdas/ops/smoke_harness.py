@@ -321,7 +321,7 @@ def _report_processing_results(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(EventSourceMapping, "get_configuration", get_configuration)
 
 
-def _stacks(machines: Mapping[str, str]) -> None:
+def _stacks(environment: str, machines: Mapping[str, str]) -> None:
     """The two stacks' outputs, as far as the CLI reads them."""
     placeholder = {"Queue": {"Type": "AWS::SQS::Queue"}}
     stateless = {
@@ -336,7 +336,7 @@ def _stacks(machines: Mapping[str, str]) -> None:
     stateful = {"Resources": placeholder, "Outputs": {deployed.BUCKET_OUTPUT: {"Value": OPS_BUCKET}}}
     cloudformation = boto3.client("cloudformation", region_name=REGION)
     for name, template in (("Stateful", stateful), ("Stateless", stateless)):
-        cloudformation.create_stack(StackName=f"smoke-{name}", TemplateBody=json.dumps(template))
+        cloudformation.create_stack(StackName=f"{environment}-{name}", TemplateBody=json.dumps(template))
 
 
 @contextlib.contextmanager
@@ -437,7 +437,7 @@ def smoke_stack(
         machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
             name=machine_name, definition=json.dumps(definition("smoke", targets)), roleArn=role
         )["stateMachineArn"]
-        _stacks({"smoke": machine})
+        _stacks(config.name, {"smoke": machine})
 
         schema_tables = json.dumps({schema: table for schema, table in tables.items()})
         for variable, value in {

@@ -149,10 +149,26 @@ def test_a_deployed_run_uses_the_environments_region_unless_region_says_otherwis
 
     monkeypatch.setenv("AWS_REGION", "eu-west-1")  # a laptop's default region is not the environment's
     for name, config in environments().items():
-        args = cli._parser().parse_args(["purge", "--env", name])
-        assert cli.deployed_region(args) == config.region
-        args = cli._parser().parse_args(["purge", "--env", name, "--region", "us-east-2"])
-        assert cli.deployed_region(args) == "us-east-2"
+        for command in ("purge", "smoke"):  # smoke too: it took AWS_REGION over the configured region
+            args = cli._parser().parse_args([command, "--env", name])
+            assert cli.deployed_region(args) == config.region
+            args = cli._parser().parse_args([command, "--env", name, "--region", "us-east-2"])
+            assert cli.deployed_region(args) == "us-east-2"
+
+
+def test_an_unknown_schema_gets_the_nearest_indexable_one_and_a_non_indexable_one_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for schema, said in (
+        (
+            "geozon",
+            "unknown schema 'geozon' (did you mean 'geozone'?); indexable: booking, geozone, productDate",
+        ),
+        ("counter", "schema 'counter' is not indexable (it is never in the search domain)"),
+    ):
+        with pytest.raises(SystemExit):
+            cli._parser().parse_args(["reindex", "--env", "dev", "--schema", schema])
+        assert said in capsys.readouterr().err
 
 
 def test_a_failed_dry_run_says_it_was_one(ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,7 +27,7 @@ RUNNER = "refdata-smoke-runner"
 
 
 def run(stack: SmokeStack, capsys: pytest.CaptureFixture[str], *options: str) -> tuple[int, dict, str]:
-    status = cli.main(["smoke", "--env", "smoke", "--region", "ca-central-1", *options])
+    status = cli.main(["smoke", "--env", stack.config.name, "--region", "ca-central-1", *options])
     out, err = capsys.readouterr()
     return status, json.loads(out.strip().splitlines()[-1]), err
 
@@ -409,7 +409,7 @@ def test_two_runs_at_once_share_nothing_and_both_pass(
     results: list[int] = []
 
     def one() -> None:
-        results.append(cli.main(["smoke", "--env", "smoke", "--region", "ca-central-1"]))
+        results.append(cli.main(["smoke", "--env", stack.config.name, "--region", "ca-central-1"]))
 
     with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
         threads = [threading.Thread(target=one) for _ in range(2)]
