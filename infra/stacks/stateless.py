@@ -41,7 +41,8 @@ class StatelessStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.add_stack_dependency(stateful)
-        removal = RemovalPolicy.RETAIN if config.retains_data else RemovalPolicy.DESTROY
+        # RetainExceptOnCreate, as in the stateful stack: a failed first create leaves no log group or queue behind.
+        removal = RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if config.retains_data else RemovalPolicy.DESTROY
         handed = stateful.handoff.receive(self)
         schemas = [schema.name for schema in indexable_schemas()]
         tables = [

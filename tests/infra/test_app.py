@@ -17,6 +17,7 @@ from infra.config import ConfigError, EnvironmentConfig
 from infra.environments import environments
 from infra.report import deploy_target, stack_lines
 from tests.infra.conftest import ENVIRONMENTS, STACK_KINDS, Synthesized
+from tests.support.retention import removal_policies
 
 
 def stack_manifests(outdir: Path, env: str) -> dict[str, dict]:
@@ -54,6 +55,32 @@ def test_stateless_stack_deploys_after_the_stateful_stack(synthesized: Synthesiz
     assert stateful_id in artifacts[f"{env}/Stateless"].get("dependencies", [])
     stateless_id = artifacts[f"{env}/Stateless"]["id"]
     assert stateless_id not in artifacts[f"{env}/Stateful"].get("dependencies", [])
+
+
+@pytest.mark.parametrize("kind", STACK_KINDS)
+def test_what_an_environment_keeps_is_kept_except_by_the_rollback_of_its_first_create(
+    synthesized: Synthesized, config: EnvironmentConfig, kind: str
+) -> None:
+    """Where data is retained, every resource either stack keeps (the stateful stack's all; the stateless stack's
+    log groups and queues) is RetainExceptOnCreate, and Retain on replacement: a failed first create's rollback
+    removes it, so the retry finds no orphan with its name. What the stateless stack does not keep (state machines,
+    the bootstrap's custom resource) is deleted; where data is not retained, nothing is kept."""
+    resources = synthesized.template_json(config.name, kind)["Resources"]
+    stated = {
+        logical_id: (resource["DeletionPolicy"], resource.get("UpdateReplacePolicy"))
+        for logical_id, resource in resources.items()
+        if "DeletionPolicy" in resource
+    }
+    kept = {
+        logical_id: policies for logical_id, policies in stated.items() if policies != ("Delete", "Delete")
+    }
+    if not config.retains_data:
+        assert kept == {}
+        return
+    assert kept, f"{config.name}/{kind} keeps nothing"
+    assert kept == {logical_id: removal_policies(config) for logical_id in kept}
+    if kind == "Stateful":
+        assert kept == stated, "the stateful stack deletes nothing"
 
 
 def test_stack_descriptions_name_the_environment(synthesized: Synthesized, env: str) -> None:

@@ -16,6 +16,7 @@ from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS
 from infra.handoff import stream_parameter
 from tests.infra.conftest import table_ids
+from tests.support.retention import removal_policies
 from tests.support.template import Template
 
 FUNCTION = "AWS::Lambda::Function"
@@ -418,7 +419,7 @@ def test_dead_letter_queue_keeps_messages_fourteen_days(stateless: Template) -> 
 
 def test_dead_letter_queue_is_retained_with_the_data(stateless: Template, config: EnvironmentConfig) -> None:
     queue = stateless.find_resources(QUEUE)[dead_letter_queue_id(stateless)]
-    assert queue["DeletionPolicy"] == ("Retain" if config.retains_data else "Delete")
+    assert (queue["DeletionPolicy"], queue["UpdateReplacePolicy"]) == removal_policies(config)
 
 
 def test_dead_letter_queue_policy_denies_requests_without_tls(stateless: Template) -> None:
