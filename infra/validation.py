@@ -45,9 +45,10 @@ def nearest(name: str, candidates: typing.Iterable[str], fits: Callable[[str], b
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _fits(value: Any, hint: Any) -> bool:
+def _takes(cls: type, value: Any, field_name: str) -> bool:
+    """Whether field ``field_name`` of ``cls`` would take ``value``."""
     try:
-        _check(value, hint, "")
+        _check(value, _hints(cls)[field_name], "")
     except (ConfigError, TypeError, ValueError):
         return False
     return True
@@ -71,8 +72,7 @@ def dataclass(cls: type[T] | None = None, /, **options: Any) -> Any:
         def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
             for key, value in kwargs.items():
                 if key not in names:
-                    hints = _hints(made)
-                    hint = nearest(key, names, lambda candidate: _fits(value, hints[candidate]))
+                    hint = nearest(key, names, functools.partial(_takes, made, value))
                     raise ConfigError(f"{made.__name__}: unknown field {key!r}{hint}")
             given = set(names[: len(args)]) | set(kwargs)
             missing = [name for name in required if name not in given]
