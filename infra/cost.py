@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from infra.files import write
 from infra.templates import Stack, command_assembly, referenced_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -893,6 +894,11 @@ def estimate(stacks: list[Stack], workload: Workload, prices: PriceTable) -> lis
     return merged(items)
 
 
+def regions_of(groups: Mapping[str, list[Stack]]) -> dict[str, str]:
+    """The region (or regions) each environment's stacks are deployed in."""
+    return {env: ", ".join(sorted({stack.region for stack in group})) for env, group in groups.items()}
+
+
 def by_environment(stacks: Mapping[str, Stack]) -> dict[str, list[Stack]]:
     """The stacks of each environment, environments in config order."""
     from infra.environments import environments
@@ -1031,12 +1037,11 @@ def main(argv: list[str] | None = None) -> int:
     except CostError as error:
         print(f"cost: {error}", file=sys.stderr)
         return 2
-    regions = {env: ", ".join(sorted({stack.region for stack in group})) for env, group in groups.items()}
-    text = document(estimates, workload, prices, heartbeats, regions)
+    text = document(estimates, workload, prices, heartbeats, regions_of(groups))
     if args.write:
-        args.write.write_text(text)
+        write(args.write, text)
     if args.readme:
-        args.readme.write_text(with_readme_table(args.readme.read_text(), summary_table(estimates)))
+        write(args.readme, with_readme_table(args.readme.read_text(), summary_table(estimates)))
     if not args.write and not args.readme:
         print(text)
     return 0

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from infra.config import CapacityMode, EnvironmentConfig, TableSettings, data_schemas
+from infra.files import write
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -223,9 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stale: {path.relative_to(ROOT)} (run `make docs`)", file=sys.stderr)
         return 1 if stale else 0
     for path, text in outputs(environments()).items():
-        if path in stale:
-            path.write_text(text)
-            print(f"wrote {path.relative_to(ROOT)}")
+        write(path, text)
     return 0
 
 

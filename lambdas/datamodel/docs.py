@@ -236,8 +236,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = render()
     if args.write:
-        with open(args.write, "w", encoding="utf-8") as out:
-            out.write(text)
+        try:
+            with open(args.write, encoding="utf-8") as existing:
+                unchanged = existing.read() == text
+        except FileNotFoundError:
+            unchanged = False
+        if unchanged:
+            print(f"{args.write} unchanged")
+        else:
+            with open(args.write, "w", encoding="utf-8") as out:
+                out.write(text)
+            print(f"wrote {args.write}")
     else:
         sys.stdout.write(text)
     return 0

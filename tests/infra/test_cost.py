@@ -109,7 +109,7 @@ def test_docs_cost_and_the_readme_table_are_current(
     heartbeats = {
         env: cost.heartbeat_cost(stacks, cost.Workload(), prices) for env, stacks in environments.items()
     }
-    expected = cost.document(estimates, cost.Workload(), prices, heartbeats)
+    expected = cost.document(estimates, cost.Workload(), prices, heartbeats, cost.regions_of(environments))
     assert (ROOT / "docs" / "cost.md").read_text() == expected, "stale: run `make cost`"
     readme = (ROOT / "README.md").read_text()
     assert cost.with_readme_table(readme, cost.summary_table(estimates)) == readme, "stale: run `make cost`"

@@ -209,3 +209,11 @@ def test_prod_pays_for_three_zones_of_endpoints_and_dedicated_masters(
     )
     assert items_of(prod, "OpenSearch", "r7g.large.search data nodes") == pytest.approx(3 * HOURS * 0.195)
     assert items_of(prod, "VPC endpoints", "sts (interface) in 3 AZ") == pytest.approx(3 * HOURS * 0.011)
+
+
+def test_the_shipped_indexable_schemas_keep_their_admin_notes_internal() -> None:
+    """A property of the shipped schemas, by name (a new schema need not have admin notes at all)."""
+    from datamodel.registry import REGISTRY, Visibility
+
+    for name in ("booking", "geozone", "productDate"):
+        assert "adminNotes" in REGISTRY[name].attributes_of(visibility=Visibility.INTERNAL), name

@@ -91,11 +91,6 @@ def zone(**changes):
     )
 
 
-def test_shipped_schemas_keep_admin_notes_internal():
-    for schema in indexable_schemas():
-        assert "adminNotes" in schema.attributes_of(visibility=Visibility.INTERNAL), schema.name
-
-
 def test_attributes_are_listed_by_kind_and_visibility_in_declaration_order():
     schema = REGISTRY["productDate"]
     assert schema.attributes_of(AttributeKind.TEXT, Visibility.PUBLIC) == ("name", "description")
