@@ -246,8 +246,9 @@ def test_an_infra_command_prints_no_jsii_banner(tmp_path: Path) -> None:
     import os
 
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JSII_SILENCE")}
+    imports = "import infra.report, aws_cdk"  # what every infra command does first: jsii starts
     done = subprocess.run(
-        [sys.executable, "-c", "import infra.report, aws_cdk"],  # what every infra command does first: jsii starts
+        [sys.executable, "-c", imports],
         cwd=ROOT,
         env=environment,
         capture_output=True,
