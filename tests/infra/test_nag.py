@@ -41,17 +41,3 @@ def test_the_report_knows_a_rule_prefix_for_each_pack() -> None:
 
     assert len(PACK_PREFIXES) == len(RULE_PACKS)
 
-
-def test_the_readmes_acknowledgment_counts_are_what_the_report_counts(synthesized: Synthesized) -> None:
-    """The README states each environment's count; `python -m infra.report --acknowledgments` computes it."""
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    stated = re.search(r"per environment: ((?:\w+ \d+(?:, )?)+)", readme)
-    assert stated, "the README states the acknowledgments per environment"
-    counts = {name: int(count) for name, count in re.findall(r"(\w+) (\d+)", stated[1])}
-    # every figure it states is true (an environment added since need not be listed for the statement to hold)
-    assert counts == {
-        env: len(synthesized.acknowledgments(env)) for env in counts if env in synthesized.environments
-    }
