@@ -40,4 +40,3 @@ def test_the_report_knows_a_rule_prefix_for_each_pack() -> None:
     from infra.report import PACK_PREFIXES
 
     assert len(PACK_PREFIXES) == len(RULE_PACKS)
-
