@@ -130,7 +130,7 @@ bench: setup ## run the benchmarks into docs/benchmarks.md (slow)
 # The one regeneration command of every routine change (README, "Routine changes").
 docs: setup ## regenerate all that config and the registry define: README tables and diagram, deliver.yml, docs/
 	$(call step,files generated from config and the schema registry)
-	@PYTHONPATH=lambdas $(BIN)/python -m datamodel.docs --write docs/data-model.md
+	@PYTHONPATH=lambdas $(BIN)/python -m refdata.docs --write docs/data-model.md
 	@$(BIN)/python -m infra.generated --write
 	@$(MAKE) --no-print-directory synth
 	@$(BIN)/python -m infra.diagram --write README.md --assembly cdk.out

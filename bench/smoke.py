@@ -28,7 +28,7 @@ SCENARIOS = (("loopback as fast as it answers", 0.0), ("20 ms per OpenSearch req
 
 def _one_change(stack: Any) -> float:
     """Seconds from an ordinary item's put to the read alias returning it: one change through the pipeline."""
-    from datamodel.registry import indexable_schemas
+    from refdata.registry import indexable_schemas
     from search.indices import read_alias
 
     schema = indexable_schemas()[0].name

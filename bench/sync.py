@@ -36,7 +36,7 @@ _SERVER = """
 import json, sys, time
 from search import indices
 from search.transport import OpenSearchTransport
-from datamodel.registry import indexable_schemas
+from refdata.registry import indexable_schemas
 from tests.support.opensearch_server import LoopbackOpenSearch
 
 server = LoopbackOpenSearch(region=sys.argv[1], latency_seconds=float(sys.argv[2])).start()
@@ -157,7 +157,7 @@ def make_batch(batch_number: int, size: int = BATCH) -> list[dict[str, Any]]:
 def item_bytes(record: dict[str, Any]) -> int:
     """DynamoDB's item size: attribute names plus values (numbers approximated by their text)."""
     from boto3.dynamodb.types import TypeDeserializer
-    from datamodel.item_size import item_size
+    from refdata.item_size import item_size
 
     deserializer = TypeDeserializer()
     image = {k: deserializer.deserialize(v) for k, v in record["dynamodb"]["NewImage"].items()}
@@ -410,7 +410,7 @@ print(json.dumps(memory_child(json.loads(sys.argv[1]))), flush=True)
 
 
 def polygon_of_size(size: int) -> bytes:
-    """A valid GeoJSON polygon of about `size` bytes, compact as the writers store it (datamodel.offload)."""
+    """A valid GeoJSON polygon of about `size` bytes, compact as the writers store it (refdata.offload)."""
     import math
 
     count = max(4, (size - 40) // 24)

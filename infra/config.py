@@ -18,7 +18,7 @@ from dataclasses import field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
-from datamodel.registry import COUNTER, REGISTRY
+from refdata.registry import COUNTER, REGISTRY
 from search.readers import check_role_name
 
 from infra.validation import ConfigError, check_types, dataclass, nearest
@@ -445,7 +445,7 @@ class ReadRole:
 
     The index bootstrap creates it on every deploy (and deletes it once removed from config). It may search,
     count and get documents of ``schemas`` through their read aliases only; document-level security hides
-    tombstones and hidden items, field-level security the schemas' internal attributes (datamodel.registry).
+    tombstones and hidden items, field-level security the schemas' internal attributes (refdata.registry).
     Requests signed by the IAM roles in ``iam_role_arns`` act as it, and the domain's access policy admits those
     roles to the aliases' `_search`, `_count` and `_doc` paths; ``backend_roles`` maps further backend roles
     as given (e.g. a SAML group signing in to Dashboards).

@@ -1,7 +1,7 @@
 """`python -m ops ...` from the repository root.
 
 The ops CLI and its operations live in lambdas/ops: lambdas/ is the root of every Lambda asset, where the runtime
-packages import each other as top-level packages (datamodel, search, stream_sync). This package puts lambdas/ on
+packages import each other as top-level packages (refdata, search, stream_sync). This package puts lambdas/ on
 the path and stands for lambdas/ops, so `python -m ops` runs lambdas/ops/__main__.py with everything importable,
 and hands the CLI the configured environments (the Lambda asset holds no infra/ to import them from).
 """

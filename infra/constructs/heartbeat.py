@@ -2,7 +2,7 @@
 the sync measures the whole pipeline's lag all day, with or without traffic (docs/sync.md, *Heartbeat*).
 
 Each schedule calls DynamoDB's PutItem directly (a universal target: no function of its own) with the heartbeat
-item of its table (``datamodel.reserved.heartbeat_key`` in the first indexable schema the table holds, so the
+item of its table (``refdata.reserved.heartbeat_key`` in the first indexable schema the table holds, so the
 table's event filter admits it and its schema's index takes it) and the scheduled time in ``heartbeatAt`` (every
 write changes the item: DynamoDB writes no stream record for a write that changes nothing). The sync emits
 ``HeartbeatLagSeconds`` with the dimensions ``Environment`` and ``Table`` once the index has accepted the document
@@ -22,7 +22,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
-from datamodel.reserved import HEARTBEAT_AT, heartbeat_key
+from refdata.reserved import HEARTBEAT_AT, heartbeat_key
 
 from infra.config import HeartbeatSettings
 from infra.iam import attach_policy

@@ -25,7 +25,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
-from datamodel.reserved import CANARY, scope_prefix
+from refdata.reserved import CANARY, scope_prefix
 
 from infra.constructs.search_domain import reader_grants
 from infra.constructs.stream_sync import SyncedTable

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from constructs import Construct
-from datamodel.registry import indexable_schemas
 from ops.purge import minimum_age_seconds
+from refdata.registry import indexable_schemas
 from search.indices import bootstrap_fingerprint
 from search.readers import read_role_definitions
 

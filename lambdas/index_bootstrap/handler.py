@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from datamodel.registry import indexable_schemas
+from refdata.registry import indexable_schemas
 from search.readers import parse_read_roles
 from search.transport import OpenSearchTransport, assume_role, normalize_endpoint
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
-from datamodel.registry import REGISTRY, Schema
+from refdata.registry import REGISTRY, Schema
 from stream_sync.config import ConfigError
 from stream_sync.tables import SchemaTables
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from datamodel.registry import indexable_schemas
+from refdata.registry import indexable_schemas
 from search.indices import DELETED_AT_FIELD, index_pattern
 from stream_sync.sync import Ports
 

@@ -5,7 +5,7 @@ Differences, per document id `<pk>#<sk>`:
 - stale: the index's live document differs from the document the sync would build from the item;
 - deleted: the index has a live document for an item that no longer exists.
 
-The platform's own items (the heartbeat and the smoke run's canaries, datamodel.reserved) are left out: they
+The platform's own items (the heartbeat and the smoke run's canaries, refdata.reserved) are left out: they
 change every minute or are written and deleted within seconds, so in flight they would always look like drift.
 
 The run has two kinds of parts, all independent: **table parts** (scan segments or export files) read items and
@@ -41,8 +41,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from datamodel.keys import document_id, parse_document_id
-from datamodel.reserved import is_reserved
+from refdata.keys import document_id, parse_document_id
+from refdata.reserved import is_reserved
 from search.documents import (
     GEOMETRY_ATTRIBUTE,
     GEOMETRY_URL_ATTRIBUTE,
@@ -134,7 +134,7 @@ def table_differences(
     found: list[Difference] = []
     for item in items:
         if is_reserved(item["pk"]["S"]):
-            continue  # the heartbeat and smoke canaries change all the time: never drift (datamodel.reserved)
+            continue  # the heartbeat and smoke canaries change all the time: never drift (refdata.reserved)
         doc_id = document_id(item["pk"]["S"], item["sk"]["S"])
         source = documents.get(doc_id)
         if source is None or source.get("tombstone") is True:

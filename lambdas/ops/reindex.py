@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from datamodel.registry import REGISTRY
+from refdata.registry import REGISTRY
 from stream_sync.sync import Fate, Ports
 
 from ops.index import (

@@ -3,7 +3,7 @@ item through an update and a delete, and never reaches a reader.
 
 `python -m ops smoke --env <env>` (the deploy workflow runs it after each environment's `cdk deploy`) starts the
 smoke workflow, whose worker runs inside the VPC like the other ops operations. One part per indexable schema, in
-the table that holds it, each with its own canary (datamodel.reserved: a reserved scope, a key unique to the run):
+the table that holds it, each with its own canary (refdata.reserved: a reserved scope, a key unique to the run):
 
     write             put the canary through the key conventions (globalid.create_item), every declared attribute set
     indexed           wait until the read alias returns it, version 1
@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from datamodel.globalid import create_item, update_attributes
-from datamodel.keys import document_id
-from datamodel.registry import Visibility, get_schema, indexable_schemas
-from datamodel.reserved import CANARY, canary_key, sample_attributes, scope_prefix
+from refdata.globalid import create_item, update_attributes
+from refdata.keys import document_id
+from refdata.registry import Visibility, get_schema, indexable_schemas
+from refdata.reserved import CANARY, canary_key, sample_attributes, scope_prefix
 from search.admin import JsonApi
 from search.indices import index_pattern, read_alias
 from search.transport import OpenSearchTransport, assume_role, path_segment

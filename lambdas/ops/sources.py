@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from datamodel.registry import REGISTRY
+from refdata.registry import REGISTRY
 
 from ops.index import OpsError
 from ops.table import ReadPacer, TablePage, export_pages, scan_pages

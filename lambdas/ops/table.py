@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from datamodel.registry import Schema
+from refdata.registry import Schema
 
 Item = dict[str, Any]  # DynamoDB JSON, as the low-level client returns it (and an export writes it)
 EXPORT_PAGE_LINES = 1000  # export lines per page: a page is one batch of writes and one saved cursor

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from datamodel.keys import document_id
+from refdata.keys import document_id
 from search import documents
 from search.indices import STREAM_SEQ_WIDTH
 from stream_sync.config import Settings

@@ -25,11 +25,11 @@ from functools import lru_cache
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
-from datamodel import geometry as geometry_rules
-from datamodel import limits
-from datamodel.keys import document_id
-from datamodel.numbers import NUMBER_TEXT, NumberError, parse_number_text
-from datamodel.registry import schema_of_pk
+from refdata import geometry as geometry_rules
+from refdata import limits
+from refdata.keys import document_id
+from refdata.numbers import NUMBER_TEXT, NumberError, parse_number_text
+from refdata.registry import schema_of_pk
 
 from search import indices
 
@@ -57,7 +57,7 @@ class RecordError(Exception):
 
 
 def _number(text: Any) -> int | float | Decimal:
-    """A DynamoDB number's text (its grammar and range: `datamodel.numbers`) as an int, as the double that names
+    """A DynamoDB number's text (its grammar and range: `refdata.numbers`) as an int, as the double that names
     the same value, or else as the exact Decimal."""
     if (
         type(text) is str
@@ -202,7 +202,7 @@ def _is_number(value: Any) -> bool:
 
 
 def validate_geometry(geometry: Any) -> None:
-    """The same GeoJSON check the writers apply (`datamodel.geometry.validate`), as a permanent failure."""
+    """The same GeoJSON check the writers apply (`refdata.geometry.validate`), as a permanent failure."""
     try:
         geometry_rules.validate(geometry)
     except geometry_rules.GeometryError as error:
@@ -391,12 +391,12 @@ def item_document(image: Mapping[str, Mapping[str, Any]], schema: str) -> dict[s
 
 @lru_cache(maxsize=64)
 def _mapped_fields(schema: str) -> tuple[dict[str, Any], int]:
-    """The fields the schema's index template maps, as `datamodel.limits` walks them."""
+    """The fields the schema's index template maps, as `refdata.limits` walks them."""
     return limits.mapped_tree(indices.index_mappings(schema)["properties"])
 
 
 def check_indexable(doc: Mapping[str, Any], schema: str) -> None:
-    """The engine's document limits (`datamodel.limits`) against the schema's template: a permanent failure
+    """The engine's document limits (`refdata.limits`) against the schema's template: a permanent failure
     naming the limit when the engine could never index `doc`."""
     try:
         limits.check_item(doc, tree=_mapped_fields(schema))

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from datamodel.registry import AttributeKind, get_schema
+from refdata.registry import AttributeKind, get_schema
 
 APPLY_SCRIPT_ID: Final = "refdata-sync-apply"
 # Stored with this context (`PUT _scripts/<id>/update`) the script is compiled when stored: a compile error
@@ -164,7 +164,7 @@ def _text_with_keyword() -> dict[str, Any]:
 
 
 def attribute_mapping(kind: AttributeKind) -> dict[str, Any]:
-    """The explicit mapping of a declared attribute (datamodel.registry); `text` as dynamic strings get it."""
+    """The explicit mapping of a declared attribute (refdata.registry); `text` as dynamic strings get it."""
     return _text_with_keyword() if kind is AttributeKind.TEXT else {"type": kind.value}
 
 

@@ -25,9 +25,9 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from datamodel.geometry import validate
-from datamodel.keys import pk_prefix
-from datamodel.registry import AttributeKind, Schema, Visibility, get_schema
+from refdata.geometry import validate
+from refdata.keys import pk_prefix
+from refdata.registry import AttributeKind, Schema, Visibility, get_schema
 
 from search.indices import read_alias
 

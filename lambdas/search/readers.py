@@ -24,8 +24,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from datamodel import reserved
-from datamodel.registry import SEPARATOR, Schema, Visibility, get_schema
+from refdata import reserved
+from refdata.registry import SEPARATOR, Schema, Visibility, get_schema
 
 from search.indices import EXACT_NUMBERS_FIELD, read_alias
 from search.security import SYNC_ROLE
@@ -57,7 +57,7 @@ RESERVED_ROLE_NAMES: Final = frozenset(
 
 def document_filter(schema: Schema) -> dict[str, Any]:
     """The query a reader's documents of `schema` must match: no tombstone, hidden flag not true, and none of the
-    platform's own items (the reserved heartbeat and canary scopes, datamodel.reserved)."""
+    platform's own items (the reserved heartbeat and canary scopes, refdata.reserved)."""
     hidden: list[dict[str, Any]] = [{"term": {"tombstone": True}}]
     if schema.hidden_flag:
         hidden.append({"term": {schema.hidden_flag: True}})

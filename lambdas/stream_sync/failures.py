@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from datamodel.limits import DOCUMENT_LIMIT
+from refdata.limits import DOCUMENT_LIMIT
 from search.errors import cause_chain, describe
 
 SCRIPT_UNAVAILABLE: Final = "script-unavailable"
@@ -51,7 +51,7 @@ RULES: Final = (
     Rule("version_conflict_engine_exception", None, "version-conflict", True),
     Rule("rejected_execution_exception", None, "throttled", True),
     Rule("es_rejected_execution_exception", None, "throttled", True),
-    # The engine's limits on one document or on the index's mapping (datamodel.limits checks them before sending;
+    # The engine's limits on one document or on the index's mapping (refdata.limits checks them before sending;
     # the index's total reaches its limit only in the engine, as other documents add fields).
     Rule("illegal_argument_exception", "Limit of total fields", DOCUMENT_LIMIT, False),
     Rule("illegal_argument_exception", "Limit of mapping depth", DOCUMENT_LIMIT, False),

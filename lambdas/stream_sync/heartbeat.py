@@ -1,6 +1,6 @@
 """The heartbeat's end-to-end lag: a heartbeat item's write time to the moment the index accepted its document.
 
-An EventBridge Scheduler schedule rewrites one heartbeat item per source table (datamodel.reserved, infra/constructs/
+An EventBridge Scheduler schedule rewrites one heartbeat item per source table (refdata.reserved, infra/constructs/
 heartbeat.py). Its stream record goes the way of every record: stream filter, event source mapping, this function,
 the bulk request. Once the index has accepted it (fate `indexed`), this module emits `HeartbeatLagSeconds`, the time
 since the write, as one CloudWatch Embedded Metric Format line with the dimensions `Environment` and `Table` (the
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from datamodel.reserved import HEARTBEAT_AT, is_heartbeat
+from refdata.reserved import HEARTBEAT_AT, is_heartbeat
 
 from stream_sync.config import Settings
 from stream_sync.sync import BatchResult, Fate

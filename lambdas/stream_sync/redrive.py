@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from datamodel.registry import SEPARATOR
+from refdata.registry import SEPARATOR
 
 from stream_sync.config import Settings
 from stream_sync.sync import FINAL_FATES, Fate, Ports, process_batch

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from datamodel.registry import COUNTER, REGISTRY
+from refdata.registry import COUNTER, REGISTRY
 
 
 def table_of_arn(arn: object) -> str | None:

@@ -10,7 +10,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from datamodel.registry import REGISTRY
+from refdata.registry import REGISTRY
 
 from infra.config import (
     INVERTED_INDEX,

@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from datamodel.keys import parse_key
-from datamodel.reserved import HEARTBEAT_AT, heartbeat_key, is_heartbeat
+from refdata.keys import parse_key
+from refdata.reserved import HEARTBEAT_AT, heartbeat_key, is_heartbeat
 
 from infra.config import ConfigError, EnvironmentConfig, HeartbeatSettings
 from infra.constructs.heartbeat import PUT_ITEM_TARGET, SCHEDULED_TIME, heartbeat_item, rate

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from aws_cdk.assertions import Capture, Match
-from datamodel.registry import indexable_schemas
+from refdata.registry import indexable_schemas
 from search.indices import bootstrap_fingerprint, read_alias
 from search.readers import read_role_definitions
 

@@ -14,7 +14,7 @@ changes when the shipped configuration does (README, "Routine changes"):
 from __future__ import annotations
 
 import pytest
-from datamodel.registry import COUNTER, REGISTRY, indexable_schemas
+from refdata.registry import COUNTER, REGISTRY, indexable_schemas
 
 from infra import cost
 from infra.config import CapacityMode, EnvironmentConfig
@@ -213,7 +213,7 @@ def test_prod_pays_for_three_zones_of_endpoints_and_dedicated_masters(
 
 def test_the_shipped_indexable_schemas_keep_their_admin_notes_internal() -> None:
     """A property of the shipped schemas, by name (a new schema need not have admin notes at all)."""
-    from datamodel.registry import REGISTRY, Visibility
+    from refdata.registry import REGISTRY, Visibility
 
     for name in ("booking", "geozone", "productDate"):
         assert "adminNotes" in REGISTRY[name].attributes_of(visibility=Visibility.INTERNAL), name

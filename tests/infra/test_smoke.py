@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from datamodel.reserved import CANARY, scope_prefix
+from refdata.reserved import CANARY, scope_prefix
 from search.indices import read_alias
 
 from infra.config import EnvironmentConfig

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from aws_cdk.assertions import Match
-from datamodel.registry import COUNTER, REGISTRY, indexable_schemas
+from refdata.registry import COUNTER, REGISTRY, indexable_schemas
 
 from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS

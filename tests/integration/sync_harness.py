@@ -24,8 +24,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.credentials import Credentials
-from datamodel.registry import indexable_schemas, schema_of_pk
 from index_bootstrap.bootstrap import IndexBootstrap
+from refdata.registry import indexable_schemas, schema_of_pk
 from search import indices
 from search.documents import encode_json, engine_document, item_from_dynamodb
 from search.readers import read_role_definitions

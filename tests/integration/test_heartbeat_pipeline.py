@@ -11,7 +11,7 @@ import time
 from urllib.parse import quote
 
 import pytest
-from datamodel.reserved import HEARTBEAT_AT
+from refdata.reserved import HEARTBEAT_AT
 from sync_harness import ADMIN_KEY, READ_ROLES, READER_KEY, Pipeline, signed_as
 
 from infra.constructs.heartbeat import SCHEDULED_TIME, heartbeat_item

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tests.recipes.scratch import Scratch
 
 ENVIRONMENTS = "infra/environments.py"
-REGISTRY = "lambdas/datamodel/registry.py"
+REGISTRY = "lambdas/refdata/registry.py"
 CONTEXT = "cdk.context.json"
 PINS = "tests/infra/test_shipped_config.py"
 
@@ -221,7 +221,7 @@ def count_tests(ids: list[str], name: str) -> int:
 
 
 # Contracts over the registry that iterate every schema inside one test (no per-schema ids): a new schema's proof.
-SCHEMA_CONTRACTS = ("tests/lambdas/datamodel", "tests/lambdas/search")
+SCHEMA_CONTRACTS = ("tests/lambdas/refdata", "tests/lambdas/search")
 
 
 def selection(ids: list[str], added: list[Added]) -> list[str]:

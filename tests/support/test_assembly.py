@@ -21,7 +21,7 @@ from tests.support.assembly import ROOT, ensure, reads_the_synth
         (["test_nag.py"], ROOT / "tests" / "infra", True),
         (["tests/integration/test_sync_pipeline.py"], ROOT, True),
         (["tests/lambdas"], ROOT, True),  # tests/lambdas/ops stands the templates up in moto
-        (["tests/lambdas/datamodel", "tests/support/test_template.py"], ROOT, False),
+        (["tests/lambdas/refdata", "tests/support/test_template.py"], ROOT, False),
         (["tests/recipes"], ROOT, False),
     ],
 )

@@ -297,7 +297,7 @@ def test_the_deploy_jobs_credentials_last_the_job_and_the_job_covers_a_first_dep
     import math
     import re
 
-    from datamodel.registry import REGISTRY
+    from refdata.registry import REGISTRY
 
     from infra.constructs.ops_workflows import WORKER_TIMEOUT
 

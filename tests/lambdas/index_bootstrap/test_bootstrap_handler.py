@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from botocore.credentials import Credentials
-from datamodel.registry import indexable_schemas
 from index_bootstrap import bootstrap, handler
 from index_bootstrap.bootstrap import SELF_TEST_INDEX_PREFIX, BootstrapError
+from refdata.registry import indexable_schemas
 from search.documents import build_document, encode_update, parse_change
 from search.indices import (
     APPLY_SCRIPT_ID,

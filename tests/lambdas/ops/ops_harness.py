@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
-from datamodel.registry import REGISTRY, indexable_schemas
 from index_bootstrap import bootstrap
 from index_bootstrap.bootstrap import IndexBootstrap
 from ops.index import IndexClient
@@ -19,6 +18,7 @@ from ops.reconcile import Reconcile
 from ops.reindex import Reindex
 from ops.runs import MemoryRunStore, Run
 from ops.table import Item, TablePage, scan_pages
+from refdata.registry import REGISTRY, indexable_schemas
 from search import indices
 from search.documents import encode_json, engine_document, item_from_dynamodb
 from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport

@@ -34,10 +34,10 @@ from typing import Any
 import boto3
 import pytest
 from botocore.credentials import Credentials
-from datamodel.registry import indexable_schemas
-from datamodel.reserved import CANARY, scope_of
 from index_bootstrap.bootstrap import IndexBootstrap
 from moto import mock_aws
+from refdata.registry import indexable_schemas
+from refdata.reserved import CANARY, scope_of
 from search import indices
 from search.readers import read_role_definitions
 from search.transport import OpenSearchTransport

@@ -159,7 +159,7 @@ def test_a_deployed_run_uses_the_environments_region_unless_region_says_otherwis
 def test_an_unknown_schema_gets_the_nearest_indexable_one_and_a_non_indexable_one_says_so(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from datamodel.registry import REGISTRY
+    from refdata.registry import REGISTRY
 
     indexable = ", ".join(sorted(name for name, schema in REGISTRY.items() if schema.indexable))
     for schema, said in (

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from datamodel.registry import indexable_schemas
 from ops.index import Hit
 from ops.purge import Purge, minimum_age_seconds, purgeable
 from ops.runs import MemoryRunStore, Run
 from ops.workflow import prepared
 from ops_harness import MIN_AGE, ZONE, OpsEnv, seq
+from refdata.registry import indexable_schemas
 from search import indices
 
 from tests.support.opensearch_server import ROUTE_BULK

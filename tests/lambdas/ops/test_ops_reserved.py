@@ -1,14 +1,14 @@
-"""The platform's own items (the heartbeat and the smoke run's canaries, datamodel.reserved) disturb no ops tool,
+"""The platform's own items (the heartbeat and the smoke run's canaries, refdata.reserved) disturb no ops tool,
 for every indexable schema: reconcile reports no drift for them (in flight they always look drifted) while it still
 finds an ordinary item's, and the purge leaves the heartbeat's document alone."""
 
 from __future__ import annotations
 
 import pytest
-from datamodel.registry import indexable_schemas
-from datamodel.reserved import HEARTBEAT_AT, canary_key, heartbeat_key
 from ops.purge import Purge
 from ops_harness import MIN_AGE, OpsEnv, seq
+from refdata.registry import indexable_schemas
+from refdata.reserved import HEARTBEAT_AT, canary_key, heartbeat_key
 from search.indices import index_name
 
 pytestmark = pytest.mark.integration

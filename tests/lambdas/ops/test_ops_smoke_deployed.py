@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.credentials import Credentials
-from datamodel.registry import indexable_schemas
+from refdata.registry import indexable_schemas
 from smoke_harness import Poller, virtual_time
 from stream_sync import aws as sync_aws
 from stream_sync import handler

@@ -83,7 +83,7 @@ ALL_TYPES = {
     "tags": {"SS": ["trail", "lake", "camp"]},
     "sizes": {"NS": ["10", "2.5", "-1"]},
     "blobs": {"BS": ["Aw==", "AQ=="]},
-    # A list's elements are one field to the engine: values, or objects, never both (datamodel.limits).
+    # A list's elements are one field to the engine: values, or objects, never both (refdata.limits).
     "nested": {
         "M": {
             "list": {"L": [{"S": "a"}, {"N": "1"}, {"L": []}]},
@@ -579,7 +579,7 @@ def test_only_finite_numbers_are_encoded() -> None:
 def test_items_the_engine_can_never_index_are_refused_naming_the_limit(
     attributes: dict[str, Any], kind: str
 ) -> None:
-    """DynamoDB accepts each of these; OpenSearch refuses them (issue 18, finding 5): datamodel.limits, against the
+    """DynamoDB accepts each of these; OpenSearch refuses them (issue 18, finding 5): refdata.limits, against the
     schema's index template."""
     with pytest.raises(RecordError) as raised:
         transform(stream_record("INSERT", attributes))

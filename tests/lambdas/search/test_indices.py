@@ -6,9 +6,9 @@ import copy
 from typing import Any
 
 import pytest
-from datamodel.registry import indexable_schemas
 from hypothesis import given
 from hypothesis import strategies as st
+from refdata.registry import indexable_schemas
 from search.indices import (
     APPLY_SCRIPT_SOURCE,
     STREAM_SEQ_WIDTH,

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 from botocore.credentials import Credentials
-from datamodel.offload import prepare_item
-from datamodel.registry import indexable_schemas
 from index_bootstrap.bootstrap import IndexBootstrap
+from refdata.offload import prepare_item
+from refdata.registry import indexable_schemas
 from search.documents import build_document, encode_update, parse_change
 from search.indices import read_alias
 from search.queries import (

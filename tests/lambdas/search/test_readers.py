@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from datamodel.registry import REGISTRY
+from refdata.registry import REGISTRY
 from search.readers import (
     READ_INDEX_ACTIONS,
     check_role_name,
@@ -25,7 +25,7 @@ def test_readers_never_see_tombstones_nor_items_whose_hidden_flag_is_set() -> No
             "must_not": [
                 {"term": {"tombstone": True}},
                 {"term": {"hidden": True}},
-                # The platform's own heartbeat and canaries (datamodel.reserved): geozone's pk is its scope alone.
+                # The platform's own heartbeat and canaries (refdata.reserved): geozone's pk is its scope alone.
                 {"term": {"pk": "geozone::refdata-heartbeat"}},
                 {"term": {"pk": "geozone::refdata-canary"}},
             ]
@@ -94,7 +94,7 @@ def _excludes(clauses: list[dict], pk: str) -> bool:
 
 @pytest.mark.parametrize("schema", [s.name for s in REGISTRY.values() if s.indexable])
 def test_readers_never_see_the_platforms_heartbeat_or_canaries_and_see_ordinary_items(schema: str) -> None:
-    from datamodel.reserved import CANARY, canary_key, heartbeat_key
+    from refdata.reserved import CANARY, canary_key, heartbeat_key
 
     clauses = document_filter(REGISTRY[schema])["bool"]["must_not"]
     heartbeat, _, _ = heartbeat_key(schema)

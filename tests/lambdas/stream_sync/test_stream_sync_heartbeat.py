@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from datamodel.registry import indexable_schemas
-from datamodel.reserved import HEARTBEAT_AT, heartbeat_key
+from refdata.registry import indexable_schemas
+from refdata.reserved import HEARTBEAT_AT, heartbeat_key
 from stream_sync import aws, handler, heartbeat
 from stream_sync.sync import process_batch
 from stream_sync_fakes import Harness, record, settings

@@ -11,7 +11,7 @@ the value of the schema's first pk scope field (a text field, checked by the reg
 
 Both go through the whole pipeline like any item (stream filter, sync, index), which is the point; document-level
 security hides both scopes from every read role (search.readers), reconcile leaves them out, and application
-writers cannot build their keys (datamodel.keys refuses a reserved value unless `reserved=True`).
+writers cannot build their keys (refdata.keys refuses a reserved value unless `reserved=True`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any, Final
 
-from datamodel.keys import CANARY_SCOPE, HEARTBEAT_SCOPE, RESERVED_PREFIX, build_pk, build_sk, pk_prefix
-from datamodel.registry import (
+from refdata.keys import CANARY_SCOPE, HEARTBEAT_SCOPE, RESERVED_PREFIX, build_pk, build_sk, pk_prefix
+from refdata.registry import (
     SEPARATOR,
     AttributeKind,
     CounterSk,
@@ -120,7 +120,7 @@ def _key(
 ) -> tuple[str, str, dict[str, object]]:
     """(pk, sk, attributes the key needs) of a reserved item: the sharding attribute goes into the item when it
     is not a key field, so the shard can be recomputed from the item as the conventions compute it."""
-    from datamodel.sharding import shard_of  # boto3's conditions: not for the sync's import path
+    from refdata.sharding import shard_of  # boto3's conditions: not for the sync's import path
 
     attributes: dict[str, object] = {}
     if schema.sharding is not None:

@@ -1,7 +1,7 @@
 from datetime import date
 
 import pytest
-from datamodel.registry import (
+from refdata.registry import (
     COUNTER,
     REGISTRY,
     SHIPPED,
@@ -138,7 +138,7 @@ def test_bad_attribute_declarations_are_refused(declare, message):
 def test_no_schema_may_declare_a_field_the_sync_reserves() -> None:
     """A declared attribute the sync refuses (search.documents.RESERVED_FIELDS: deletedAt, stream_seq, ...) would
     dead-letter every item that carries it and change the schema's mapping: the registry refuses it first."""
-    from datamodel.registry import PLATFORM_ATTRIBUTES
+    from refdata.registry import PLATFORM_ATTRIBUTES
     from search.documents import RESERVED_FIELDS
 
     assert set(RESERVED_FIELDS) <= PLATFORM_ATTRIBUTES

@@ -14,10 +14,10 @@ from typing import Any, cast
 
 from boto3.dynamodb.conditions import Key
 
-from datamodel.globalid import create_item
-from datamodel.item_size import check_item
-from datamodel.keys import COMMENT, META, TEXT, build_sk, parse_pk, parse_sk
-from datamodel.registry import KeyConventionError, PartsSk
+from refdata.globalid import create_item
+from refdata.item_size import check_item
+from refdata.keys import COMMENT, META, TEXT, build_sk, parse_pk, parse_sk
+from refdata.registry import KeyConventionError, PartsSk
 
 TEXT_ATTRIBUTE = "value"
 _KEYS = frozenset({"pk", "sk"})

@@ -3,9 +3,9 @@ import math
 from decimal import Decimal
 
 import pytest
-from datamodel.geometry import GeometryError, canonical_bytes, centroid, content_key, envelope, validate
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refdata.geometry import GeometryError, canonical_bytes, centroid, content_key, envelope, validate
 
 SQUARE_WITH_HOLE = {
     "type": "Polygon",

@@ -13,9 +13,9 @@ from typing import Any
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
-from datamodel.item_size import check_item
-from datamodel.keys import document_id, parse_key
-from datamodel.registry import KeyConventionError, Schema, get_schema
+from refdata.item_size import check_item
+from refdata.keys import document_id, parse_key
+from refdata.registry import KeyConventionError, Schema, get_schema
 
 GLOBAL_ID = "globalId"
 GLOBAL_ID_INDEX = "globalId"

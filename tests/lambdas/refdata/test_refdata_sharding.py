@@ -3,12 +3,12 @@ import uuid
 from datetime import date, timedelta
 
 import pytest
-from datamodel.globalid import create_item
-from datamodel.keys import build_sk, parse_pk
-from datamodel.registry import KeyConventionError
-from datamodel.sharding import query_all_shards, shard_of, shard_pks, sharded_pk
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refdata.globalid import create_item
+from refdata.keys import build_sk, parse_pk
+from refdata.registry import KeyConventionError
+from refdata.sharding import query_all_shards, shard_of, shard_pks, sharded_pk
 
 SCOPE = {"collectionId": "bcparks_1"}
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from datamodel.registry import (
+from refdata.registry import (
     SEPARATOR,
     CounterSk,
     Field,
@@ -35,7 +35,7 @@ COMMENT = "COMMENT"
 MAX_PK_BYTES = 2048
 MAX_SK_BYTES = 1024
 MAX_DOCUMENT_ID_BYTES = 512
-# Values of a schema's first scope field that only the platform writes (datamodel.reserved).
+# Values of a schema's first scope field that only the platform writes (refdata.reserved).
 RESERVED_PREFIX = "refdata-"
 HEARTBEAT_SCOPE = f"{RESERVED_PREFIX}heartbeat"
 CANARY_SCOPE = f"{RESERVED_PREFIX}canary"
@@ -136,7 +136,7 @@ def _check_length(key: str, limit: int, what: str) -> str:
 
 def build_pk(schema_name: str, values: Mapping[str, object], *, reserved: bool = False) -> str:
     """`<schema>::<scope values...>[::<shard>]`. The first scope field's reserved values (`RESERVED_SCOPES`: the
-    platform's heartbeat and canaries, datamodel.reserved) are refused unless `reserved`."""
+    platform's heartbeat and canaries, refdata.reserved) are refused unless `reserved`."""
     schema = get_schema(schema_name)
     _check_known(schema, values)
     if schema.scope and not reserved and values.get(schema.scope[0].name) in RESERVED_SCOPES:

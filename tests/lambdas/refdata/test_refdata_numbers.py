@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from datamodel.numbers import NumberError, parse_number_text
+from refdata.numbers import NumberError, parse_number_text
 
 
 @pytest.mark.parametrize(

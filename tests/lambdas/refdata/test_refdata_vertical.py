@@ -1,7 +1,7 @@
 import pytest
-from datamodel.globalid import ItemExistsError
-from datamodel.registry import KeyConventionError
-from datamodel.vertical import Comment, Entity, add_comment, assemble, load_entity, put_entity, split
+from refdata.globalid import ItemExistsError
+from refdata.registry import KeyConventionError
+from refdata.vertical import Comment, Entity, add_comment, assemble, load_entity, put_entity, split
 
 PK = "thread::bcparks_1::0000000009"
 

@@ -3,9 +3,9 @@ import math
 from decimal import Decimal
 
 import pytest
-from datamodel.geometry import GeometryError, canonical_bytes, content_key
-from datamodel.item_size import ItemSizeError, item_size
-from datamodel.offload import fetch_geometry, load_geometry, prepare_item, write_item
+from refdata.geometry import GeometryError, canonical_bytes, content_key
+from refdata.item_size import ItemSizeError, item_size
+from refdata.offload import fetch_geometry, load_geometry, prepare_item, write_item
 
 pytestmark = pytest.mark.integration
 

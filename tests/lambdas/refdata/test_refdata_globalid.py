@@ -2,7 +2,7 @@ import uuid
 from datetime import date
 
 import pytest
-from datamodel.globalid import (
+from refdata.globalid import (
     GlobalIdError,
     ItemExistsError,
     create_item,
@@ -10,8 +10,8 @@ from datamodel.globalid import (
     replace_item,
     update_attributes,
 )
-from datamodel.keys import build_pk, build_sk
-from datamodel.registry import KeyConventionError
+from refdata.keys import build_pk, build_sk
+from refdata.registry import KeyConventionError
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from datamodel.geometry import GeometryError, canonical_bytes, centroid, content_key, envelope
-from datamodel.globalid import create_item, replace_item
-from datamodel.item_size import MAX_ITEM_BYTES, check_item, item_size
+from refdata.geometry import GeometryError, canonical_bytes, centroid, content_key, envelope
+from refdata.globalid import create_item, replace_item
+from refdata.item_size import MAX_ITEM_BYTES, check_item, item_size
 
 GEOMETRY = "geometry"
 GEOMETRY_URL = "geometryUrl"

@@ -20,8 +20,8 @@ from typing import Any
 
 from boto3.dynamodb.types import Binary
 
-from datamodel.keys import MAX_PK_BYTES, MAX_SK_BYTES
-from datamodel.numbers import range_error
+from refdata.keys import MAX_PK_BYTES, MAX_SK_BYTES
+from refdata.numbers import range_error
 
 MAX_ITEM_BYTES = 400 * 1024
 MAX_NESTING = 32

@@ -3,7 +3,9 @@ from datetime import date, datetime
 
 import pytest
 from boto3.dynamodb.conditions import Key
-from datamodel.keys import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from refdata.keys import (
     ItemKey,
     build_key,
     build_pk,
@@ -17,9 +19,7 @@ from datamodel.keys import (
     pk_prefix,
     sk_prefix,
 )
-from datamodel.registry import COUNTER, REGISTRY, Field, KeyConventionError, Kind, Schema
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from refdata.registry import COUNTER, REGISTRY, Field, KeyConventionError, Kind, Schema
 
 texts = st.text(st.characters(codec="utf-8", exclude_characters="#"), min_size=1, max_size=20).filter(
     lambda s: "::" not in s and not s.startswith(":") and not s.endswith(":")

@@ -1,4 +1,4 @@
-"""The reserved scopes (datamodel.reserved), for every indexable schema of the registry: the heartbeat's one key
+"""The reserved scopes (refdata.reserved), for every indexable schema of the registry: the heartbeat's one key
 and the canaries' unique keys follow the key conventions, are recognised by their pk alone, and no writer can build
 them through the ordinary key builders; the registry keeps the scope field a text field."""
 
@@ -8,9 +8,9 @@ import json
 from datetime import date
 
 import pytest
-from datamodel import counters
-from datamodel.keys import build_pk, document_id, parse_key
-from datamodel.registry import (
+from refdata import counters
+from refdata.keys import build_pk, document_id, parse_key
+from refdata.registry import (
     CounterSk,
     Field,
     FieldsSk,
@@ -19,7 +19,7 @@ from datamodel.registry import (
     Schema,
     indexable_schemas,
 )
-from datamodel.reserved import (
+from refdata.reserved import (
     CANARY,
     HEARTBEAT,
     SCOPES,
@@ -91,7 +91,7 @@ def test_the_registry_refuses_an_indexable_schema_whose_scope_field_is_not_text(
 def test_a_schema_with_no_field_a_canary_can_make_unique_is_refused_by_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import datamodel.registry as registry
+    import refdata.registry as registry
 
     odd = Schema(
         name="odd", scope=(Field("collectionId"),), sk=FieldsSk((Field("day", Kind.DATE),)), indexable=True

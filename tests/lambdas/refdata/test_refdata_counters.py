@@ -4,10 +4,10 @@ from concurrent.futures import ThreadPoolExecutor
 import boto3
 import pytest
 from boto3.dynamodb.conditions import Key
-from datamodel.counters import counter_key, next_key, next_value
-from datamodel.globalid import create_item
-from datamodel.registry import KeyConventionError, indexable_schemas
 from moto.dynamodb.responses import DynamoHandler
+from refdata.counters import counter_key, next_key, next_value
+from refdata.globalid import create_item
+from refdata.registry import KeyConventionError, indexable_schemas
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""moto-backed table (pk/sk, KEYS_ONLY globalId GSI) and geometry bucket for datamodel integration tests."""
+"""moto-backed table (pk/sk, KEYS_ONLY globalId GSI) and geometry bucket for refdata integration tests."""
 
 from collections.abc import Iterator
 from typing import Any

@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 from boto3.dynamodb.types import Binary
-from datamodel.item_size import MAX_ITEM_BYTES, ItemSizeError, check_item, item_size, value_size
+from refdata.item_size import MAX_ITEM_BYTES, ItemSizeError, check_item, item_size, value_size
 
 
 def test_published_example_shirt_item_is_23_bytes():

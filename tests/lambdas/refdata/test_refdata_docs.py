@@ -1,14 +1,14 @@
 from pathlib import Path
 
-from datamodel.docs import main, render
-from datamodel.registry import REGISTRY
+from refdata.docs import main, render
+from refdata.registry import REGISTRY
 
 DOC = Path(__file__).parents[3] / "docs" / "data-model.md"
 
 
 def test_committed_data_model_doc_is_up_to_date():
     assert DOC.read_text(encoding="utf-8") == render(), (
-        "docs/data-model.md is stale: run `PYTHONPATH=lambdas python -m datamodel.docs --write docs/data-model.md`"
+        "docs/data-model.md is stale: run `PYTHONPATH=lambdas python -m refdata.docs --write docs/data-model.md`"
     )
 
 

@@ -1,4 +1,4 @@
-"""The engine's document limits, checked before an item is sent (datamodel.limits), and agreeing with the loopback
+"""The engine's document limits, checked before an item is sent (refdata.limits), and agreeing with the loopback
 server's emulation of the engine's document parser and mapping limits."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import Binary
-from datamodel.limits import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from refdata.limits import (
     DOCUMENT_LIMIT,
     ENGINE_LIMITS,
     FIELD_CONFLICT,
@@ -19,8 +21,6 @@ from datamodel.limits import (
     check_item,
     mapped_tree,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from search.indices import index_mappings
 
 from tests.support.opensearch_errors import OpenSearchError

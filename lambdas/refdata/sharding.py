@@ -18,8 +18,8 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from datamodel.keys import build_pk
-from datamodel.registry import KeyConventionError, Schema, Sharding, get_schema
+from refdata.keys import build_pk
+from refdata.registry import KeyConventionError, Schema, Sharding, get_schema
 
 SHARD = "shard"
 

@@ -196,7 +196,7 @@ class Schema:
             raise KeyConventionError(f"schema {self.name!r}: sk fields may not be KEY fields")
         self._check_attributes()
         if self.indexable and (not self.scope or self.scope[0].kind is not Kind.TEXT):
-            # datamodel.reserved: the platform's heartbeat and canaries live under reserved values of it.
+            # refdata.reserved: the platform's heartbeat and canaries live under reserved values of it.
             raise KeyConventionError(
                 f"schema {self.name!r}: an indexable schema's first scope field must be text"
             )

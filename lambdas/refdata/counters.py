@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from datamodel.keys import build_pk, build_sk
-from datamodel.registry import COUNTER, CounterSk, KeyConventionError, get_schema
+from refdata.keys import build_pk, build_sk
+from refdata.registry import COUNTER, CounterSk, KeyConventionError, get_schema
 
 COUNTER_ATTRIBUTE = "value"
 
