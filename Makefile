@@ -13,7 +13,7 @@ export CDK_VALIDATION := false
 step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost clean
+.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost client clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -136,5 +136,16 @@ docs: setup ## regenerate all that config and the registry define: README tables
 	@$(BIN)/python -m infra.diagram --write README.md --assembly cdk.out
 	@$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
 
+# The package application teams install (README, "For application teams"): lambdas/pyproject.toml, built by the
+# pinned flit-core without a download; file dates from the last commit, so a build of one commit is byte-identical.
+CLIENT_BUILD = SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
+	$(BIN)/uv build --quiet --no-build-isolation --python $(BIN)/python
+CLIENT_DIST ?= dist
+client: setup ## build the refdata-client wheel and sdist into dist/
+	$(call step,refdata-client wheel and sdist into $(CLIENT_DIST)/)
+	@rm -rf $(CLIENT_DIST)
+	@$(CLIENT_BUILD) --out-dir $(CLIENT_DIST) lambdas
+	@ls -1 $(CLIENT_DIST)/*.whl $(CLIENT_DIST)/*.tar.gz | sed 's/^/wrote /'
+
 clean: ## remove cdk.out, the environments, node_modules and caches
-	rm -rf cdk.out $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .cache
+	rm -rf cdk.out dist $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .cache

@@ -55,10 +55,11 @@ def runtime_code() -> lambda_.Code:
     """The whole ``lambdas/`` tree as one asset (CDK needs a Code instance per stack).
 
     Runtime code needs only the standard library and the boto3/botocore/urllib3 that the Lambda Python runtime
-    provides, so nothing is vendored and no Docker bundling is involved.
+    provides, so nothing is vendored and no Docker bundling is involved. `refdata` in it is the refdata-client
+    package as teams install it (lambdas/pyproject.toml builds it from the same files; the project file stays out).
     """
     return lambda_.Code.from_asset(
-        str(RUNTIME_ROOT), exclude=["**/__pycache__", "**/*.pyc", "**/.mypy_cache"]
+        str(RUNTIME_ROOT), exclude=["**/__pycache__", "**/*.pyc", "**/.mypy_cache", "pyproject.toml"]
     )
 
 

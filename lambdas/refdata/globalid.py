@@ -10,9 +10,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from boto3.dynamodb.conditions import Attr, Key
-from botocore.exceptions import ClientError
-
 from refdata.item_size import check_item
 from refdata.keys import document_id, parse_key
 from refdata.registry import KeyConventionError, Schema, get_schema
@@ -42,8 +39,14 @@ def _schema_of(item: Mapping[str, Any]) -> Schema:
     return schema
 
 
-def _is_conditional_failure(error: ClientError) -> bool:
-    return bool(error.response["Error"]["Code"] == "ConditionalCheckFailedException")
+def is_conditional_failure(error: Exception) -> bool:
+    """botocore's ClientError for a failed condition, recognised by its response (no botocore import: the
+    conventions import without boto3, and the table is whatever the caller passes)."""
+    response = getattr(error, "response", None)
+    return (
+        isinstance(response, Mapping)
+        and response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+    )
 
 
 def create_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,9 +59,9 @@ def create_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
         stored[GLOBAL_ID] = str(uuid.uuid4())
     check_item(stored)
     try:
-        table.put_item(Item=stored, ConditionExpression=Attr("pk").not_exists())
-    except ClientError as error:
-        if _is_conditional_failure(error):
+        table.put_item(Item=stored, ConditionExpression="attribute_not_exists(pk)")
+    except Exception as error:
+        if is_conditional_failure(error):
             raise ItemExistsError(f"item {item['pk']!r} {item['sk']!r} already exists") from error
         raise
     return stored
@@ -71,15 +74,19 @@ def replace_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
     if schema.global_id:
         if not isinstance(item.get(GLOBAL_ID), str):
             raise GlobalIdError(f"replacing {item['pk']!r} {item['sk']!r} needs its stored globalId")
-        condition = Attr(GLOBAL_ID).eq(item[GLOBAL_ID])
+        condition: dict[str, Any] = {
+            "ConditionExpression": "#globalId = :globalId",
+            "ExpressionAttributeNames": {"#globalId": GLOBAL_ID},
+            "ExpressionAttributeValues": {":globalId": item[GLOBAL_ID]},
+        }
     elif GLOBAL_ID in item:
         raise GlobalIdError(f"schema {schema.name!r} items have no globalId")
     else:
-        condition = Attr("pk").exists()
+        condition = {"ConditionExpression": "attribute_exists(pk)"}
     try:
-        table.put_item(Item=dict(item), ConditionExpression=condition)
-    except ClientError as error:
-        if _is_conditional_failure(error):
+        table.put_item(Item=dict(item), **condition)
+    except Exception as error:
+        if is_conditional_failure(error):
             raise GlobalIdError(
                 f"item {item['pk']!r} {item['sk']!r} does not exist with globalId {item.get(GLOBAL_ID)!r}"
             ) from error
@@ -100,13 +107,13 @@ def update_attributes(table: Any, pk: str, sk: str, changes: Mapping[str, Any]) 
         response = table.update_item(
             Key={"pk": pk, "sk": sk},
             UpdateExpression=f"SET {assignments}",
-            ConditionExpression=Attr("pk").exists(),
+            ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
             ReturnValues="ALL_NEW",
         )
-    except ClientError as error:
-        if _is_conditional_failure(error):
+    except Exception as error:
+        if is_conditional_failure(error):
             raise KeyError(f"no item {pk!r} {sk!r}") from error
         raise
     return dict(response["Attributes"])
@@ -118,7 +125,11 @@ def lookup(table: Any, global_id: str) -> dict[str, Any] | None:
     GSI reads are eventually consistent, so an item created a moment ago may not be found yet.
     """
     response = table.query(
-        IndexName=GLOBAL_ID_INDEX, KeyConditionExpression=Key(GLOBAL_ID).eq(global_id), Limit=2
+        IndexName=GLOBAL_ID_INDEX,
+        KeyConditionExpression="#globalId = :globalId",
+        ExpressionAttributeNames={"#globalId": GLOBAL_ID},
+        ExpressionAttributeValues={":globalId": global_id},
+        Limit=2,
     )
     keys = response["Items"]
     if len(keys) > 1:

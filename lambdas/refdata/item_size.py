@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence, Set
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import Binary
-
 from refdata.keys import MAX_PK_BYTES, MAX_SK_BYTES
 from refdata.numbers import range_error
 
@@ -57,8 +55,9 @@ def value_size(value: Any, depth: int = 1) -> int:
         return number_size(value)
     if isinstance(value, bytes | bytearray):
         return len(value)
-    if isinstance(value, Binary):
-        return len(value.value)
+    binary = _binary(value)
+    if binary is not None:
+        return len(binary)
     if isinstance(value, Mapping):
         return 3 + sum(len(str(k).encode("utf-8")) + value_size(v, depth + 1) + 1 for k, v in value.items())
     if isinstance(value, Set):
@@ -66,6 +65,13 @@ def value_size(value: Any, depth: int = 1) -> int:
     if isinstance(value, Sequence):
         return 3 + sum(value_size(v, depth + 1) + 1 for v in value)
     raise ItemSizeError(f"value {value!r} of type {type(value).__name__} cannot be stored (use Decimal)")
+
+
+def _binary(value: Any) -> bytes | None:
+    """The bytes of boto3's `Binary` wrapper (recognised by shape: the conventions import without boto3)."""
+    if type(value).__name__ == "Binary" and isinstance(getattr(value, "value", None), bytes | bytearray):
+        return bytes(value.value)
+    return None
 
 
 def _set_size(members: Set[Any]) -> int:
@@ -84,7 +90,7 @@ def _set_kind(member: Any) -> str | None:
         return "S"
     if isinstance(member, int | Decimal):
         return "N"
-    if isinstance(member, bytes | Binary):
+    if isinstance(member, bytes) or _binary(member) is not None:
         return "B"
     return None
 

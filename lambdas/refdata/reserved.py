@@ -37,6 +37,7 @@ from refdata.registry import (
     get_schema,
     indexable_schemas,
 )
+from refdata.sharding import shard_of
 
 HEARTBEAT: Final = HEARTBEAT_SCOPE
 CANARY: Final = CANARY_SCOPE
@@ -120,8 +121,6 @@ def _key(
 ) -> tuple[str, str, dict[str, object]]:
     """(pk, sk, attributes the key needs) of a reserved item: the sharding attribute goes into the item when it
     is not a key field, so the shard can be recomputed from the item as the conventions compute it."""
-    from refdata.sharding import shard_of  # boto3's conditions: not for the sync's import path
-
     attributes: dict[str, object] = {}
     if schema.sharding is not None:
         attribute = schema.sharding.attribute

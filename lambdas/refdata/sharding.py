@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from boto3.dynamodb.conditions import Key
-
 from refdata.keys import build_pk
 from refdata.registry import KeyConventionError, Schema, Sharding, get_schema
 
@@ -82,6 +80,16 @@ def _encode(cursors: Mapping[str, str | None]) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(cursors, sort_keys=True).encode()).decode("ascii")
 
 
+def _key_condition(pk: str, sk_begins_with: str) -> dict[str, Any]:
+    """A Query's key condition as text (boto3's condition builder is not needed: the conventions import without it)."""
+    if not sk_begins_with:
+        return {"KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": pk}}
+    return {
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :sk)",
+        "ExpressionAttributeValues": {":pk": pk, ":sk": sk_begins_with},
+    }
+
+
 def query_all_shards(
     table: Any,
     schema_name: str,
@@ -101,10 +109,7 @@ def query_all_shards(
     fetched: dict[str, list[dict[str, Any]]] = {}
     exhausted: set[str] = set()
     for pk, after in cursors.items():
-        condition = Key("pk").eq(pk)
-        if sk_begins_with:
-            condition = condition & Key("sk").begins_with(sk_begins_with)
-        request: dict[str, Any] = {"KeyConditionExpression": condition, "Limit": limit}
+        request: dict[str, Any] = {**_key_condition(pk, sk_begins_with), "Limit": limit}
         if after is not None:
             request["ExclusiveStartKey"] = {"pk": pk, "sk": after}
         response = table.query(**request)

@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from boto3.dynamodb.conditions import Key
-
 from refdata.globalid import create_item
 from refdata.item_size import check_item
 from refdata.keys import COMMENT, META, TEXT, build_sk, parse_pk, parse_sk
@@ -105,7 +103,7 @@ def load_entity(table: Any, pk: str, *, page_size: int | None = None) -> Entity 
     """Reassemble an entity from one Query of its pk, following every page (of `page_size` items)."""
     _schema_name(pk)
     items: list[dict[str, Any]] = []
-    request: dict[str, Any] = {"KeyConditionExpression": Key("pk").eq(pk)}
+    request: dict[str, Any] = {"KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": pk}}
     if page_size is not None:
         request["Limit"] = page_size
     while True:

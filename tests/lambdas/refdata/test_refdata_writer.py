@@ -1,0 +1,205 @@
+"""The writer as application code uses it, over every data schema of the registry, against moto."""
+
+import math
+import uuid
+from decimal import Decimal
+
+import pytest
+from refdata.checks import WriteError
+from refdata.globalid import ItemExistsError
+from refdata.item_size import ItemSizeError
+from refdata.keys import CANARY_SCOPE, HEARTBEAT_SCOPE, build_pk, build_sk, parse_key
+from refdata.registry import (
+    COUNTER,
+    PLATFORM_ATTRIBUTES,
+    REGISTRY,
+    CounterSk,
+    KeyConventionError,
+    Kind,
+    Schema,
+)
+from refdata.sharding import sharded_pk
+from refdata.writer import Tables, Writer
+
+from tests.lambdas.refdata.conftest import TABLE_NAME
+from tests.support.aws import single_table
+
+pytestmark = pytest.mark.integration
+
+DATA_SCHEMAS = [schema for schema in REGISTRY.values() if schema.name != COUNTER]
+OTHER_TABLE = "refdata-other"
+
+
+def key_values(schema: Schema) -> dict[str, object]:
+    """The schema's example key, without what the writer supplies (the counter's value, UUIDs)."""
+    supplied = {schema.sk.field_name} if isinstance(schema.sk, CounterSk) else set()
+    supplied |= {f.name for f in schema.pk_fields + schema.sk_fields if f.kind is Kind.UUID}
+    fields = {f.name for f in schema.pk_fields + schema.sk_fields} | {"part", "ts"}
+    return {k: v for k, v in schema.example.items() if k in fields and k not in supplied and k != "shard"}
+
+
+def attributes(schema: Schema, **extra: object) -> dict[str, object]:
+    """A sharded schema's sharding attribute (when the key does not hold it) and `extra`."""
+    found = dict(extra)
+    if schema.sharding is not None and schema.sharding.attribute not in key_values(schema):
+        found[schema.sharding.attribute] = str(schema.example.get(schema.sharding.attribute, "value-1"))
+    return found
+
+
+def circle(vertices: int) -> dict:
+    ring = [
+        [
+            -123.3 + 0.5 * math.cos(2 * math.pi * k / vertices),
+            48.4 + 0.5 * math.sin(2 * math.pi * k / vertices),
+        ]
+        for k in range(vertices)
+    ]
+    return {"type": "Polygon", "coordinates": [[*ring, ring[0]]]}
+
+
+@pytest.fixture
+def writer(table, bucket, boto_session) -> Writer:
+    return Writer(Tables(main=TABLE_NAME), bucket=bucket, session=boto_session, offload_above=50_000)
+
+
+@pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
+def test_every_data_schema_is_created_by_its_key_strategy(schema, writer, table):
+    first = writer.create(schema.name, key_values(schema), attributes(schema, note="first"))
+    stored = table.get_item(Key={"pk": first["pk"], "sk": first["sk"]})["Item"]
+    assert parse_key(stored["pk"], stored["sk"]).schema == schema.name
+    assert stored["note"] == "first"
+    assert ("globalId" in stored) == schema.global_id
+    if isinstance(schema.sk, CounterSk):
+        second = writer.create(schema.name, key_values(schema), attributes(schema))
+        numbers = [parse_key(item["pk"], item["sk"]).values[schema.sk.field_name] for item in (first, second)]
+        assert numbers == [1, 2]
+    uuids = [f.name for f in schema.pk_fields + schema.sk_fields if f.kind is Kind.UUID]
+    for name in uuids:
+        assert uuid.UUID(str(parse_key(first["pk"], first["sk"]).values[name]))
+
+
+@pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
+def test_an_item_goes_to_the_table_holding_its_schema(schema, writer, table, boto_session):
+    other = boto_session.resource("dynamodb").create_table(**single_table(OTHER_TABLE))
+    routed = Writer(Tables(main=TABLE_NAME, others={OTHER_TABLE: (schema.name,)}), session=boto_session)
+    stored = routed.create(schema.name, key_values(schema), attributes(schema))
+    key = {"pk": stored["pk"], "sk": stored["sk"]}
+    assert "Item" in other.get_item(Key=key)
+    assert "Item" not in table.get_item(Key=key)
+
+
+def test_tables_refuse_an_unknown_schema_a_schema_held_twice_counters_and_the_main_table():
+    name = DATA_SCHEMAS[0].name
+    with pytest.raises(KeyConventionError, match="unknown schema"):
+        Tables(main="a", others={"b": ("noSuchSchema",)})
+    with pytest.raises(WriteError, match="held by 'b' and 'c'"):
+        Tables(main="a", others={"b": (name,), "c": (name,)})
+    with pytest.raises(WriteError, match="counters live beside"):
+        Tables(main="a", others={"b": (COUNTER,)})
+    with pytest.raises(WriteError, match="is the main table"):
+        Tables(main="a", others={"a": (name,)})
+
+
+def test_a_create_never_overwrites_an_item(writer):
+    schema = next(s for s in DATA_SCHEMAS if not isinstance(s.sk, CounterSk) and s.sharding is None)
+    values = {
+        **key_values(schema),
+        **{f.name: str(uuid.uuid4()) for f in schema.sk_fields if f.kind is Kind.UUID},
+    }
+    item = {"pk": build_pk(schema.name, values), "sk": build_sk(schema.name, values)}
+    writer.create_item({**item, "note": "first"})
+    with pytest.raises(ItemExistsError):
+        writer.create_item({**item, "note": "second"})
+
+
+@pytest.fixture
+def nowhere(boto_session) -> Writer:
+    """A writer whose table does not exist: any call it made would fail with ResourceNotFoundException."""
+    return Writer(Tables(main="no-such-table"), bucket="no-such-bucket", session=boto_session)
+
+
+@pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
+def test_refusals_come_before_any_call(schema, nowhere, aws):
+    values = key_values(schema)
+    with pytest.raises(WriteError, match="written by the platform"):
+        nowhere.create(schema.name, values, attributes(schema, tombstone=True))
+    with pytest.raises(ItemSizeError, match="float"):
+        nowhere.create_item({**_item(schema), "price": 1.5})
+    with pytest.raises(ItemSizeError, match="more than 38 significant digits"):
+        nowhere.create_item({**_item(schema), "price": Decimal("1." + "1" * 40)})
+    with pytest.raises(ItemSizeError, match="400 KB"):
+        nowhere.create_item({**_item(schema), "text": "x" * 410_000})
+    with pytest.raises(WriteError, match="globalId"):
+        nowhere.create_item({**_item(schema), "globalId": str(uuid.uuid4())})
+    first = schema.scope[0]
+    if first.kind is Kind.TEXT:
+        for scope in (HEARTBEAT_SCOPE, CANARY_SCOPE):
+            with pytest.raises(KeyConventionError, match="reserved"):
+                nowhere.create(schema.name, {**values, first.name: scope}, attributes(schema))
+
+
+def test_counter_items_and_the_platforms_own_attributes_are_refused(nowhere, aws):
+    counted = next(s for s in DATA_SCHEMAS if isinstance(s.sk, CounterSk))
+    counter = {
+        "pk": build_pk(COUNTER, {"partition": build_pk(counted.name, key_values(counted))}),
+        "sk": "counter",
+    }
+    with pytest.raises(WriteError, match="counter items"):
+        nowhere.create_item(counter)
+    with pytest.raises(WriteError, match="comes from the counter"):
+        nowhere.create(counted.name, {**key_values(counted), counted.sk.field_name: 7}, {})
+    platform_owned = PLATFORM_ATTRIBUTES - {"pk", "sk", "geometry", "expiresAt", "globalId"}
+    item = _item(counted)
+    for name in sorted(platform_owned):
+        with pytest.raises(WriteError, match=name):
+            nowhere.create_item({**item, name: 1})
+        with pytest.raises(WriteError, match=name):
+            nowhere.update(str(item["pk"]), str(item["sk"]), {name: 1})
+
+
+def _item(schema: Schema, sk_number: int = 1) -> dict[str, object]:
+    values = {
+        **key_values(schema),
+        **{f.name: str(uuid.uuid4()) for f in schema.pk_fields + schema.sk_fields if f.kind is Kind.UUID},
+    }
+    if isinstance(schema.sk, CounterSk):
+        values[schema.sk.field_name] = sk_number
+    if schema.sharding is not None:
+        return {
+            "pk": sharded_pk(schema.name, {**attributes(schema), **values}),
+            "sk": build_sk(schema.name, values),
+        }
+    return {"pk": build_pk(schema.name, values), "sk": build_sk(schema.name, values)}
+
+
+def test_a_large_geometry_is_offloaded_and_a_small_one_stays_inline(writer, s3, bucket):
+    schema = next(s for s in DATA_SCHEMAS if s.indexable and s.sharding is None)
+    small = writer.create(schema.name, key_values(schema), attributes(schema, geometry=circle(8)))
+    large = writer.create(schema.name, key_values(schema), attributes(schema, geometry=circle(4000)))
+    assert "geometry" in small and "geometryUrl" not in small
+    assert "geometry" not in large and large["geometryUrl"].startswith(f"s3://{bucket}/")
+    assert {"bbox", "location"} <= set(small) & set(large)
+
+
+def test_an_item_with_a_geometry_needs_the_writers_bucket(table, boto_session):
+    schema = next(s for s in DATA_SCHEMAS if s.indexable and s.sharding is None)
+    bucketless = Writer(Tables(main=TABLE_NAME), session=boto_session)
+    with pytest.raises(WriteError, match="needs the writer's bucket"):
+        bucketless.create_item({**_item(schema), "geometry": circle(8)})
+
+
+def test_update_replace_and_delete_by_key(writer, table):
+    schema = next(s for s in DATA_SCHEMAS if s.global_id)
+    stored = writer.create(schema.name, key_values(schema), attributes(schema, note="first"))
+    key = {"pk": stored["pk"], "sk": stored["sk"]}
+    assert writer.update(stored["pk"], stored["sk"], {"note": "second"})["note"] == "second"
+    with pytest.raises(WriteError, match="geometry"):
+        writer.update(stored["pk"], stored["sk"], {"geometry": circle(8)})
+    writer.replace({**table.get_item(Key=key)["Item"], "note": "third"})
+    assert table.get_item(Key=key)["Item"]["globalId"] == stored["globalId"]
+    writer.delete(stored["pk"], stored["sk"])
+    assert "Item" not in table.get_item(Key=key)
+    with pytest.raises(KeyError, match="no item"):
+        writer.delete(stored["pk"], stored["sk"])
+    with pytest.raises(KeyError, match="no item"):
+        writer.update(stored["pk"], stored["sk"], {"note": "gone"})
