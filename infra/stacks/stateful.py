@@ -80,6 +80,18 @@ class StatefulStack(Stack):
         )
         for construct_id, table in self.tables.items():
             CfnOutput(self, f"{construct_id}Name", value=table.table_name)
+        CfnOutput(
+            self,
+            "SchemaTables",
+            value=self.to_json_string(
+                {
+                    schema: self.tables[plan.construct_id].table_name
+                    for plan in config.source_tables
+                    for schema in plan.schemas
+                }
+            ),
+            description="Which table holds each schema, as JSON: refdata-client's Tables.parse (README, For application teams)",
+        )
         CfnOutput(self, "GeometryBucketName", value=self.geometry_bucket.bucket_name)
         CfnOutput(
             self,

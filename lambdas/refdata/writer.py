@@ -2,8 +2,7 @@
 atomic counter where the schema says so, the geometry offloaded when the item would pass the size limit, and sent
 to the table that holds the item's schema.
 
-    writer = Writer(Tables(main="refdata-dev-table", others={"refdata-dev-bookings": ("booking",)}),
-                    bucket="refdata-dev-geometry-...", session=boto3.Session())
+    writer = Writer(Tables.parse(schema_tables), bucket=geometry_bucket, session=boto3.Session())
     zone = writer.create("geozone", {"collectionId": "bcparks_1"}, {"name": "Garibaldi", "geometry": polygon})
     writer.update(zone["pk"], zone["sk"], {"description": "..."})
     writer.delete(zone["pk"], zone["sk"])
@@ -17,9 +16,10 @@ attributes of an existing item; a delete removes an existing one. Needs boto3 (t
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from refdata import globalid, offload
@@ -34,7 +34,7 @@ from refdata.checks import (
 )
 from refdata.counters import next_key
 from refdata.keys import build_pk, build_sk
-from refdata.registry import COUNTER, CounterSk, Kind, get_schema, schema_of_pk
+from refdata.registry import COUNTER, REGISTRY, CounterSk, Kind, get_schema, schema_of_pk
 from refdata.sharding import sharded_pk
 
 # Geometries are offloaded when the inline item would pass this many bytes: a margin below DynamoDB's 400 KB, since
@@ -44,32 +44,50 @@ OFFLOAD_ABOVE_BYTES: Final = 300 * 1024
 
 @dataclass(frozen=True)
 class Tables:
-    """Which table holds which schema: `others` maps a table's name to the schemas it holds, and `main` holds every
-    schema no other table claims (as the environment's config assigns them; docs/data-model.md)."""
+    """Which table holds each schema, `{schema: table name}`: the environment's stateful stack outputs it as
+    `SchemaTables` (`Tables.parse`). A schema no table holds is refused before any call."""
 
-    main: str
-    others: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    holders: Mapping[str, str]
 
     def __post_init__(self) -> None:
+        for name, table in self.holders.items():
+            if get_schema(name).name == COUNTER:
+                raise WriteError("Tables: counters live beside the partitions they number, in every table")
+            if not isinstance(table, str) or not table:
+                raise WriteError(f"Tables[{name!r}]: a table name is a non-empty string, got {table!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> Tables:
+        """The stack output `SchemaTables` (JSON)."""
+        try:
+            holders = json.loads(text)
+        except ValueError as error:
+            raise WriteError(f"SchemaTables is not JSON: {error}") from None
+        if not isinstance(holders, dict):
+            raise WriteError(f"SchemaTables must be a JSON object of schema to table name, got {text[:80]!r}")
+        return cls(holders)
+
+    @classmethod
+    def of(cls, main: str, others: Mapping[str, Sequence[str]] | None = None) -> Tables:
+        """`main` holds every data schema that no table in `others` (table name -> its schemas) claims."""
+        holders = {name: main for name in REGISTRY if name != COUNTER}
         claimed: dict[str, str] = {}
-        for table, schemas in self.others.items():
-            if table == self.main:
-                raise WriteError(f"Tables.others: {table!r} is the main table")
+        for table, schemas in (others or {}).items():
             for name in schemas:
-                if get_schema(name).name == COUNTER:
-                    raise WriteError(
-                        f"Tables.others[{table!r}]: counters live beside the partitions they number"
-                    )
+                get_schema(name)
                 if name in claimed:
-                    raise WriteError(
-                        f"Tables.others: schema {name!r} is held by {claimed[name]!r} and {table!r}"
-                    )
-                claimed[name] = table
+                    raise WriteError(f"Tables: schema {name!r} is held by {claimed[name]!r} and {table!r}")
+                claimed[name] = holders[name] = table
+        return cls(holders)
 
     def table_for(self, schema_name: str) -> str:
         """The table holding `schema_name`'s items."""
         get_schema(schema_name)
-        return next((t for t, names in self.others.items() if schema_name in names), self.main)
+        if schema_name not in self.holders:
+            raise WriteError(
+                f"no table holds schema {schema_name!r} here (Tables holds {sorted(self.holders)})"
+            )
+        return self.holders[schema_name]
 
 
 class Writer:
@@ -88,6 +106,7 @@ class Writer:
 
             session = boto3.Session()
         self.tables = tables
+        self.session = session
         self.bucket = bucket
         self.offload_above = offload_above
         self._dynamodb = session.resource("dynamodb")

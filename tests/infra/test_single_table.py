@@ -474,3 +474,25 @@ def test_an_additional_table_backs_up_on_its_own_settings_into_its_pinned_vault(
     test_every_table_backs_up_into_its_own_retained_vault_encrypted_with_the_data_key(
         with_inverted_index[env], config
     )
+
+
+def _resolved(value: Any) -> str:
+    """A CloudFormation string expression with each `Ref` written as `<logical id>`."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
+    separator, parts = value["Fn::Join"]
+    return str(separator).join(_resolved(part) for part in parts)
+
+
+def test_the_stack_outputs_which_table_holds_each_schema(
+    stateful: Template, config: EnvironmentConfig
+) -> None:
+    """`SchemaTables`, what refdata-client's `Tables.parse` reads: every schema of every source table, by its table."""
+    ids = table_ids(stateful, config)
+    output = _resolved(stateful.to_json()["Outputs"]["SchemaTables"]["Value"])
+    expected = {
+        schema: f"<{ids[plan.construct_id]}>" for plan in config.source_tables for schema in plan.schemas
+    }
+    assert json.loads(output) == expected

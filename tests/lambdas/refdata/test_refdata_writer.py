@@ -1,5 +1,6 @@
 """The writer as application code uses it, over every data schema of the registry, against moto."""
 
+import json
 import math
 import uuid
 from decimal import Decimal
@@ -59,7 +60,7 @@ def circle(vertices: int) -> dict:
 
 @pytest.fixture
 def writer(table, bucket, boto_session) -> Writer:
-    return Writer(Tables(main=TABLE_NAME), bucket=bucket, session=boto_session, offload_above=50_000)
+    return Writer(Tables.of(TABLE_NAME), bucket=bucket, session=boto_session, offload_above=50_000)
 
 
 @pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
@@ -81,23 +82,34 @@ def test_every_data_schema_is_created_by_its_key_strategy(schema, writer, table)
 @pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
 def test_an_item_goes_to_the_table_holding_its_schema(schema, writer, table, boto_session):
     other = boto_session.resource("dynamodb").create_table(**single_table(OTHER_TABLE))
-    routed = Writer(Tables(main=TABLE_NAME, others={OTHER_TABLE: (schema.name,)}), session=boto_session)
+    routed = Writer(Tables.of(TABLE_NAME, {OTHER_TABLE: (schema.name,)}), session=boto_session)
     stored = routed.create(schema.name, key_values(schema), attributes(schema))
     key = {"pk": stored["pk"], "sk": stored["sk"]}
     assert "Item" in other.get_item(Key=key)
     assert "Item" not in table.get_item(Key=key)
 
 
-def test_tables_refuse_an_unknown_schema_a_schema_held_twice_counters_and_the_main_table():
+def test_tables_refuse_an_unknown_schema_a_schema_held_twice_and_counters():
     name = DATA_SCHEMAS[0].name
     with pytest.raises(KeyConventionError, match="unknown schema"):
-        Tables(main="a", others={"b": ("noSuchSchema",)})
+        Tables.of("a", {"b": ("noSuchSchema",)})
     with pytest.raises(WriteError, match="held by 'b' and 'c'"):
-        Tables(main="a", others={"b": (name,), "c": (name,)})
+        Tables.of("a", {"b": (name,), "c": (name,)})
     with pytest.raises(WriteError, match="counters live beside"):
-        Tables(main="a", others={"b": (COUNTER,)})
-    with pytest.raises(WriteError, match="is the main table"):
-        Tables(main="a", others={"a": (name,)})
+        Tables({COUNTER: "a"})
+    with pytest.raises(WriteError, match="JSON object"):
+        Tables.parse("[]")
+
+
+def test_tables_parse_what_the_stack_outputs_and_refuse_a_schema_no_table_holds(nowhere, aws):
+    held, unheld = DATA_SCHEMAS[0], DATA_SCHEMAS[1]
+    tables = Tables.parse(json.dumps({held.name: "t1"}))
+    assert tables.table_for(held.name) == "t1"
+    with pytest.raises(WriteError, match=f"no table holds schema {unheld.name!r}"):
+        tables.table_for(unheld.name)
+    partial = Writer(tables, session=nowhere.session)
+    with pytest.raises(WriteError, match="no table holds"):
+        partial.create(unheld.name, key_values(unheld), attributes(unheld))
 
 
 def test_a_create_never_overwrites_an_item(writer):
@@ -115,7 +127,7 @@ def test_a_create_never_overwrites_an_item(writer):
 @pytest.fixture
 def nowhere(boto_session) -> Writer:
     """A writer whose table does not exist: any call it made would fail with ResourceNotFoundException."""
-    return Writer(Tables(main="no-such-table"), bucket="no-such-bucket", session=boto_session)
+    return Writer(Tables.of("no-such-table"), bucket="no-such-bucket", session=boto_session)
 
 
 @pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
@@ -183,7 +195,7 @@ def test_a_large_geometry_is_offloaded_and_a_small_one_stays_inline(writer, s3, 
 
 def test_an_item_with_a_geometry_needs_the_writers_bucket(table, boto_session):
     schema = next(s for s in DATA_SCHEMAS if s.indexable and s.sharding is None)
-    bucketless = Writer(Tables(main=TABLE_NAME), session=boto_session)
+    bucketless = Writer(Tables.of(TABLE_NAME), session=boto_session)
     with pytest.raises(WriteError, match="needs the writer's bucket"):
         bucketless.create_item({**_item(schema), "geometry": circle(8)})
 
