@@ -8,6 +8,14 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from refdata.indexnames import (
+    index_name,
+    index_pattern,
+    index_version,
+    read_alias,
+    template_name,
+    write_alias,
+)
 from refdata.registry import indexable_schemas
 from search.indices import (
     APPLY_SCRIPT_SOURCE,
@@ -15,15 +23,9 @@ from search.indices import (
     apply_sync_script,
     bootstrap_fingerprint,
     index_mappings,
-    index_name,
-    index_pattern,
     index_template,
-    index_version,
     mapping_fingerprint,
-    read_alias,
     stored_fingerprint,
-    template_name,
-    write_alias,
 )
 
 

@@ -18,11 +18,9 @@ import pytest
 from boto3.dynamodb.types import TypeSerializer
 from botocore.credentials import Credentials
 from index_bootstrap.bootstrap import IndexBootstrap
+from refdata.indexnames import read_alias
 from refdata.offload import prepare_item
-from refdata.registry import indexable_schemas
-from search.documents import build_document, encode_update, parse_change
-from search.indices import read_alias
-from search.queries import (
+from refdata.queries import (
     BoundingBox,
     DateRange,
     Filters,
@@ -39,8 +37,10 @@ from search.queries import (
     next_page,
     text_search,
 )
+from refdata.registry import indexable_schemas
+from refdata.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
+from search.documents import build_document, encode_update, parse_change
 from search.readers import read_role_definitions
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 
 from infra.environments import environments
 from tests.lambdas.ops.workflows_harness import deployed_names, domain_access, template_policies
