@@ -86,8 +86,9 @@ def measure_reindex(
     from ops.index import IndexClient
     from ops.reindex import Reindex
     from ops.runs import MemoryRunStore, Run
+    from refdata import indexnames
+    from refdata.transport import OpenSearchTransport
     from search import indices
-    from search.transport import OpenSearchTransport
     from stream_sync.aws import build_ports
     from stream_sync.config import Settings
     from stream_sync.tables import SchemaTables
@@ -112,7 +113,7 @@ def measure_reindex(
             for repeat in range(REPEATS):
                 version += 1  # a new version for each run: the same backfill every time
                 mappings = json.dumps({"mappings": indices.index_mappings("geozone")}).encode()
-                transport.request("PUT", indices.index_name("geozone", version), mappings)
+                transport.request("PUT", indexnames.index_name("geozone", version), mappings)
                 env = workflow.Env(
                     client=client,
                     settings=settings,

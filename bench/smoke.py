@@ -28,8 +28,8 @@ SCENARIOS = (("loopback as fast as it answers", 0.0), ("20 ms per OpenSearch req
 
 def _one_change(stack: Any) -> float:
     """Seconds from an ordinary item's put to the read alias returning it: one change through the pipeline."""
+    from refdata.indexnames import read_alias
     from refdata.registry import indexable_schemas
-    from search.indices import read_alias
 
     schema = indexable_schemas()[0].name
     pk, sk = f"{schema}::bench", f"{time.time_ns() % 10**10:010d}"

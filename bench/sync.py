@@ -34,8 +34,9 @@ LATENCY_SECONDS = 0.002
 
 _SERVER = """
 import json, sys, time
+from refdata import indexnames
 from search import indices
-from search.transport import OpenSearchTransport
+from refdata.transport import OpenSearchTransport
 from refdata.registry import indexable_schemas
 from tests.support.opensearch_server import LoopbackOpenSearch
 
@@ -43,11 +44,11 @@ server = LoopbackOpenSearch(region=sys.argv[1], latency_seconds=float(sys.argv[2
 transport = OpenSearchTransport(server.endpoint, sys.argv[1], timeout_seconds=10)
 for schema in indexable_schemas():
     name = schema.name
-    transport.request("PUT", f"_index_template/{indices.template_name(name)}",
+    transport.request("PUT", f"_index_template/{indexnames.template_name(name)}",
                       json.dumps(indices.index_template(name, replicas=0)).encode())
-    aliases = {indices.read_alias(name): {"filter": indices.read_alias_filter()},
-               indices.write_alias(name): {"is_write_index": True}}
-    transport.request("PUT", indices.index_name(name, 1), json.dumps({"aliases": aliases}).encode())
+    aliases = {indexnames.read_alias(name): {"filter": indices.read_alias_filter()},
+               indexnames.write_alias(name): {"is_write_index": True}}
+    transport.request("PUT", indexnames.index_name(name, 1), json.dumps({"aliases": aliases}).encode())
 transport.request("PUT", f"_scripts/{indices.APPLY_SCRIPT_ID}", json.dumps(indices.stored_script_body()).encode())
 print(server.endpoint, flush=True)
 sys.stdin.read()
@@ -295,6 +296,7 @@ def _plain_body(records: list[dict[str, Any]]) -> str:
     """A plain correct implementation, for reference: boto3's TypeDeserializer, Decimal via `default`,
     json.dumps per line."""
     from boto3.dynamodb.types import TypeDeserializer
+    from refdata import indexnames
     from search import indices
 
     deserializer = TypeDeserializer()
@@ -314,7 +316,7 @@ def _plain_body(records: list[dict[str, Any]]) -> str:
         doc = {k: deserializer.deserialize(v) for k, v in image.items()} if image else {"pk": pk, "sk": sk}
         doc["schema"] = pk.split("::")[0]
         lines.append(
-            json.dumps({"update": {"_index": indices.write_alias(doc["schema"]), "_id": f"{pk}#{sk}"}})
+            json.dumps({"update": {"_index": indexnames.write_alias(doc["schema"]), "_id": f"{pk}#{sk}"}})
         )
         params = {"seq": stream["SequenceNumber"].zfill(40), "tombstone": image is None, "doc": doc}
         body = {

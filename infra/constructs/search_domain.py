@@ -12,7 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from constructs import Construct
-from search.indices import read_alias
+from refdata.indexnames import read_alias
 
 from infra.config import CognitoLogin, ReadRole, SamlLogin, SearchSettings
 from infra.nag import acknowledge

@@ -24,29 +24,31 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
+from refdata.errors import describe
+from refdata.indexnames import (
+    index_name,
+    index_pattern,
+    index_version,
+    read_alias,
+    template_name,
+    write_alias,
+)
+from refdata.transport import OpenSearchTransport, Response, path_segment
 from search.admin import JsonApi
 from search.documents import Change, encode_update, engine_document, padded_sequence
-from search.errors import describe
 from search.indices import (
     APPLY_SCRIPT_CONTEXT,
     APPLY_SCRIPT_ID,
     DELETED_AT_FIELD,
     cluster_settings,
     index_mappings,
-    index_name,
-    index_pattern,
     index_template,
-    index_version,
     mapping_fingerprint,
-    read_alias,
     read_alias_filter,
     stored_fingerprint,
     stored_script_body,
-    template_name,
-    write_alias,
 )
 from search.security import SYNC_ROLE, role_mapping_body, sync_role_body
-from search.transport import OpenSearchTransport, Response, path_segment
 
 logger = logging.getLogger(__name__)
 

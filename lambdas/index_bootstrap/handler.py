@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from refdata.registry import indexable_schemas
+from refdata.transport import OpenSearchTransport, assume_role, normalize_endpoint
 from search.readers import parse_read_roles
-from search.transport import OpenSearchTransport, assume_role, normalize_endpoint
 
 from index_bootstrap.bootstrap import IndexBootstrap
 

@@ -257,7 +257,7 @@ def run_deployed(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
 def run_local(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     """Wire the caller's clients and run one operation here."""
     import boto3
-    from search.transport import OpenSearchTransport
+    from refdata.transport import OpenSearchTransport
     from stream_sync.aws import build_ports
 
     from ops import workflow

@@ -13,17 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from refdata.indexnames import index_name, index_pattern, index_version, read_alias, write_alias
+from refdata.queries import TIEBREAKER
+from refdata.transport import OpenSearchTransport, path_segment
 from search.admin import JsonApi
-from search.indices import (
-    index_name,
-    index_pattern,
-    index_version,
-    read_alias,
-    read_alias_filter,
-    write_alias,
-)
-from search.queries import TIEBREAKER
-from search.transport import OpenSearchTransport, path_segment
+from search.indices import read_alias_filter
 
 PAGE_SIZE = 500
 

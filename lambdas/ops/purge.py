@@ -18,8 +18,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from refdata.indexnames import index_pattern
 from refdata.registry import indexable_schemas
-from search.indices import DELETED_AT_FIELD, index_pattern
+from search.indices import DELETED_AT_FIELD
 from stream_sync.sync import Ports
 
 from ops.index import Hit, OpsError, TransientFailure

@@ -45,12 +45,12 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from refdata.globalid import create_item, update_attributes
+from refdata.indexnames import index_pattern, read_alias
 from refdata.keys import document_id
 from refdata.registry import Visibility, get_schema, indexable_schemas
 from refdata.reserved import CANARY, canary_key, sample_attributes, scope_prefix
+from refdata.transport import OpenSearchTransport, assume_role, path_segment
 from search.admin import JsonApi
-from search.indices import index_pattern, read_alias
-from search.transport import OpenSearchTransport, assume_role, path_segment
 from stream_sync.config import ConfigError, parsed_env
 from stream_sync.sync import Fate, Ports
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from search.transport import OpenSearchTransport, assume_role
+from refdata.transport import OpenSearchTransport, assume_role
 from stream_sync.aws import build_ports
 from stream_sync.config import parsed_env, required_env, schema_tables_env
 from stream_sync.tables import SchemaTables

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response, TransportError
+from refdata.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response, TransportError
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 

@@ -10,7 +10,8 @@ integers exact at any size, fractions as doubles) and writes the script-rebuilt 
 - a decimal whose shortest double representation names the same value is sent as that double;
 - any other decimal is sent as its nearest double, and its exact DynamoDB text goes into the top-level object
   `exactNumbers` (mapped `enabled: false`), keyed by the RFC 6901 JSON Pointer of its place (`/price`,
-  `/rates/0/value`). `_source` with `exactNumbers` applied is the item, digit for digit.
+  `/rates/0/value`). `_source` with `exactNumbers` applied (`refdata.exact_numbers.apply_exact_numbers`) is the
+  item, digit for digit.
 The decoder marks such decimals as `Decimal`; `engine_document` turns them into doubles plus `exactNumbers`.
 """
 
@@ -27,6 +28,8 @@ from typing import Any, Final
 
 from refdata import geometry as geometry_rules
 from refdata import limits
+from refdata.exact_numbers import EXACT_NUMBERS_FIELD, pointer_token
+from refdata.indexnames import write_alias
 from refdata.keys import document_id
 from refdata.numbers import NUMBER_TEXT, NumberError, parse_number_text
 from refdata.registry import schema_of_pk
@@ -40,7 +43,6 @@ GEOMETRY_URL_ATTRIBUTE: Final = "geometryUrl"
 GEOMETRY_ATTRIBUTE: Final = "geometry"
 LOCATION_ATTRIBUTE: Final = "location"
 SCHEMA_FIELD: Final = "schema"
-EXACT_NUMBERS_FIELD: Final = indices.EXACT_NUMBERS_FIELD
 DELETED_AT_FIELD: Final = indices.DELETED_AT_FIELD
 
 
@@ -411,7 +413,7 @@ def _target(pk: str) -> tuple[str, bool, str]:
     except Exception as error:  # KeyConventionError and anything else the registry rejects
         raise RecordError("unknown-schema", str(error)) from None
     indexable = bool(schema.indexable)
-    return schema.name, indexable, indices.write_alias(schema.name) if indexable else ""
+    return schema.name, indexable, write_alias(schema.name) if indexable else ""
 
 
 def build_document(change: Change, geometry_bucket: str | None) -> None:
@@ -459,10 +461,6 @@ def attach_geometry(change: Change, raw: bytes) -> None:
 # --------------------------------------------------------------------------- numbers and encoding
 
 
-def _pointer_token(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def engine_document(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The document as OpenSearch will hold it: every `Decimal` (a decimal no double reads back as) becomes its
     nearest double, and its exact text goes into `exactNumbers` under the JSON Pointer of its place."""
@@ -473,7 +471,7 @@ def engine_document(doc: Mapping[str, Any]) -> dict[str, Any]:
             exact[pointer] = str(value)
             return float(value)
         if isinstance(value, dict):
-            return {key: convert(member, f"{pointer}/{_pointer_token(key)}") for key, member in value.items()}
+            return {key: convert(member, f"{pointer}/{pointer_token(key)}") for key, member in value.items()}
         if isinstance(value, list):
             return [convert(member, f"{pointer}/{position}") for position, member in enumerate(value)]
         return value

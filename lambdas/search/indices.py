@@ -1,9 +1,9 @@
 """Index layout per indexable schema: names, aliases, the composable template and the ordering script.
 
 Each indexable schema has versioned indices `<schema>-v<N>` (lower case), a read alias `<schema>` that
-hides tombstones, and a write alias `<schema>-write` on exactly one version. Mappings come from one
-composable index template per schema and carry a fingerprint in `_meta`, so a deployment can tell
-whether the newest version already has the desired mapping.
+hides tombstones, and a write alias `<schema>-write` on exactly one version (their names: refdata.indexnames).
+Mappings come from one composable index template per schema and carry a fingerprint in `_meta`, so a deployment
+can tell whether the newest version already has the desired mapping.
 
 Ordering lives in the stored painless script `refdata-sync-apply`: the sync sends every change as a bulk
 `update` with `scripted_upsert`, and the script applies it only when its `stream_seq` is newer than the
@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from refdata.exact_numbers import EXACT_NUMBERS_FIELD
+from refdata.indexnames import WRITE_ALIAS_SUFFIX, index_pattern
 from refdata.registry import AttributeKind, get_schema
 
 APPLY_SCRIPT_ID: Final = "refdata-sync-apply"
@@ -28,8 +29,6 @@ APPLY_SCRIPT_CONTEXT: Final = "update"
 STREAM_SEQ_WIDTH: Final = 40
 TEMPLATE_PRIORITY: Final = 200
 FINGERPRINT_META_KEY: Final = "mapping_fingerprint"
-# Top-level object holding the exact text of the decimals a double cannot hold (see search.documents).
-EXACT_NUMBERS_FIELD: Final = "exactNumbers"
 # When a tombstone's item was deleted (epoch seconds): what the tombstone purge compares with its bound.
 DELETED_AT_FIELD: Final = "deletedAt"
 
@@ -61,12 +60,9 @@ if (stored != null && stored.compareTo(incoming) >= 0) {
 }
 """
 
-WRITE_ALIAS_SUFFIX: Final = "-write"
 # `action.auto_create_index`: no index named like a write alias is ever auto-created (a write to a missing
 # alias would otherwise create a concrete index that blocks the alias for good); every other name as before.
 AUTO_CREATE_INDEX_RULE: Final = f"-*{WRITE_ALIAS_SUFFIX},+*"
-
-_INDEX_NAME_FORBIDDEN = re.compile(r'[\\/*?"<>|,#:\s]')
 
 
 def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -98,41 +94,6 @@ def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any
 def stored_script_body() -> dict[str, Any]:
     """Body of `PUT _scripts/refdata-sync-apply/update`."""
     return {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE}}
-
-
-def _base(schema: str) -> str:
-    base = schema.lower()
-    if not base or base.startswith(("_", "-", "+")) or _INDEX_NAME_FORBIDDEN.search(base):
-        raise ValueError(f"schema name {schema!r} cannot be used in an OpenSearch index name")
-    return base
-
-
-def index_name(schema: str, version: int) -> str:
-    if version < 1:
-        raise ValueError(f"index versions start at 1, got {version}")
-    return f"{_base(schema)}-v{version}"
-
-
-def read_alias(schema: str) -> str:
-    return _base(schema)
-
-
-def write_alias(schema: str) -> str:
-    return f"{_base(schema)}{WRITE_ALIAS_SUFFIX}"
-
-
-def template_name(schema: str) -> str:
-    return f"{_base(schema)}-template"
-
-
-def index_pattern(schema: str) -> str:
-    return f"{_base(schema)}-v*"
-
-
-def index_version(schema: str, index: str) -> int | None:
-    """N for `<schema>-v<N>`, None for any other name."""
-    match = re.fullmatch(re.escape(_base(schema)) + r"-v([1-9][0-9]*)", index)
-    return int(match.group(1)) if match else None
 
 
 def read_alias_filter() -> dict[str, Any]:

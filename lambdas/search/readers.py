@@ -25,9 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from refdata import reserved
+from refdata.exact_numbers import EXACT_NUMBERS_FIELD
+from refdata.indexnames import read_alias
 from refdata.registry import SEPARATOR, Schema, Visibility, get_schema
 
-from search.indices import EXACT_NUMBERS_FIELD, read_alias
 from search.security import SYNC_ROLE
 
 # _search and _count are `indices:data/read/search` (the query phase and its per-shard actions match `*`),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from search.indices import index_pattern
+from refdata.indexnames import index_pattern
 
 SYNC_ROLE = "refdata_stream_sync"
 SYNC_CLUSTER_ACTIONS = ("indices:data/write/bulk",)

@@ -1,4 +1,4 @@
-"""The sync's ports over real clients: signed `_bulk` (search.transport), S3 geometry, SQS DLQ.
+"""The sync's ports over real clients: signed `_bulk` (refdata.transport), S3 geometry, SQS DLQ.
 
 boto3, botocore and urllib3 are imported on first use, not at module import, to keep cold starts short.
 """
@@ -52,10 +52,10 @@ class BulkClient:
         self._transport: Any = None
 
     def __call__(self, body: bytes) -> HttpReply:
-        from search.transport import TransportError
+        from refdata.transport import TransportError
 
         if self._transport is None:
-            from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
+            from refdata.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 
             self._content_type = NDJSON_CONTENT_TYPE
             self._transport = OpenSearchTransport(

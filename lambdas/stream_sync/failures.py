@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from refdata.errors import cause_chain, describe
 from refdata.limits import DOCUMENT_LIMIT
-from search.errors import cause_chain, describe
 
 SCRIPT_UNAVAILABLE: Final = "script-unavailable"
 SCRIPT_FAILED: Final = "script-failed"

@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 from aws_cdk.assertions import Capture, Match
+from refdata.indexnames import read_alias
 from refdata.registry import indexable_schemas
-from search.indices import bootstrap_fingerprint, read_alias
+from search.indices import bootstrap_fingerprint
 from search.readers import read_role_definitions
 
 from infra.config import EnvironmentConfig

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aws_cdk import RemovalPolicy
 from aws_cdk.assertions import Capture, Match
-from search.indices import read_alias
+from refdata.indexnames import read_alias
 
 from infra.config import EnvironmentConfig
 from tests.infra.conftest import base_config, read_roles

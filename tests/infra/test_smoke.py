@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from refdata.indexnames import read_alias
 from refdata.reserved import CANARY, scope_prefix
-from search.indices import read_alias
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import state_machine_name

@@ -25,11 +25,11 @@ import boto3
 import pytest
 from botocore.credentials import Credentials
 from index_bootstrap.bootstrap import IndexBootstrap
+from refdata import indexnames
 from refdata.registry import indexable_schemas, schema_of_pk
-from search import indices
+from refdata.transport import OpenSearchTransport
 from search.documents import encode_json, engine_document, item_from_dynamodb
 from search.readers import read_role_definitions
-from search.transport import OpenSearchTransport
 from stream_sync import aws, handler
 from stream_sync.config import Settings
 from stream_sync.redrive import MessageReport, redrive_queue
@@ -310,7 +310,7 @@ class Pipeline:
         """Documents the read aliases show (tombstones hidden), without the ordering field."""
         visible: dict[str, dict[str, Any]] = {}
         for schema in indexable_schemas():
-            for doc_id, source in self.server.documents(indices.index_name(schema.name, 1)).items():
+            for doc_id, source in self.server.documents(indexnames.index_name(schema.name, 1)).items():
                 assert len(source["stream_seq"]) == 40
                 if not source["tombstone"]:
                     visible[doc_id] = {k: v for k, v in source.items() if k != "stream_seq"}

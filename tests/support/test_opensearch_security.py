@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from botocore.credentials import Credentials
+from refdata.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response
 from search.indices import APPLY_SCRIPT_ID, stored_script_body
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response
 
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import urllib3
 from botocore.credentials import Credentials
+from refdata.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response, TransportTimeoutError
 from search.indices import APPLY_SCRIPT_ID, stored_script_body
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport, Response, TransportTimeoutError
 
 from tests.support.opensearch_server import ROUTE_BULK, LoopbackOpenSearch
 

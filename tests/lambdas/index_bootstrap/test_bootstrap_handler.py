@@ -12,18 +12,18 @@ import pytest
 from botocore.credentials import Credentials
 from index_bootstrap import bootstrap, handler
 from index_bootstrap.bootstrap import SELF_TEST_INDEX_PREFIX, BootstrapError
+from refdata.indexnames import index_name
 from refdata.registry import indexable_schemas
+from refdata.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 from search.documents import build_document, encode_update, parse_change
 from search.indices import (
     APPLY_SCRIPT_ID,
     APPLY_SCRIPT_SOURCE,
     apply_sync_script,
     index_mappings,
-    index_name,
     mapping_fingerprint,
 )
 from search.readers import read_role_definitions
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 
 from tests.support.aws import moto_role_of_access_key
 from tests.support.opensearch_scripts import TWINS, Twin, source_digest

@@ -18,10 +18,11 @@ from ops.reconcile import Reconcile
 from ops.reindex import Reindex
 from ops.runs import MemoryRunStore, Run
 from ops.table import Item, TablePage, scan_pages
+from refdata import indexnames
 from refdata.registry import REGISTRY, indexable_schemas
+from refdata.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 from search import indices
 from search.documents import encode_json, engine_document, item_from_dynamodb
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
 from stream_sync.aws import build_ports
 from stream_sync.config import Settings
 from stream_sync.sync import Ports
@@ -185,7 +186,7 @@ class OpsEnv:
             doc = json.loads(encode_json(engine_document(item_from_dynamodb(item)))) | {"schema": schema}
         params = {"seq": sequence, "tombstone": item is None, "doc": doc}
         lines = [
-            {"update": {"_index": indices.write_alias(schema), "_id": f"{pk}#{sk}"}},
+            {"update": {"_index": indexnames.write_alias(schema), "_id": f"{pk}#{sk}"}},
             {
                 "scripted_upsert": True,
                 "upsert": {},

@@ -36,11 +36,11 @@ import pytest
 from botocore.credentials import Credentials
 from index_bootstrap.bootstrap import IndexBootstrap
 from moto import mock_aws
+from refdata import indexnames
 from refdata.registry import indexable_schemas
 from refdata.reserved import CANARY, scope_of
-from search import indices
+from refdata.transport import OpenSearchTransport
 from search.readers import read_role_definitions
-from search.transport import OpenSearchTransport
 from stream_sync import handler
 from workflows_harness import (
     Clock,
@@ -245,7 +245,7 @@ class SmokeStack:
     def canary_documents(self) -> list[str]:
         """Every canary document (tombstones included) in every index of every indexable schema."""
         found = []
-        patterns = [indices.index_pattern(schema.name) for schema in indexable_schemas()]
+        patterns = [indexnames.index_pattern(schema.name) for schema in indexable_schemas()]
         for index in self.server.index_names():
             if any(fnmatch.fnmatchcase(index, pattern) for pattern in patterns):
                 for doc_id, source in self.server.documents(index).items():

@@ -10,8 +10,8 @@ from ops.purge import Purge, minimum_age_seconds, purgeable
 from ops.runs import MemoryRunStore, Run
 from ops.workflow import prepared
 from ops_harness import MIN_AGE, ZONE, OpsEnv, seq
+from refdata import indexnames
 from refdata.registry import indexable_schemas
-from search import indices
 
 from tests.support.opensearch_server import ROUTE_BULK
 
@@ -47,7 +47,7 @@ def test_the_purge_never_deletes_a_tombstone_younger_than_the_bound(ops_env: Ops
     assert sorted(doc["sk"] for doc in after.values()) == ["at-bound", "fresh", "just-after", "live", "young"]
     assert summary["status"] == "done" and summary["deleted"] == summary["found"] == 12
     assert summary["boundEpochSeconds"] == bound
-    every = sorted(indices.index_name(schema.name, 1) for schema in indexable_schemas())
+    every = sorted(indexnames.index_name(schema.name, 1) for schema in indexable_schemas())
     assert sorted(summary["indices"]) == every
     assert summary["parts"] == {"total": len(every), "done": len(every)}
 

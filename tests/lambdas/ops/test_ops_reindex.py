@@ -10,8 +10,8 @@ from ops.table import keys_of
 from ops.workflow import finish_run, prepared, run_part
 from ops.writes import Write, apply_writes
 from ops_harness import REGION, ZONE, ZONES, DynamoProxy, OpsEnv, seq
+from refdata.transport import OpenSearchTransport
 from search import indices
-from search.transport import OpenSearchTransport
 from stream_sync.sync import Fate, HttpReply
 
 from tests.support.opensearch_server import ROUTE_ALIASES, ROUTE_BULK

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from ops.purge import Purge
 from ops_harness import MIN_AGE, OpsEnv, seq
+from refdata.indexnames import index_name
 from refdata.registry import indexable_schemas
 from refdata.reserved import HEARTBEAT_AT, canary_key, heartbeat_key
-from search.indices import index_name
 
 pytestmark = pytest.mark.integration
 

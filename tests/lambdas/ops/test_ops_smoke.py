@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 from ops.smoke import STEPS
+from refdata.indexnames import index_name, read_alias, write_alias
 from refdata.registry import Visibility, get_schema
 from refdata.reserved import CANARY
-from search.indices import index_name, read_alias, write_alias
 from search.readers import document_filter, read_role_body
 from smoke_harness import SYNC_KEY, SmokeStack, smoke_stack
 

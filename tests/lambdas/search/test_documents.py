@@ -11,6 +11,7 @@ import pytest
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refdata.exact_numbers import apply_exact_numbers
 from search import documents
 from search.documents import Change, RecordError
 
@@ -479,19 +480,6 @@ json_values = st.recursive(
 )
 
 
-def _apply_exact_numbers(doc: dict[str, Any]) -> dict[str, Any]:
-    """What a reader does: replace each number named in exactNumbers by its exact text."""
-    exact = doc.pop("exactNumbers", {})
-    for pointer, text in exact.items():
-        tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
-        node: Any = doc
-        for token in tokens[:-1]:
-            node = node[int(token)] if isinstance(node, list) else node[token]
-        last = tokens[-1]
-        node[int(last) if isinstance(node, list) else last] = Decimal(text)
-    return doc
-
-
 @settings(max_examples=200, deadline=None)
 @given(json_values)
 def test_decoder_matches_boto3_and_exact_numbers_keep_every_digit(value: Any) -> None:
@@ -510,7 +498,7 @@ def test_decoder_matches_boto3_and_exact_numbers_keep_every_digit(value: Any) ->
             return item
         return Decimal(item)
 
-    assert normalise(_apply_exact_numbers(held)["v"]) == normalise(expected)
+    assert normalise(apply_exact_numbers(held)["v"]) == normalise(expected)
 
 
 def test_a_repair_label_keeps_its_suffix_after_the_padded_digits_and_sorts_between() -> None:

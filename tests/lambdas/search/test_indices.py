@@ -1,4 +1,4 @@
-"""Index names, the composable template, the mapping fingerprint and the ordering script's semantics."""
+"""The composable template, the mapping fingerprint and the ordering script's semantics."""
 
 from __future__ import annotations
 
@@ -8,67 +8,20 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from refdata.registry import indexable_schemas
 from search.indices import (
     APPLY_SCRIPT_SOURCE,
     STREAM_SEQ_WIDTH,
     apply_sync_script,
     bootstrap_fingerprint,
     index_mappings,
-    index_name,
-    index_pattern,
     index_template,
-    index_version,
     mapping_fingerprint,
-    read_alias,
     stored_fingerprint,
-    template_name,
-    write_alias,
 )
 
 
 def seq(number: int) -> str:
     return str(number).zfill(STREAM_SEQ_WIDTH)
-
-
-def test_names_follow_the_contract_in_lower_case() -> None:
-    assert index_name("productDate", 3) == "productdate-v3"
-    assert read_alias("productDate") == "productdate"
-    assert write_alias("productDate") == "productdate-write"
-    assert template_name("productDate") == "productdate-template"
-    assert index_pattern("productDate") == "productdate-v*"
-
-
-def test_every_indexable_schema_has_a_valid_index_name() -> None:
-    for schema in indexable_schemas():
-        name = index_name(schema.name, 1)
-        assert name == name.lower()
-        assert index_version(schema.name, name) == 1
-
-
-@pytest.mark.parametrize("bad", ["", "_hidden", "a b", "geo#zone", "a/b", "a*"])
-def test_names_that_opensearch_would_refuse_are_rejected(bad: str) -> None:
-    with pytest.raises(ValueError):
-        index_name(bad, 1)
-
-
-def test_versions_start_at_one() -> None:
-    with pytest.raises(ValueError):
-        index_name("geozone", 0)
-
-
-@pytest.mark.parametrize(
-    ("name", "version"),
-    [
-        ("geozone-v12", 12),
-        ("geozone-write", None),
-        ("geozone-v0", None),
-        ("geozone-v1-old", None),
-        ("geo-v1", None),
-    ],
-)
-def test_index_version_reads_only_the_schemas_own_versions(name: str, version: int | None) -> None:
-    assert index_version("geozone", name) == version
 
 
 def test_template_maps_keys_geometry_location_and_bbox_explicitly() -> None:

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import pytest
-from search.errors import describe
+from refdata.errors import describe
 from stream_sync.failures import classify, classify_response
 
 MISSING_SCRIPT = {

@@ -9,20 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, date, datetime
-from decimal import Decimal
 from typing import Any
 
 import pytest
-from boto3.dynamodb.types import TypeSerializer
-from botocore.credentials import Credentials
-from index_bootstrap.bootstrap import IndexBootstrap
 from refdata.offload import prepare_item
-from refdata.registry import indexable_schemas
-from search.documents import build_document, encode_update, parse_change
-from search.indices import read_alias
-from search.queries import (
+from refdata.queries import (
     BoundingBox,
     DateRange,
     Filters,
@@ -39,33 +31,20 @@ from search.queries import (
     next_page,
     text_search,
 )
-from search.readers import read_role_definitions
-from search.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
+from refdata.transport import OpenSearchTransport
 
-from infra.environments import environments
-from tests.lambdas.ops.workflows_harness import deployed_names, domain_access, template_policies
-from tests.support.iam import DomainAccess
-from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+from tests.lambdas.refdata.read_domain import (
+    ADMIN_KEY,
+    READER,
+    READER_KEY,
+    read_domain,
+    signed,
+    stream_record,
+)
+from tests.support.opensearch_server import LoopbackOpenSearch
 from tests.support.shapes import square
 
 pytestmark = pytest.mark.integration
-
-# dev's admin role and its public_search reader, whose identity policy is the one docs/operations.md tells a reader
-# to give its role: IAM decides each request with dev's synthesized access policy before FGAC (tests/support/iam.py).
-DEV = environments()["dev"]
-ADMIN = DEV.role_arn(DEV.platform_role_name("search-admin"))
-(READER,) = next(role for role in DEV.search.read_roles if role.name == "public_search").iam_role_arns
-FGAC = FineGrainedAccessControl(ADMIN, {"AKIDADMIN": ADMIN, "AKIDREADER": READER})
-
-
-def access() -> DomainAccess:
-    stateful, stateless = deployed_names(DEV)
-    domain = domain_access(stateful, template_policies(stateful, stateless))
-    aliases = [f"{domain.domain_arn}/{read_alias(schema)}/*" for schema in ("geozone", "productDate")]
-    documented = {"Effect": "Allow", "Action": ["es:ESHttpGet", "es:ESHttpPost"], "Resource": aliases}
-    identities = {READER: [{"Statement": [documented]}]}
-    return replace(domain, identity=lambda role: identities.get(role, []))
-
 
 ZONES: dict[str, dict[str, Any]] = {
     "1": {
@@ -155,59 +134,18 @@ def zone_item(number: str) -> dict[str, Any]:
     return prepare_item(None, "unused", item, threshold=300 * 1024)  # adds bbox and location (the centroid)
 
 
-def dynamodb_value(value: Any) -> Any:
-    """Numbers as boto3 writes them (Decimal)."""
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    if isinstance(value, dict):
-        return {k: dynamodb_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [dynamodb_value(v) for v in value]
-    return value
-
-
-def stream_record(item: dict[str, Any], seq: int, event: str = "INSERT") -> dict[str, Any]:
-    serialize = TypeSerializer().serialize
-    image = {key: serialize(dynamodb_value(value)) for key, value in item.items()}
-    body: dict[str, Any] = {
-        "Keys": {k: image[k] for k in ("pk", "sk")},
-        "SequenceNumber": str(seq),
-        "ApproximateCreationDateTime": 1_764_531_000 + seq,  # a tombstone's deletedAt
-    }
-    body["OldImage" if event == "REMOVE" else "NewImage"] = image
-    return {"eventID": str(seq), "eventName": event, "dynamodb": body}
-
-
-def signed(server: LoopbackOpenSearch, key: str) -> OpenSearchTransport:
-    return OpenSearchTransport(
-        server.endpoint, "ca-central-1", timeout_seconds=5, credentials=Credentials(key, "x")
-    )
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[LoopbackOpenSearch]:
-    with LoopbackOpenSearch(fgac=FGAC, access=access()) as running:
-        admin = signed(running, "AKIDADMIN")
-        readers = read_role_definitions([("public_search", ("geozone", "productDate"), (READER,))])
-        IndexBootstrap(admin, sleep=lambda _: None).run(
-            [schema.name for schema in indexable_schemas()], replicas=0, read_roles=readers
-        )
-        records = [stream_record(zone_item(n), int(n)) for n in ZONES]
-        records += [stream_record(item, 100 + i) for i, item in enumerate(PRODUCTS)]
-        records.append(stream_record(zone_item("6"), 200, "REMOVE"))
-        lines = ""
-        for record in records:
-            change = parse_change(record)
-            build_document(change, None)
-            lines += encode_update(change)
-        answer = admin.request("POST", "_bulk", lines.encode(), {"Content-Type": NDJSON_CONTENT_TYPE}).json()
-        assert not answer["errors"], answer
+    records = [stream_record(zone_item(n), int(n)) for n in ZONES]
+    records += [stream_record(item, 100 + i) for i, item in enumerate(PRODUCTS)]
+    records.append(stream_record(zone_item("6"), 200, "REMOVE"))
+    with read_domain(records) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def reader(server: LoopbackOpenSearch) -> OpenSearchTransport:
-    return signed(server, "AKIDREADER")
+    return signed(server, READER_KEY)
 
 
 def run(reader: OpenSearchTransport, request: SearchRequest) -> dict[str, Any]:
@@ -338,7 +276,7 @@ def test_internal_fields_cannot_be_searched_by_a_reader(
     request = SearchRequest("geozone/_search", {"query": {"match": {"adminNotes": "bear"}}})
 
     assert ids(run(reader, request)) == []
-    assert ids(run(signed(server, "AKIDADMIN"), request)) == zones("2")
+    assert ids(run(signed(server, ADMIN_KEY), request)) == zones("2")
 
 
 def test_the_collection_filter_stops_at_the_collection_boundary(reader: OpenSearchTransport) -> None:

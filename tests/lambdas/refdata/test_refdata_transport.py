@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from botocore.credentials import Credentials
-from search.transport import (
+from refdata.transport import (
     NDJSON_CONTENT_TYPE,
     OpenSearchTransport,
     TransportConnectionError,

@@ -1,7 +1,7 @@
 """Query helpers for application code: OpenSearch searches of one schema's read alias, as pure functions.
 
 Each helper returns a `SearchRequest` (the path `<read alias>/_search` and the JSON body in the documented query
-DSL) for any client that signs requests as a read role (e.g. `search.transport.OpenSearchTransport`); nothing
+DSL) for any client that signs requests as a read role (e.g. `refdata.transport.OpenSearchTransport`); nothing
 here does I/O. docs/search.md shows every helper with the body it builds.
 
 - `geo_shape_search`: documents whose `geometry` intersects, lies within, contains or is disjoint from a point,
@@ -26,10 +26,9 @@ from enum import StrEnum
 from typing import Any, Final
 
 from refdata.geometry import validate
+from refdata.indexnames import read_alias
 from refdata.keys import pk_prefix
 from refdata.registry import AttributeKind, Schema, Visibility, get_schema
-
-from search.indices import read_alias
 
 COLLECTION_FIELD: Final = "collectionId"
 MAX_PAGE_SIZE: Final = 1000

@@ -1,5 +1,9 @@
 """SigV4-signed HTTP transport to an OpenSearch domain, over one urllib3 connection pool.
 
+Applications read through it as a read role (refdata.reader); the sync, the index bootstrap and the ops tools
+write and administer through it. It needs botocore and urllib3 (the `aws` extra of refdata-client); the
+conventions, the query helpers and the reader do not.
+
 The transport sends exactly one HTTP request per call and returns whatever status came back: HTTP error
 statuses are data for the caller (a `_bulk` 429 is retried differently from a mapping error), while
 connection failures and timeouts raise `TransportError`. There are no hidden retries: every caller
@@ -24,7 +28,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.session import Session as BotocoreSession
 
-from search.errors import describe
+from refdata.errors import error_reason
 
 SERVICE = "es"
 JSON_CONTENT_TYPE = "application/json"
@@ -65,16 +69,7 @@ class Response:
 
     def error_reason(self) -> str:
         """A one-line description of an OpenSearch error response: type and reason, and every `caused_by`."""
-        try:
-            payload = self.json()
-        except ValueError:
-            return f"HTTP {self.status}: {self.body[:500].decode('utf-8', 'replace')}"
-        error = payload.get("error") if isinstance(payload, dict) else None
-        if isinstance(error, dict):
-            return f"HTTP {self.status} {describe(error)}"
-        if isinstance(error, str):
-            return f"HTTP {self.status}: {error}"
-        return f"HTTP {self.status}: {self.body[:500].decode('utf-8', 'replace')}"
+        return error_reason(self.status, self.body)
 
 
 def assume_role(role_arn: str, region: str, *, session_name: str, duration_seconds: int = 900) -> Credentials:
