@@ -33,13 +33,13 @@ from refdata.indexnames import (
     template_name,
     write_alias,
 )
+from refdata.mappings import DELETED_AT_FIELD
 from refdata.transport import OpenSearchTransport, Response, path_segment
 from search.admin import JsonApi
 from search.documents import Change, encode_update, engine_document, padded_sequence
 from search.indices import (
     APPLY_SCRIPT_CONTEXT,
     APPLY_SCRIPT_ID,
-    DELETED_AT_FIELD,
     cluster_settings,
     index_mappings,
     index_template,

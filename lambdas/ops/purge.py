@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from refdata.indexnames import index_pattern
+from refdata.mappings import DELETED_AT_FIELD
 from refdata.registry import indexable_schemas
-from search.indices import DELETED_AT_FIELD
 from stream_sync.sync import Ports
 
 from ops.index import Hit, OpsError, TransientFailure

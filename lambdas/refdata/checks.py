@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from refdata import limits
 from refdata.keys import document_id, parse_key
+from refdata.mappings import mapped_fields
 from refdata.registry import COUNTER, PLATFORM_ATTRIBUTES, KeyConventionError, Schema, get_schema
 from refdata.reserved import is_reserved
 
@@ -59,3 +61,14 @@ def check_attributes(pk: str, names: Mapping[str, Any], *, allowed: frozenset[st
     owned = sorted((set(names) & PLATFORM_ATTRIBUTES) - allowed)
     if owned:
         raise WriteError(f"{pk!r}: {owned} are written by the platform, not by application items")
+
+
+def check_indexable(pk: str, schema: Schema, attributes: Mapping[str, Any]) -> None:
+    """The search engine's document limits (`refdata.limits`) against the schema's mappings: what the stream sync
+    would dead-letter as `document-limit` or `invalid-field-name` is refused before it is stored."""
+    if not schema.indexable:
+        return
+    try:
+        limits.check_item(attributes, tree=mapped_fields(schema.name))
+    except limits.DocumentLimitError as error:
+        raise WriteError(f"{pk!r}: search could never index it: {error}") from None

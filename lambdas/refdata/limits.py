@@ -16,9 +16,9 @@ DynamoDB accepts items OpenSearch can never index. The engine refuses, for every
 document parser maps it dynamically, against the fields an index template maps explicitly (`mapped`, the template's
 `properties`), and raises `DocumentLimitError` naming the limit. The total is counted for the item alone, as a
 fresh index would see it; fields other documents added to the index count against the same limit, which the
-engine enforces when the mapping grows. The stream sync runs this check on every document (its `mapped` is the
-schema's template, `search.indices.index_mappings(schema)["properties"]`); writers can run it before a put, so an
-item that could never be indexed is refused at write time rather than found in the dead-letter queue.
+engine enforces when the mapping grows. The stream sync runs this check on every document, and `refdata.writer`
+before every write (against `refdata.mappings.mapped_fields(schema)`), so an item that could never be indexed is
+refused at write time rather than found in the dead-letter queue.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from refdata.checks import (
     WRITABLE_PLATFORM_ATTRIBUTES,
     WriteError,
     check_attributes,
+    check_indexable,
     check_key,
     keys_of,
 )
@@ -146,21 +147,24 @@ class Writer:
     def create_item(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """Create an item whose pk and sk are given (never overwriting)."""
         pk, sk = keys_of(item)
-        check_key(pk, sk)
+        schema = check_key(pk, sk)
         check_attributes(pk, item, allowed=WRITABLE_PLATFORM_ATTRIBUTES)
+        check_indexable(pk, schema, item)
         return self._write(item, create=True)
 
     def replace(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """Replace an existing item whole (a globalId schema's item must carry its stored globalId)."""
         pk, sk = keys_of(item)
-        check_key(pk, sk)
+        schema = check_key(pk, sk)
         check_attributes(pk, item, allowed=WRITABLE_PLATFORM_ATTRIBUTES | STORED_PLATFORM_ATTRIBUTES)
+        check_indexable(pk, schema, item)
         return self._write(item, create=False)
 
     def update(self, pk: str, sk: str, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Set attributes of an existing item (its geometry changes by `replace`, which offloads it)."""
-        check_key(pk, sk)
+        schema = check_key(pk, sk)
         check_attributes(pk, changes, allowed=WRITABLE_PLATFORM_ATTRIBUTES - {"pk", "sk", GEOMETRY})
+        check_indexable(pk, schema, changes)
         return globalid.update_attributes(self._table(pk), pk, sk, changes)
 
     def delete(self, pk: str, sk: str) -> None:

@@ -31,6 +31,7 @@ from refdata import limits
 from refdata.exact_numbers import EXACT_NUMBERS_FIELD, pointer_token
 from refdata.indexnames import write_alias
 from refdata.keys import document_id
+from refdata.mappings import DELETED_AT_FIELD, mapped_fields
 from refdata.numbers import NUMBER_TEXT, NumberError, parse_number_text
 from refdata.registry import schema_of_pk
 
@@ -43,7 +44,6 @@ GEOMETRY_URL_ATTRIBUTE: Final = "geometryUrl"
 GEOMETRY_ATTRIBUTE: Final = "geometry"
 LOCATION_ATTRIBUTE: Final = "location"
 SCHEMA_FIELD: Final = "schema"
-DELETED_AT_FIELD: Final = indices.DELETED_AT_FIELD
 
 
 class RecordError(Exception):
@@ -391,17 +391,11 @@ def item_document(image: Mapping[str, Mapping[str, Any]], schema: str) -> dict[s
     return doc
 
 
-@lru_cache(maxsize=64)
-def _mapped_fields(schema: str) -> tuple[dict[str, Any], int]:
-    """The fields the schema's index template maps, as `refdata.limits` walks them."""
-    return limits.mapped_tree(indices.index_mappings(schema)["properties"])
-
-
 def check_indexable(doc: Mapping[str, Any], schema: str) -> None:
     """The engine's document limits (`refdata.limits`) against the schema's template: a permanent failure
     naming the limit when the engine could never index `doc`."""
     try:
-        limits.check_item(doc, tree=_mapped_fields(schema))
+        limits.check_item(doc, tree=mapped_fields(schema))
     except limits.DocumentLimitError as error:
         raise RecordError(error.kind, error.detail) from None
 

@@ -2,7 +2,7 @@
 
 Each indexable schema has versioned indices `<schema>-v<N>` (lower case), a read alias `<schema>` that
 hides tombstones, and a write alias `<schema>-write` on exactly one version (their names: refdata.indexnames).
-Mappings come from one composable index template per schema and carry a fingerprint in `_meta`, so a deployment
+Mappings (refdata.mappings) come from one composable index template per schema and carry a fingerprint in `_meta`, so a deployment
 can tell whether the newest version already has the desired mapping.
 
 Ordering lives in the stored painless script `refdata-sync-apply`: the sync sends every change as a bulk
@@ -18,9 +18,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from refdata.exact_numbers import EXACT_NUMBERS_FIELD
 from refdata.indexnames import WRITE_ALIAS_SUFFIX, index_pattern
-from refdata.registry import AttributeKind, get_schema
+from refdata.mappings import DELETED_AT_FIELD, document_mappings
 
 APPLY_SCRIPT_ID: Final = "refdata-sync-apply"
 # Stored with this context (`PUT _scripts/<id>/update`) the script is compiled when stored: a compile error
@@ -29,8 +28,6 @@ APPLY_SCRIPT_CONTEXT: Final = "update"
 STREAM_SEQ_WIDTH: Final = 40
 TEMPLATE_PRIORITY: Final = 200
 FINGERPRINT_META_KEY: Final = "mapping_fingerprint"
-# When a tombstone's item was deleted (epoch seconds): what the tombstone purge compares with its bound.
-DELETED_AT_FIELD: Final = "deletedAt"
 
 # params: seq (stream SequenceNumber zero-padded to 40 digits, so string order is numeric order),
 # tombstone (true for a REMOVE), doc (the whole document; for a tombstone pk, sk, schema and deletedAt).
@@ -101,57 +98,6 @@ def read_alias_filter() -> dict[str, Any]:
     return {"bool": {"must_not": [{"term": {"tombstone": True}}]}}
 
 
-def _field_mappings() -> dict[str, Any]:
-    keyword = {"type": "keyword"}
-    return {
-        "pk": keyword,
-        "sk": keyword,
-        "globalId": keyword,
-        "schema": keyword,
-        "stream_seq": keyword,
-        "tombstone": {"type": "boolean"},
-        "geometry": {"type": "geo_shape"},
-        "geometryUrl": keyword,
-        "location": {"type": "geo_point"},
-        "bbox": {"type": "double"},
-        "expiresAt": {"type": "long"},
-        DELETED_AT_FIELD: {"type": "long"},
-        EXACT_NUMBERS_FIELD: {"type": "object", "enabled": False},  # kept in _source, never indexed
-    }
-
-
-def _text_with_keyword() -> dict[str, Any]:
-    return {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
-
-
-def attribute_mapping(kind: AttributeKind) -> dict[str, Any]:
-    """The explicit mapping of a declared attribute (refdata.registry); `text` as dynamic strings get it."""
-    return _text_with_keyword() if kind is AttributeKind.TEXT else {"type": kind.value}
-
-
-def _mapping_body() -> dict[str, Any]:
-    return {
-        "dynamic": True,
-        # Strings never become dates or numbers by guesswork; geometry is mapped explicitly above.
-        "date_detection": False,
-        "numeric_detection": False,
-        "dynamic_templates": [
-            {
-                "strings_as_text_and_keyword": {
-                    "match_mapping_type": "string",
-                    "mapping": _text_with_keyword(),
-                }
-            },
-            # DynamoDB has one number type. Every number is indexed as a double: the default (integers as
-            # `long`, fractions as 32-bit `float`) would truncate a later fraction in a field first seen as an
-            # integer, refuse integers beyond 64 bits, and round every fraction to 7 digits.
-            {"integers_as_double": {"match_mapping_type": "long", "mapping": {"type": "double"}}},
-            {"decimals_as_double": {"match_mapping_type": "double", "mapping": {"type": "double"}}},
-        ],
-        "properties": _field_mappings(),
-    }
-
-
 def _canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
@@ -163,11 +109,9 @@ def mapping_fingerprint(mappings: Mapping[str, Any]) -> str:
 
 
 def index_mappings(schema: str) -> dict[str, Any]:
-    """The desired mappings of every version of `schema`'s index, fingerprint included in `_meta`: the platform's
-    fields and the schema's declared attributes mapped explicitly, everything else dynamically."""
-    body = _mapping_body()
-    for attribute in get_schema(schema).attributes:
-        body["properties"][attribute.name] = attribute_mapping(attribute.kind)
+    """The desired mappings of every version of `schema`'s index (`refdata.mappings`), fingerprint included in
+    `_meta`."""
+    body = document_mappings(schema)
     body["_meta"] = {"schema": schema, FINGERPRINT_META_KEY: mapping_fingerprint(body)}
     return body
 

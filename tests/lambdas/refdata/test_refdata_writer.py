@@ -215,3 +215,31 @@ def test_update_replace_and_delete_by_key(writer, table):
         writer.delete(stored["pk"], stored["sk"])
     with pytest.raises(KeyError, match="no item"):
         writer.update(stored["pk"], stored["sk"], {"note": "gone"})
+
+
+@pytest.mark.parametrize("schema", [s for s in DATA_SCHEMAS if s.indexable], ids=lambda s: s.name)
+def test_what_search_could_never_index_is_refused_before_any_call(schema, nowhere, aws):
+    """The engine's document limits, as the stream sync would dead-letter them (refdata.limits)."""
+    item = _item(schema)
+    too_deep: dict = {"leaf": 1}
+    for _ in range(25):
+        too_deep = {"next": too_deep}
+    cases = {  # refdata.limits: depth, an invalid field name, the total of fields, one path as value and object
+        "depth": {"nested": too_deep},
+        "field name": {"a..b": 1},
+        "total fields": {f"field{i}": "text" for i in range(600)},
+        "value and object": {"label": "x", "label.sub": "y"},
+    }
+    for attributes in cases.values():
+        with pytest.raises(WriteError, match="search could never index it"):
+            nowhere.create_item({**item, **attributes})
+        with pytest.raises(WriteError, match="search could never index it"):
+            nowhere.update(str(item["pk"]), str(item["sk"]), attributes)
+
+
+def test_a_schema_that_is_not_indexed_has_no_engine_limits(writer, table):
+    schema = next((s for s in DATA_SCHEMAS if not s.indexable), None)
+    if schema is None:
+        pytest.skip("every data schema is indexed")
+    stored = writer.create_item({**_item(schema), "a..b": 1})
+    assert stored["a..b"] == 1
