@@ -13,7 +13,7 @@ export CDK_VALIDATION := false
 step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost clean
+.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost client-release clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -118,6 +118,12 @@ guard: synth ## fail on a change that would replace or delete a stateful resourc
 # After a release: its templates become the baseline, and the guard's overrides (which applied to it) are emptied.
 baseline: synth ## after a release: its templates become the guard's baseline
 	@$(BIN)/python -m infra.guard cdk.out --write-baseline
+
+# A registry change is a refdata-client release: bump __version__ in lambdas/refdata/__init__.py as
+# `python -m infra.client_version --check` says, then this records it (release/client/registry.json and a generated
+# CHANGELOG.md entry; DATE=YYYY-MM-DD puts a date beside its heading).
+client-release: setup ## record a refdata-client release of __version__ (release/client: record and changelog)
+	@$(BIN)/python -m infra.client_version --release $(if $(DATE),--date $(DATE))
 
 # Monthly cost per environment (docs/cost.md and the README table) from the templates, infra/prices.toml and the
 # assumed workload; `.venv/bin/python -m infra.cost --help` lists the what-if flags.
