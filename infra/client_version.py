@@ -107,8 +107,8 @@ def surface(registry: Mapping[str, Schema], tables: Mapping[str, Mapping[str, st
 
 
 def routing(configs: Mapping[str, EnvironmentConfig]) -> dict[str, dict[str, str]]:
-    """Per environment, the table holding each schema: its construct id as config
-    names it (``Table`` for the main table, ``Table<name>`` for an additional one)."""
+    """Per environment, the table holding each schema: its construct id as config names it (``Table`` for the main
+    table, ``Table<name>`` for an additional one). The counter is no table's claim: it lives beside what it numbers."""
     return {
         env: {schema: plan.construct_id for plan in config.source_tables for schema in plan.schemas}
         for env, config in configs.items()
