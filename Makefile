@@ -13,10 +13,10 @@ export CDK_VALIDATION := false
 step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost client clean
+.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost client client-release clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: $(VENV)/.installed node_modules/.installed ## create .venv (uv, hash-checked) and node_modules if missing or stale
 	@# The project's own modules too (cheap when up to date): every synth, xdist worker and subprocess starts warm.
@@ -119,6 +119,12 @@ guard: synth ## fail on a change that would replace or delete a stateful resourc
 baseline: synth ## after a release: its templates become the guard's baseline
 	@$(BIN)/python -m infra.guard cdk.out --write-baseline
 
+# A registry change is a refdata-client release: bump __version__ in lambdas/refdata/__init__.py as
+# `python -m infra.client_version --check` says, then this records it (release/client/registry.json and a generated
+# CHANGELOG.md entry; DATE=YYYY-MM-DD puts a date beside its heading).
+client-release: setup ## record a refdata-client release of __version__ (release/client: record and changelog)
+	@$(BIN)/python -m infra.client_version --release $(if $(DATE),--date $(DATE))
+
 # Monthly cost per environment (docs/cost.md and the README table) from the templates, infra/prices.toml and the
 # assumed workload; `.venv/bin/python -m infra.cost --help` lists the what-if flags.
 cost: synth ## write the monthly cost estimate (docs/cost.md, README table)
@@ -141,8 +147,9 @@ docs: setup ## regenerate all that config and the registry define: README tables
 CLIENT_BUILD = SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
 	$(BIN)/uv build --quiet --no-build-isolation --python $(BIN)/python
 CLIENT_DIST ?= dist
-client: setup ## build the refdata-client wheel and sdist into dist/
+client: setup ## check refdata-client's version against the registry's change, build its wheel and sdist into dist/
 	$(call step,refdata-client wheel and sdist into $(CLIENT_DIST)/)
+	@$(BIN)/python -m infra.client_version --check
 	@rm -rf $(CLIENT_DIST)
 	@$(CLIENT_BUILD) --out-dir $(CLIENT_DIST) lambdas
 	@ls -1 $(CLIENT_DIST)/*.whl $(CLIENT_DIST)/*.tar.gz | sed 's/^/wrote /'

@@ -17,6 +17,8 @@ ENVIRONMENTS = "infra/environments.py"
 REGISTRY = "lambdas/refdata/registry.py"
 CONTEXT = "cdk.context.json"
 PINS = "tests/infra/test_shipped_config.py"
+VERSION = "lambdas/refdata/__init__.py"
+RELEASE_FILES = {VERSION, "release/client/registry.json", "release/client/CHANGELOG.md"}
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,22 @@ def change_account_and_region(scratch: Scratch) -> list[Added]:
     scratch.edit(ENVIRONMENTS, '"test": "222222222222"', '"test": "555555555555"')
     add_zones(scratch, "555555555555", "ca-west-1")
     return [Added("environment", "test", "dev")]
+
+
+def release_client(scratch: Scratch) -> str | None:
+    """The refdata-client release a registry or table change needs (README: bump ``__version__`` as the check says,
+    then `make client-release`): the version released, or None when the check passes as the tree is."""
+    done = scratch.run([".venv/bin/python", "-m", "infra.client_version", "--check"], check=False)
+    if done.returncode == 0:
+        return None
+    needed = re.search(r"→ at least (\d+\.\d+\.\d+)", done.stdout)
+    current = re.search(r'^__version__ = "([^"]+)"$', (scratch.root / VERSION).read_text(), re.MULTILINE)
+    assert needed and current, (
+        f"the check failed without naming the version needed:\n{done.stdout}{done.stderr}"
+    )
+    scratch.edit(VERSION, current.group(0), f'__version__ = "{needed.group(1)}"')
+    scratch.make("client-release")
+    return needed.group(1)
 
 
 RECIPES = {

@@ -1,5 +1,7 @@
-"""Each README recipe, applied to a scratch copy, is at most two hand-edited files plus `make docs`, passes
-`make test`, and gives the new environment, schema, table or read role the assertions its siblings get.
+"""Each README recipe, applied to a scratch copy, is at most two hand-edited files plus `make docs` (and, when it
+changes what the registry promises, the refdata-client release the check asks for: a version bump and
+`make client-release`), passes `make test`, and gives the new environment, schema, table or read role the
+assertions its siblings get.
 
 Slow (a synth and the whole suite per recipe): `make recipes` runs these, and so does CI (.ci/run).
 """
@@ -13,6 +15,7 @@ import pytest
 
 from tests.recipes.recipes import (
     RECIPES,
+    RELEASE_FILES,
     Added,
     add_environment,
     add_read_role,
@@ -20,6 +23,7 @@ from tests.recipes.recipes import (
     add_table,
     collected,
     count_tests,
+    release_client,
     selection,
 )
 from tests.recipes.scratch import Scratch
@@ -58,6 +62,10 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     scratch = Scratch.of_working_tree(tmp_path)
     added = [thing for recipe in recipes for thing in RECIPES[recipe](scratch)]
     hand_edited = scratch.changed()
+    version = release_client(scratch)
+    released = scratch.changed()
+    if version is not None:
+        assert released == RELEASE_FILES, released
     scratch.make("docs")
     regenerated = scratch.changed()
     report, ids = tmp_path / "coverage.json", collected(scratch)
@@ -72,6 +80,7 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     covered = json.loads(report.read_text())
     lines = [
         f"{' + '.join(recipes)}: {len(hand_edited)} hand-edited ({', '.join(sorted(hand_edited))}); "
+        f"{f'refdata-client release {version}: {len(released)} files' if version else 'no refdata-client release'}; "
         f"`make docs` regenerated {len(regenerated)} ({', '.join(sorted(regenerated)) or 'nothing'}); {ran}"
     ]
     for thing in added:
@@ -126,6 +135,14 @@ def test_a_routine_change_is_two_files_and_make_docs_and_the_suite_follows_it(
 ) -> None:
     lines = apply_and_check(tmp_path, recipe)
     print("\n".join(lines))
+    # What the registry promises changes with a schema, or with the table holding one: a refdata-client release.
+    promises = recipe in (
+        "add a schema",
+        "change a schema",
+        "add a source table",
+        "move a schema to its own table",
+    )
+    assert ("no refdata-client release" not in lines[0]) == promises, lines[0]
     if recipe == "change an account and a region":
         assert "make guard: BLOCKED" in lines[-2], (
             "an account or region move is a new deployment: the guard blocks it"
