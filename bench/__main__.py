@@ -9,7 +9,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("bench.proof", "bench.setup", "bench.synth", "bench.sync", "bench.ops", "bench.smoke")
+SECTIONS = (
+    "bench.proof",
+    "bench.setup",
+    "bench.synth",
+    "bench.sync",
+    "bench.ops",
+    "bench.smoke",
+    "bench.client",
+)
 
 
 def rerun(names: list[str]) -> None:
