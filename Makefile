@@ -13,7 +13,7 @@ export CDK_VALIDATION := false
 step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost clean
+.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost pins clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -123,6 +123,12 @@ baseline: synth ## after a release: its templates become the guard's baseline
 # assumed workload; `.venv/bin/python -m infra.cost --help` lists the what-if flags.
 cost: synth ## write the monthly cost estimate (docs/cost.md, README table)
 	@$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
+
+# A new source table's logical ids (its table, and the vault its backups create) into the pins of
+# tests/infra/test_shipped_config.py, from an in-process build of every stateful stack (README, "Add a source table").
+# It adds pins only: a pinned id that changed is refused, named, and left to the pin test.
+pins: setup ## after review: pin a new source table's logical ids (never changes a pin)
+	@$(BIN)/python -m infra.pins
 
 bench: setup ## run the benchmarks into docs/benchmarks.md (slow)
 	@$(BIN)/python -m bench

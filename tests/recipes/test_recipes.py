@@ -1,5 +1,6 @@
-"""Each README recipe, applied to a scratch copy, is at most two hand-edited files plus `make docs`, passes
-`make test`, and gives the new environment, schema, table or read role the assertions its siblings get.
+"""Each README recipe, applied to a scratch copy, is at most two hand-edited files plus `make docs` (and a table's
+`make pins`), passes `make test`, and gives the new environment, schema, table or read role the assertions its
+siblings get.
 
 Slow (a synth and the whole suite per recipe): `make recipes` runs these, and so does CI (.ci/run).
 """
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from infra.pins import read
 from tests.recipes.recipes import (
+    PINS,
     RECIPES,
     Added,
     add_environment,
@@ -20,11 +23,13 @@ from tests.recipes.recipes import (
     add_table,
     collected,
     count_tests,
+    pin,
     selection,
 )
 from tests.recipes.scratch import Scratch
 
 pytestmark = pytest.mark.recipe
+TABLE, VAULT = "AWS::DynamoDB::Table", "AWS::Backup::BackupVault"
 OVERRIDE = """
 [[override]]
 resource = "{resource}"
@@ -58,6 +63,21 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     scratch = Scratch.of_working_tree(tmp_path)
     added = [thing for recipe in recipes for thing in RECIPES[recipe](scratch)]
     hand_edited = scratch.changed()
+    pinned_line = ""
+    if any(thing.kind == "table" for thing in added):
+        # README, "Add a source table": after review, `make pins` pins the new table's ids (not a hand edit).
+        before = read((scratch.root / PINS).read_text())[1]
+        pinned, said = pin(scratch)
+        after = read((scratch.root / PINS).read_text())[1]
+        tables = [
+            t.name.split("/")[1] for t in added if t.kind == "table" and t.name.split("/")[1] not in before
+        ]
+        assert pinned == ({PINS} if tables else set()), said
+        assert after == before | {table: after[table] for table in tables}, said  # it only adds
+        for table in tables:
+            assert [list(part.values()) for part in after[table]] == [[TABLE], [VAULT]], said
+            assert f"pinned {table}: " in said, said
+        pinned_line = f"`make pins` {f'wrote {PINS}' if pinned else 'left the pins unchanged'}; "
     scratch.make("docs")
     regenerated = scratch.changed()
     report, ids = tmp_path / "coverage.json", collected(scratch)
@@ -72,7 +92,8 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     covered = json.loads(report.read_text())
     lines = [
         f"{' + '.join(recipes)}: {len(hand_edited)} hand-edited ({', '.join(sorted(hand_edited))}); "
-        f"`make docs` regenerated {len(regenerated)} ({', '.join(sorted(regenerated)) or 'nothing'}); {ran}"
+        f"{pinned_line}`make docs` regenerated {len(regenerated)} ({', '.join(sorted(regenerated)) or 'nothing'}); "
+        f"{ran}"
     ]
     for thing in added:
         new, sibling = coverage(scratch, thing, ids, covered)
