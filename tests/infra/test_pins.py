@@ -15,7 +15,7 @@ from refdata.registry import REGISTRY
 
 from infra import pins
 from infra.app_builder import build_environment, committed_context
-from infra.config import SourceTable, TableSettings, data_schemas
+from infra.config import EnvironmentConfig, SourceTable, TableSettings, data_schemas
 from infra.pins import PINS, Refused, discover, read, update, write_pins
 from tests.infra.conftest import base_config
 
@@ -127,25 +127,28 @@ def test_an_empty_pins_dict_and_a_long_dict_are_written_as_ruff_formats_them(tmp
     assert ruff_formatted(module).returncode == 0, ruff_formatted(module).stdout
 
 
-def test_the_command_finds_a_planted_tables_ids_as_a_synth_with_its_backups_on_has_them(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Over whatever config holds: a table added to the first environment (backups off, as a new table often is)
-    is found with the ids its table and, once its backups are on, its vault get in the synthesized template."""
+def planted_config(*, backup: bool) -> EnvironmentConfig:
+    """``base_config()`` with a source table ``Planted``: claiming an indexable schema the main table can spare, or,
+    where it has only one left, the schemas of the first additional table, which it replaces."""
     base = base_config()
     claimed = {schema for table in base.additional_tables for schema in table.schemas}
-    schema = next(s for s in data_schemas() if s not in claimed and REGISTRY[s].indexable)
-    planted = SourceTable(name="Planted", schemas=(schema,), settings=TableSettings())
-    config = replace(base, additional_tables=(*base.additional_tables, planted))
+    free = [schema for schema in data_schemas() if schema not in claimed and REGISTRY[schema].indexable]
+    settings = TableSettings(backup_enabled=backup)
+    if len(free) >= 2:
+        tables = (*base.additional_tables, SourceTable(name="Planted", schemas=(free[0],), settings=settings))
+    else:
+        first, *rest = base.additional_tables
+        tables = (replace(first, name="Planted", settings=settings), *rest)
+    return replace(base, additional_tables=tables)
+
+
+def test_the_command_finds_a_planted_tables_ids_as_a_synth_with_its_backups_on_has_them() -> None:
+    """Over whatever config holds: a table added to the first environment (backups off, as a new table often is)
+    is found with the ids its table and, once its backups are on, its vault get in the synthesized template."""
     stateful_types = read(PINS.read_text())[0]
+    found = discover([planted_config(backup=False)], stateful_types)
 
-    found = discover([config], stateful_types)
-
-    backed_up = SourceTable(name="Planted", schemas=(schema,), settings=TableSettings(backup_enabled=True))
-    stage = build_environment(
-        App(context=committed_context()),
-        replace(base, additional_tables=(*base.additional_tables, backed_up)),
-    )
+    stage = build_environment(App(context=committed_context()), planted_config(backup=True))
     resources = Template.from_stack(stage.node.find_child("Stateful")).to_json()["Resources"]  # type: ignore[arg-type]
     table, vault = found["TablePlanted"]
     assert table | vault == {
