@@ -1,14 +1,18 @@
-"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``), the synth gate
-(``python -m infra.report --check cdk.out``: fails on any cdk-nag finding, error annotation or missing context value
-and says which), the cdk-nag acknowledgments with their reasons (``python -m infra.report --acknowledgments``), and
-what the deploy workflow needs to know of one environment (``python -m infra.report --deploy-target <env>``, as
-``key=value`` lines for ``$GITHUB_OUTPUT``)."""
+"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``), the synth gate (``python -m infra.report
+--check cdk.out [--cli-output <what cdk synth printed> --cli-status <its status>]``: fails on any cdk-nag finding,
+error annotation or missing context value and says each once, with its fix; `make synth` hands it the CLI's
+output, which it passes on less the CLI's own report of the same problems), the cdk-nag acknowledgments with their
+reasons (``python -m infra.report --acknowledgments``), and what the deploy workflow needs to know of one
+environment (``python -m infra.report --deploy-target <env>``, as ``key=value`` lines for ``$GITHUB_OUTPUT``)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,30 +85,133 @@ def deploy_target(name: str) -> list[str]:
     return [f"role_arn={config.deploy_role_arn}", f"region={config.region}", f"account={config.account}"]
 
 
-def gate_failures(cloud_assembly: Path) -> list[str]:
-    """What makes a synthesized assembly unfit to deploy, one line each: every cdk-nag finding and error annotation
-    (the validation report the CLI writes) and every context value the app had to look up (which synth would
-    otherwise fill with dummy values such as ``dummy1a`` zones)."""
-    failures = []
+@dataclass(frozen=True)
+class Problem:
+    """One thing that makes an assembly unfit to deploy: its line, and what identifies the CDK CLI's own report of it
+    (the rule and construct path of a finding, the key of a missing context value)."""
+
+    line: str
+    kind: str  # "cdk-nag finding", "error annotation" or "missing context"
+    rule: str = ""
+    path: str = ""
+    key: str = ""
+
+
+# How to fix each kind of problem, said once under the problems of that kind.
+HINTS = {
+    "cdk-nag finding": "fix the resource; a finding that cannot be fixed is acknowledged with its reason on the "
+    'construct that owns the resource: infra.nag.acknowledge(construct, "<why>", "<rule>") (README, "Checks")',
+    "error annotation": "the app refuses the configuration or construct it names: fix what the message says",
+}
+
+
+def gate_problems(cloud_assembly: Path) -> list[Problem]:
+    """What makes a synthesized assembly unfit to deploy: every cdk-nag finding and error annotation (the validation
+    report the app writes) and every context value the app had to look up (which synth would otherwise fill with
+    dummy values such as ``dummy1a`` zones)."""
+    problems: list[Problem] = []
     report = cloud_assembly / "validation-report.json"
     if report.exists():
         for plugin in json.loads(report.read_text()).get("pluginReports", []):
             for violation in plugin.get("violations", []):
+                rule = str(violation.get("ruleName"))
+                kind = "error annotation" if rule.startswith("Annotation::") else "cdk-nag finding"
                 for construct in violation.get("violatingConstructs", []):
-                    failures.append(
-                        f"{'error annotation' if str(violation.get('ruleName')).startswith('Annotation::') else 'cdk-nag finding'} "
-                        f"{violation.get('ruleName')} on {construct.get('constructPath')}: "
-                        f"{violation.get('description', '').strip()}"
-                    )
+                    path = str(construct.get("constructPath"))
+                    line = f"{kind} {rule} on {path}: {violation.get('description', '').strip()}"
+                    problems.append(Problem(line, kind, rule=rule, path=path))
     for manifest in sorted(cloud_assembly.glob("**/manifest.json")):
         for missing in json.loads(manifest.read_text()).get("missing", []):
             line = (
                 f'missing context {missing["key"]}: add it to cdk.context.json (README, "Add an environment"); '
                 "synth never looks it up"
             )
-            if line not in failures:
-                failures.append(line)
-    return failures
+            if line not in [problem.line for problem in problems]:
+                problems.append(Problem(line, "missing context", key=missing["key"]))
+    return problems
+
+
+def gate_failures(cloud_assembly: Path) -> list[str]:
+    """One line per problem of ``gate_problems``."""
+    return [problem.line for problem in gate_problems(cloud_assembly)]
+
+
+# The CDK CLI's output around `cdk synth` (captured by `make synth`): what the gate says itself, or never needed.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SUPPLY_A_STACK_ID = re.compile(r"^Supply a stack id \(.*\) to display its template\.$")
+CLI_FINDING = re.compile(r"^(ERROR|WARNING|WARN|INFO) .* \(\S+\)$")  # then its construct and rule, indented
+CLI_CONCLUSION = "Synthesis finished with errors"
+CLI_MISSING = re.compile(r"^Context lookups have been disabled\..* Missing context keys: '(.*)'$")
+
+
+def _owned(block: list[str], problems: list[Problem]) -> bool:
+    """Whether a finding block of the CLI reports one of ``problems`` (its construct path and rule)."""
+    indented = [line.strip() for line in block[1:]]
+    return any(
+        problem.rule
+        and any(line.split(" ")[0] == problem.path for line in indented)
+        and any(line.startswith(("Acknowledge with", "Rule ")) and problem.rule in line for line in indented)
+        for problem in problems
+    )
+
+
+def cli_lines(output: str, problems: list[Problem]) -> list[str]:
+    """The CDK CLI's ``output`` less what the gate says itself (each finding the CLI reports again, its missing-context
+    error, and its conclusion once every finding is the gate's) and the "Supply a stack id" line; anything else it
+    said is kept as it said it."""
+    lines = output.splitlines()
+    kept: list[str] = []
+    dropped_all = True
+    index = 0
+    while index < len(lines):
+        plain = ANSI.sub("", lines[index]).rstrip()
+        if CLI_FINDING.match(plain):
+            end = index + 1
+            while end < len(lines) and ANSI.sub("", lines[end]).startswith("   "):
+                end += 1
+            block = [ANSI.sub("", line) for line in lines[index:end]]
+            if _owned(block, problems):
+                index = end + (end < len(lines) and not lines[end].strip())  # and the blank line after it
+                continue
+            dropped_all = False
+            kept.extend(lines[index:end])
+            index = end
+            continue
+        missing = CLI_MISSING.match(plain)
+        keys = {problem.key for problem in problems if problem.key}
+        if SUPPLY_A_STACK_ID.match(plain) or (missing and set(missing[1].split(", ")) <= keys):
+            index += 1
+            continue
+        kept.append(lines[index])
+        index += 1
+    if dropped_all and problems:
+        kept = [line for line in kept if ANSI.sub("", line).strip() != CLI_CONCLUSION]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return kept
+
+
+def check(assembly: Path, cli_output: Path | None = None, cli_status: int = 0) -> int:
+    """The synth gate: what the CLI said that the gate does not say itself, then each problem once and how to fix
+    it (stderr, status 1), or one line per stack (stdout)."""
+    problems = gate_problems(assembly) if (assembly / "manifest.json").exists() else []
+    said = cli_lines(cli_output.read_text(), problems) if cli_output and cli_output.exists() else []
+    if said:
+        print("\n".join(said), file=sys.stderr)
+    if cli_status and not problems:  # the CLI failed on something the gate does not name: what it said is why
+        return cli_status
+    lines = stack_lines(assembly)
+    if problems or not lines:
+        print(f"synth gate: {len(problems)} problem(s) in {assembly}", file=sys.stderr)
+        print(
+            "\n".join(f"  {problem.line}" for problem in problems) or "  no templates found", file=sys.stderr
+        )
+        for kind in dict.fromkeys(problem.kind for problem in problems):
+            if kind in HINTS:
+                print(f"{kind}: {HINTS[kind]}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -115,17 +222,12 @@ def main(argv: list[str]) -> int:
         _print_acknowledgments()
         return 0
     if argv[:1] == ["--check"]:
-        assembly = Path(argv[1] if len(argv) > 1 else "cdk.out")
-        failures = gate_failures(assembly)
-        lines = stack_lines(assembly)
-        if failures or not lines:
-            print(f"synth gate: {len(failures)} problem(s) in {assembly}", file=sys.stderr)
-            print(
-                "\n".join(f"  {failure}" for failure in failures or ["no templates found"]), file=sys.stderr
-            )
-            return 1
-        print("\n".join(lines))
-        return 0
+        parser = argparse.ArgumentParser(prog="python -m infra.report --check")
+        parser.add_argument("assembly", nargs="?", default="cdk.out", type=Path)
+        parser.add_argument("--cli-output", type=Path, help="what `cdk synth` printed (make synth)")
+        parser.add_argument("--cli-status", type=int, default=0, help="its exit status")
+        args = parser.parse_args(argv[1:])
+        return check(args.assembly, args.cli_output, args.cli_status)
     lines = stack_lines(Path(argv[0] if argv else "cdk.out"))
     if not lines:
         print("no templates found: run `make synth`", file=sys.stderr)

@@ -7,7 +7,7 @@ changes when the shipped configuration does (README, "Routine changes"):
 - the environments, which of them are production and which retain their data;
 - the tables and read roles each ships, and the capacity each table is on;
 - the logical ids of today's stateful resources (never edit one to make a test pass: a different id means
-  CloudFormation deletes the old resource and creates an empty one; pin a new table's ids when you add one);
+  CloudFormation deletes the old resource and creates an empty one; `make pins` pins a new table's ids);
 - the cost model against hand computations over the shipped templates.
 """
 
@@ -109,7 +109,8 @@ PINNED = {
 # Only environments whose config turns table backups on have a vault.
 PINNED_WITH_BACKUP = {"TableVault6854F4A8": "AWS::Backup::BackupVault"}
 # Additional source tables (infra/config.py ``additional_tables``), by construct id: the table, and its vault where
-# its settings turn backups on. Only the environments that declare the table have it.
+# its settings turn backups on. Only the environments that declare the table have it. `make pins` (infra/pins.py)
+# adds a new table's entry, after review; it never changes one.
 PINNED_ADDITIONAL_TABLES = {
     "TableBookings": (
         {"TableBookingsD1978FDB": "AWS::DynamoDB::Table"},

@@ -107,60 +107,29 @@ def change_schema(scratch: Scratch) -> list[Added]:
     return [Added("schema", "geozone", "productDate")]
 
 
-def table_ids(scratch: Scratch, environment: str, construct_id: str) -> dict[str, str]:
-    """The logical ids a new table's construct gets (the table, and the vault it backs up into once its settings
-    turn backups on), as the failing pin tests name them: read from a synth of the environment."""
-    script = (
-        "import json, os\n"
-        "os.environ.setdefault('JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION', '20')\n"
-        "from aws_cdk import App, Stack\n"
-        "from infra.app_builder import build_environment, committed_context\n"
-        "from infra.environments import environments\n"
-        "from dataclasses import replace\n"
-        f"config = environments()[{environment!r}]\n"
-        "backed_up = tuple(replace(t, settings=replace(t.settings, backup_enabled=True)) for t in config.additional_tables)\n"
-        "config = replace(config, additional_tables=backed_up, production=False)\n"
-        "stage = build_environment(App(context=committed_context()), config)\n"
-        "stack = stage.node.find_child('Stateful')\n"
-        "from aws_cdk.assertions import Template\n"
-        "resources = Template.from_stack(stack).to_json()['Resources']\n"
-        f"print(json.dumps({{k: v['Type'] for k, v in resources.items() if k.startswith({construct_id!r})"
-        " and v['Type'] in ('AWS::DynamoDB::Table', 'AWS::Backup::BackupVault')}))\n"
-    )
-    done = scratch.run([".venv/bin/python", "-c", script], CDK_VALIDATION="false")
-    found: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
-
-
-def pin(scratch: Scratch, environment: str, construct_id: str) -> None:
-    """Pin a new table's logical ids (README: the pin test names them when it fails). Ids follow the construct
-    path inside the stack, so a table another environment already has is pinned already."""
-    if f'"{construct_id}": (' in (scratch.root / PINS).read_text():
-        return
-    ids = table_ids(scratch, environment, construct_id)
-    table = {k: v for k, v in ids.items() if v == "AWS::DynamoDB::Table"}
-    vault = {k: v for k, v in ids.items() if v == "AWS::Backup::BackupVault"}
-    entry = f"    {construct_id!r}: (\n        {table!r},\n        {vault!r},\n    ),\n"
-    scratch.edit(
-        PINS, "PINNED_ADDITIONAL_TABLES = {\n", "PINNED_ADDITIONAL_TABLES = {\n" + entry.replace("'", '"')
-    )
+def pin(scratch: Scratch) -> tuple[set[str], str]:
+    """`make pins` after a table's recipe (README: after review, it pins the new table's logical ids): the files it
+    changed (committed as a step of their own) and what it said."""
+    done = scratch.make("pins")
+    return scratch.changed(), done.stdout
 
 
 def add_table(scratch: Scratch) -> list[Added]:
     """Add a source table: dev's product dates get a table of their own (dev's data is disposable, so the
-    migration the guard reports is acknowledged rather than carried out)."""
+    migration the guard reports is acknowledged rather than carried out). Its pins are `make pins`'s, not a hand
+    edit (``pin``)."""
     scratch.edit(
         ENVIRONMENTS,
         'additional_tables=(SourceTable(name="Bookings", schemas=("booking",)),),',
         'additional_tables=(\n                SourceTable(name="Bookings", schemas=("booking",)),\n'
         '                SourceTable(name="Products", schemas=("productDate",)),\n            ),',
     )
-    pin(scratch, "dev", "TableProducts")
     return [Added("table", "dev/TableProducts", "dev/TableBookings")]
 
 
 def move_schema(scratch: Scratch) -> list[Added]:
-    """Move a schema that holds items to its own table: prod's bookings (backed up, as production requires)."""
+    """Move a schema that holds items to its own table: prod's bookings (backed up, as production requires; dev's
+    table of the same name is pinned already, so `make pins` leaves the pins unchanged)."""
     text = (scratch.root / ENVIRONMENTS).read_text()
     block = environment_block(text, "prod")
     moved = block.replace(
@@ -171,7 +140,6 @@ def move_schema(scratch: Scratch) -> list[Added]:
         "                ),\n            ),\n",
     )
     scratch.edit(ENVIRONMENTS, block, moved)
-    pin(scratch, "prod", "TableBookings")
     return [Added("table", "prod/TableBookings", "prod/Table")]
 
 
@@ -213,6 +181,33 @@ def release_client(scratch: Scratch) -> str | None:
     scratch.edit(VERSION, current.group(0), f'__version__ = "{needed.group(1)}"')
     scratch.make("client-release")
     return needed.group(1)
+
+
+# Each recipe's paragraph in README, "Routine changes", and the one sentence there that counts its files:
+# `Files: <n> by hand[, +<n> by `make pins`][, +<n> after review][, +<n> for the release]`.
+TITLES = {
+    "add an environment": "Add an environment",
+    "add a schema": "Add a schema",
+    "change a schema": "Change a schema",
+    "add a source table": "Add a source table",
+    "move a schema to its own table": "Move a schema that holds items to its own table",
+    "add a read role": "Add a read role",
+    "change an account and a region": "Change an environment's account or region",
+}
+FILES = re.compile(
+    r"Files: (\d+) by hand((?:, \+\d+ (?:by `make pins`|after review|for the release)[^,.]*)*)"
+)
+EXTRA = re.compile(r"\+(\d+) (by `make pins`|after review|for the release)")
+
+
+def stated_files(readme: str, recipe: str) -> dict[str, int]:
+    """How many files README says `recipe` takes: by hand, by `make pins`, after review, for the release."""
+    start = readme.index(f"**{TITLES[recipe]}.**")
+    paragraph = readme[start : readme.find("\n\n", start)]
+    (found,) = FILES.findall(" ".join(paragraph.split()))
+    counts = {"by hand": int(found[0]), "by `make pins`": 0, "after review": 0, "for the release": 0}
+    counts.update({what: int(number) for number, what in EXTRA.findall(found[1])})
+    return counts
 
 
 RECIPES = {

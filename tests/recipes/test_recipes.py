@@ -1,7 +1,7 @@
-"""Each README recipe, applied to a scratch copy, is at most two hand-edited files plus `make docs` (and, when it
-changes what the registry promises, the refdata-client release the check asks for: a version bump and
-`make client-release`), passes `make test`, and gives the new environment, schema, table or read role the
-assertions its siblings get.
+"""Each README recipe, applied to a scratch copy, is at most two hand-edited files plus `make docs` (and a table's
+`make pins`, and, when it changes what the registry promises, the refdata-client release the check asks for: a
+version bump and `make client-release`), passes `make test`, and gives the new environment, schema, table or read
+role the assertions its siblings get.
 
 Slow (a synth and the whole suite per recipe): `make recipes` runs these, and so does CI (.ci/run).
 """
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from infra.pins import read
 from tests.recipes.recipes import (
+    PINS,
     RECIPES,
     RELEASE_FILES,
     Added,
@@ -23,12 +25,17 @@ from tests.recipes.recipes import (
     add_table,
     collected,
     count_tests,
+    pin,
     release_client,
     selection,
+    stated_files,
 )
 from tests.recipes.scratch import Scratch
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
 pytestmark = pytest.mark.recipe
+TABLE, VAULT = "AWS::DynamoDB::Table", "AWS::Backup::BackupVault"
 OVERRIDE = """
 [[override]]
 resource = "{resource}"
@@ -62,6 +69,21 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     scratch = Scratch.of_working_tree(tmp_path)
     added = [thing for recipe in recipes for thing in RECIPES[recipe](scratch)]
     hand_edited = scratch.changed()
+    pinned_line, pinned = "", set()
+    if any(thing.kind == "table" for thing in added):
+        # README, "Add a source table": after review, `make pins` pins the new table's ids (not a hand edit).
+        before = read((scratch.root / PINS).read_text())[1]
+        pinned, said = pin(scratch)
+        after = read((scratch.root / PINS).read_text())[1]
+        tables = [
+            t.name.split("/")[1] for t in added if t.kind == "table" and t.name.split("/")[1] not in before
+        ]
+        assert pinned == ({PINS} if tables else set()), said
+        assert after == before | {table: after[table] for table in tables}, said  # it only adds
+        for table in tables:
+            assert [list(part.values()) for part in after[table]] == [[TABLE], [VAULT]], said
+            assert f"pinned {table}: " in said, said
+        pinned_line = f"`make pins` {f'wrote {PINS}' if pinned else 'left the pins unchanged'}; "
     version = release_client(scratch)
     released = scratch.changed()
     if version is not None:
@@ -80,15 +102,19 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     covered = json.loads(report.read_text())
     lines = [
         f"{' + '.join(recipes)}: {len(hand_edited)} hand-edited ({', '.join(sorted(hand_edited))}); "
-        f"{f'refdata-client release {version}: {len(released)} files' if version else 'no refdata-client release'}; "
+        f"{pinned_line}{f'refdata-client release {version}: {len(released)} files; ' if version else 'no refdata-client release; '}"
         f"`make docs` regenerated {len(regenerated)} ({', '.join(sorted(regenerated)) or 'nothing'}); {ran}"
     ]
     for thing in added:
         new, sibling = coverage(scratch, thing, ids, covered)
         lines.append(f"  {thing.kind} {thing.name}: {new} tests; its sibling {thing.sibling}: {sibling}")
         assert new >= 0.9 * sibling > 0, lines[-1]
-    if len(recipes) == 1:
-        assert len(hand_edited) <= 2, lines[0]
+    measured = {
+        "by hand": len(hand_edited),
+        "by `make pins`": len(pinned) if pinned_line else 0,
+        "for the release": len(released) if version else 0,
+        "after review": 0,
+    }
     # `make docs` synthesized this very tree (its synth gate passed): the guard reads that assembly.
     guard = scratch.make("guard", "-o", "synth", check=False)
     lines.append(f"  make guard: {'passed' if guard.returncode == 0 else 'BLOCKED'}")
@@ -105,6 +131,7 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
                 )
             )
         scratch.make("guard", "-o", "synth")
+        measured["after review"] = len(scratch.changed())
         lines.append("  make guard after the reviewed migration override: passed")
     moves = [
         line.split(" (account and region)")[0].strip()
@@ -123,9 +150,13 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
                 )
             )
         scratch.make("guard", "-o", "synth")
+        measured["after review"] = len(scratch.changed())
         lines.append(
             f"  make guard after one reviewed move override per environment ({', '.join(moves)}): passed"
         )
+    if len(recipes) == 1:
+        # What the README says the recipe takes is what it took.
+        assert stated_files(README.read_text(), recipes[0]) == measured, f"{lines[0]}\nmeasured {measured}"
     return lines
 
 
