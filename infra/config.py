@@ -674,6 +674,12 @@ MAX_INLINE_MAP_CONCURRENCY = 40
 SCHEDULE_EXPRESSION = re.compile(r"^(cron\([^()]+\)|rate\(\d+ (minute|minutes|hour|hours|day|days)\))$")
 
 
+# Each step of a smoke canary waits this long; the worker's 15 minutes hold the start-up budget, two more waits and
+# the 240 s the run keeps for its cleanup (lambdas/ops/smoke.py).
+SMOKE_WAIT_SECONDS = 120
+MAX_SMOKE_STARTUP_SECONDS = 900 - 240 - 2 * SMOKE_WAIT_SECONDS - 1
+
+
 @dataclass(frozen=True, kw_only=True)
 class OpsSettings:
     """The ops workflows (reindex, reconcile, redrive, tombstone purge; docs/operations.md).
@@ -694,6 +700,10 @@ class OpsSettings:
     scan_read_units_per_second: int = 400
     scan_max_hours: int = 2
     worker_memory_mb: int = 1024
+    # The post-deploy smoke run's start-up budget: its first wait lasts until this long after a table's event source
+    # mapping was last modified, since a new mapping "may take several minutes to start polling" (Lambda Developer
+    # Guide). With the smoke run's two other waits (120 s each) and its cleanup it must fit one worker invocation.
+    smoke_startup_seconds: int = 400
     # EventBridge Scheduler expression (UTC) of the tombstone purge.
     purge_schedule: str = "cron(17 3 * * ? *)"
 
@@ -732,6 +742,13 @@ class OpsSettings:
         )
         _require(1 <= self.scan_max_hours <= 24, f"{path}.scan_max_hours", "must be 1-24")
         _require(512 <= self.worker_memory_mb <= 10240, f"{path}.worker_memory_mb", "must be 512-10240")
+        _require(
+            SMOKE_WAIT_SECONDS < self.smoke_startup_seconds <= MAX_SMOKE_STARTUP_SECONDS,
+            f"{path}.smoke_startup_seconds",
+            f"must be {SMOKE_WAIT_SECONDS + 1}-{MAX_SMOKE_STARTUP_SECONDS}: longer than one smoke wait "
+            f"({SMOKE_WAIT_SECONDS} s), and short enough that it, the two other waits and the cleanup fit the worker's "
+            "15 minutes",
+        )
         _require(
             bool(SCHEDULE_EXPRESSION.fullmatch(self.purge_schedule)),
             f"{path}.purge_schedule",

@@ -27,17 +27,12 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 from refdata.reserved import CANARY, scope_prefix
 
+from infra.config import SMOKE_WAIT_SECONDS
 from infra.constructs.search_domain import reader_grants
 from infra.constructs.stream_sync import SyncedTable
 from infra.iam import attach_policy
 from infra.nag import acknowledge, finding_resource
 
-# How long each step of a canary waits (the worker's 15 minutes hold the three waits and the rest).
-WAIT_SECONDS = 120
-# A first deploy's start-up budget: the first wait lasts until this long after the table's event source mapping was
-# last modified (a new mapping "may take several minutes to start polling"); with the two other waits and the
-# cleanup's settle it still fits one worker invocation (tests/infra/test_smoke.py).
-STARTUP_SECONDS = 400
 # What the ops worker gets for the smoke run (lambdas/ops/smoke.py, SmokeSettings) and the policy that lets it.
 SMOKE_VARIABLES = ("EVENT_SOURCE_MAPPINGS", "SMOKE_READERS", "SMOKE_WAIT_SECONDS", "SMOKE_STARTUP_SECONDS")
 SMOKE_WORKER_POLICY = "SmokeWorkerSmokePolicy"
@@ -101,6 +96,7 @@ class SmokeAccess(Construct):
         stack_names: Sequence[str],
         runner_role_name: str,
         deploy_role_arn: str,
+        startup_seconds: int,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -156,8 +152,9 @@ class SmokeAccess(Construct):
                 ]
             ),
         )
-        worker.add_environment("SMOKE_WAIT_SECONDS", str(WAIT_SECONDS))
-        worker.add_environment("SMOKE_STARTUP_SECONDS", str(STARTUP_SECONDS))
+        worker.add_environment("SMOKE_WAIT_SECONDS", str(SMOKE_WAIT_SECONDS))
+        # A first deploy's start-up budget (config: ops.smoke_startup_seconds).
+        worker.add_environment("SMOKE_STARTUP_SECONDS", str(startup_seconds))
         mapping_arns = [
             f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:event-source-mapping:"
             f"{mapping.event_source_mapping_id}"

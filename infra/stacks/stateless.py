@@ -140,6 +140,7 @@ class StatelessStack(Stack):
             stack_names=[stateful.stack_name, self.stack_name],
             runner_role_name=config.smoke_runner_role_name,
             deploy_role_arn=config.deploy_role_arn,
+            startup_seconds=config.ops.smoke_startup_seconds,
         )
         self.monitoring = Monitoring(
             self,

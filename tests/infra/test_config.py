@@ -692,6 +692,11 @@ def test_invalid_sync_setting_names_its_field(
         ("worker_memory_mb", 256),
         ("purge_schedule", "every day"),
         ("purge_schedule", "rate(1 fortnight)"),
+        ("smoke_startup_seconds", 120),  # no longer than one step's wait: no start-up allowance at all
+        (
+            "smoke_startup_seconds",
+            421,
+        ),  # with the two other waits and the cleanup, past the worker's 15 minutes
     ],
 )
 def test_invalid_ops_settings_name_their_field(config: EnvironmentConfig, field: str, value: object) -> None:
@@ -787,3 +792,14 @@ def test_deploy_role_may_be_a_path_or_a_role_in_another_account(config: Environm
 def test_deploy_role_that_is_not_one_named_role_is_rejected(config: EnvironmentConfig, role: str) -> None:
     with rejects(f"{config.name}.deploy_role"):
         replace(config, deploy_role=role)
+
+
+def test_the_longest_smoke_start_up_budget_and_the_runs_other_waits_fit_one_worker_invocation() -> None:
+    """The smoke run's first wait (the start-up budget), its two other waits and the 240 s it keeps for its cleanup
+    fit the ops worker's 15-minute timeout, at the largest budget config accepts."""
+    from ops.smoke import DEFAULT_WAIT_SECONDS
+
+    from infra.config import MAX_SMOKE_STARTUP_SECONDS, SMOKE_WAIT_SECONDS
+
+    assert SMOKE_WAIT_SECONDS == DEFAULT_WAIT_SECONDS
+    assert MAX_SMOKE_STARTUP_SECONDS + 2 * SMOKE_WAIT_SECONDS + 240 < 15 * 60
