@@ -6,8 +6,8 @@ Every state machine has the same shape (``lambdas/ops/workflow.py``): **Prepare*
 → for reindex and reconcile, when the plan's source is ``export``: **ExportTable** (``ExportTableToPointInTime``
 through the Step Functions SDK integration, the run id as its idempotency token) → **WaitForExport** /
 **DescribeExport** until it completes → **ExportReady** (records the manifest) → **Files** (a distributed map over
-the export's ``manifest-files.json``, one child execution per data file) → **Parts** (an inline map over the plan's
-parts: scan segments, point-in-time slices, consumers, indices) → **Finish** (adds the parts up, does the last
+the export's ``manifest-files.json``, one child execution per data file) → **Parts** (a distributed map over the
+plan's parts: scan segments, point-in-time slices, consumers, indices) → **Finish** (adds the parts up, does the last
 step, writes the summary) → succeed, or **RunFailed** when the summary says failed. Each part is a loop: **Part**
 works until its time is nearly up and answers ``done``; a step that fails (including after its retries) goes to
 **FinishAfterFailure**, which still writes the summary with what failed.
@@ -15,12 +15,18 @@ works until its time is nearly up and answers ``done``; a step that fails (inclu
 Both maps are distributed: each part's loop runs in a child execution with its own history, so however long a
 part works its loop never fills the run's 25,000-event history (a child's loop is bounded by the run's timeout:
 a part answers "not done" only after about 11 minutes of work). The export is polled at most
-``EXPORT_MAX_POLLS`` times.
+``EXPORT_MAX_POLLS`` times. Each map's ``ResultWriter`` writes its children's results to the ops bucket
+(``runs/<operation>/<run id>/maps/files|parts/<map run id>/``: ``manifest.json`` and the result files): held in the
+state they would count against Step Functions' 256 KiB payload quota, and an export of enough files would fail
+the run with ``States.DataLimitExceeded``, which no catch-all catches. The state keeps only where they are
+(``$.filesRun``, ``$.partsRun``); nothing reads them back: **Finish** adds up the parts' states in the run's
+records.
 
 Maps run ``ops.max_concurrency`` parts at once, and with ``reserve_concurrency`` the worker's reserved
 concurrency is that for each of ``ops.concurrent_runs`` runs: a long run leaves the others (the nightly purge, the
 post-deploy smoke run) their workers, and the domain sees at most that many. Each state machine has its own role: it may invoke the worker,
-start and stop its own children, and (reindex, reconcile) export its tables. A
+start and stop its own children, write their results under its runs' ``maps/`` (and use the data key the ops
+bucket encrypts with), and (reindex, reconcile) export its tables. A
 throttled part (``TransientFailure``: OpenSearch or DynamoDB still throttling after the worker's own retries) and a
 throttled invocation (``Lambda.TooManyRequestsException``) are retried with backoff from the part's last saved
 page: nothing is dropped.
@@ -57,7 +63,14 @@ RUN_TIMEOUT = Duration.days(7)
 EXPORT_POLL_SECONDS = 120
 EXPORT_MAX_POLLS = 720  # a day of polling: about 9,400 history events, well inside the 25,000
 TOKEN_MARK = "${Token["
-PARTS_RESULT = {"parts.$": "States.ArrayLength($)"}  # what a map keeps of its iterations: how many ran
+# What a distributed map's result writer needs of the ops bucket ("ResultWriter (Map)", IAM policies): it writes
+# its children's results under the run's prefix in parts, and aborts an unfinished upload.
+RESULT_WRITER_ACTIONS = (
+    "s3:PutObject",
+    "s3:GetObject",
+    "s3:ListMultipartUploadParts",
+    "s3:AbortMultipartUpload",
+)
 SERVICE_ERRORS = (
     "Lambda.ClientExecutionTimeoutException",
     "Lambda.ServiceException",
@@ -117,6 +130,7 @@ class OpsWorkflows(Construct):
         stream_arns = stream_arns_of(tables)
         table_arns = [synced.table.table_arn for synced in tables]
         runs = ops_bucket.arn_for_objects("runs/*")
+        self.ops_bucket = ops_bucket
         exports = ops_bucket.arn_for_objects("exports/*")
         geometries = geometry_bucket.arn_for_objects("geometries/*")
         self.worker = VpcFunction(
@@ -274,6 +288,13 @@ class OpsWorkflows(Construct):
                 "at run time: the grant is to this state machine's own executions only.",
                 f"AwsSolutions-IAM5[Resource::{finding_resource(self, _execution_arn(prefix, operation))}]",
             )
+            acknowledge(
+                policy,
+                "A distributed map writes its children's results under runs/<operation>/<run id>/maps/ (run ids exist "
+                "only at run time, and Step Functions names the files by the map run): the grant is to those maps' "
+                "results of this operation only.",
+                f"AwsSolutions-IAM5[Resource::{finding_resource(self, self._map_results(operation))}]",
+            )
             if operation in TABLE_OPERATIONS:
                 acknowledge(
                     policy,
@@ -295,8 +316,9 @@ class OpsWorkflows(Construct):
         exports: str,
         key: Any,
     ) -> list[iam.PolicyStatement]:
-        """What one operation's state machine may do: invoke the worker, run its own distributed maps' children,
-        deliver its logs and traces; reindex and reconcile also export their tables into the ops bucket."""
+        """What one operation's state machine may do: invoke the worker, run its own distributed maps' children and
+        write their results (with the data key the ops bucket encrypts with), deliver its logs and traces; reindex
+        and reconcile also export their tables into the ops bucket."""
         statements = [
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.worker.arn]),
             # A distributed map runs each item as a child execution of the same state machine.
@@ -309,6 +331,10 @@ class OpsWorkflows(Construct):
             ),
             iam.PolicyStatement(actions=list(LOG_DELIVERY_ACTIONS), resources=["*"]),
             iam.PolicyStatement(actions=list(XRAY_ACTIONS), resources=["*"]),
+            iam.PolicyStatement(
+                actions=list(RESULT_WRITER_ACTIONS), resources=[self._map_results(operation)]
+            ),
+            iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
         ]
         if operation in TABLE_OPERATIONS:
             statements += [
@@ -321,9 +347,12 @@ class OpsWorkflows(Construct):
                     actions=["s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl", "s3:GetObject"],
                     resources=[exports],
                 ),
-                iam.PolicyStatement(actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn]),
             ]
         return statements
+
+    def _map_results(self, operation: str) -> str:
+        """Where this operation's distributed maps write their results (`map_results_prefix`), in every run."""
+        return self.ops_bucket.arn_for_objects(f"runs/{operation}/*/maps/*")
 
     def _schedule_purge(self, expression: str, prefix: str, key: Any, removal_policy: RemovalPolicy) -> None:
         """EventBridge Scheduler starts the purge workflow (input ``{}``: the execution's name is the run id)."""
@@ -461,8 +490,8 @@ CAUGHT = {"Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Ne
 
 
 def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
-    """A map's item processor: invoke the worker on one part until it answers done; end with {} so a map's results
-    stay small however many parts it runs. A part that fails for good has its error saved on its state first
+    """A map's item processor: invoke the worker on one part until it answers done; end with {} (the part's results
+    are in its state in the ops bucket; the map's result writer writes each child's output). A part that fails for good has its error saved on its state first
     (`part-failed`): the map itself only fails with States.ExceedToleratedFailureThreshold, and the summary names
     each failed part's own error."""
     return {
@@ -522,6 +551,22 @@ class Targets:
     max_concurrency: int
 
 
+def map_results_prefix(operation: str, run_id: str, map_name: str) -> str:
+    """Where a run's distributed map writes its children's results: Step Functions adds `<map run id>/` with the
+    map run's `manifest.json` and its result files (`SUCCEEDED_0.json`, ...)."""
+    return f"runs/{operation}/{run_id}/maps/{map_name}"
+
+
+def _result_writer(operation: str, map_name: str, targets: Targets) -> dict[str, Any]:
+    """A distributed map's results go to the ops bucket, never into the state: whatever their number, the state
+    keeps only where they are (`MapRunArn`, `ResultWriterDetails`), well inside the 256 KiB payload quota."""
+    prefix = map_results_prefix(operation, "{}", map_name)
+    return {
+        "Resource": f"arn:{targets.partition}:states:::s3:putObject",
+        "Parameters": {"Bucket": targets.ops_bucket, "Prefix.$": f"States.Format('{prefix}', $.plan.runId)"},
+    }
+
+
 def definition(operation: str, targets: Targets) -> dict[str, Any]:
     """The States Language definition of one operation's workflow (the shape in the module doc)."""
     worker_arn, max_concurrency = targets.worker_arn, targets.max_concurrency
@@ -543,7 +588,7 @@ def definition(operation: str, targets: Targets) -> dict[str, Any]:
                 "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
                 **_part_loop(worker_arn, operation, "Plan"),
             },
-            "ResultSelector": PARTS_RESULT,
+            "ResultWriter": _result_writer(operation, "parts", targets),
             "ResultPath": "$.partsRun",
             "Next": "Finish",
             **CAUGHT,
@@ -713,7 +758,7 @@ def _export_states(operation: str, targets: Targets) -> dict[str, Any]:
                 "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
                 **_part_loop(worker_arn, operation, "Export"),
             },
-            "ResultSelector": PARTS_RESULT,
+            "ResultWriter": _result_writer(operation, "files", targets),
             "ResultPath": "$.filesRun",
             "Next": "Parts",
             **CAUGHT,

@@ -13,7 +13,12 @@ from ops.purge import minimum_age_seconds
 from infra.config import EnvironmentConfig
 from infra.constructs.dead_letter_queue import RETENTION
 from infra.constructs.heartbeat import PUT_ITEM_TARGET
-from infra.constructs.ops_workflows import EXPORT_MAX_POLLS, LOG_DELIVERY_ACTIONS, OPERATIONS
+from infra.constructs.ops_workflows import (
+    EXPORT_MAX_POLLS,
+    LOG_DELIVERY_ACTIONS,
+    OPERATIONS,
+    map_results_prefix,
+)
 from infra.constructs.ops_workflows import XRAY_ACTIONS as STATE_MACHINE_XRAY_ACTIONS
 from infra.constructs.smoke import SMOKE_VARIABLES, SMOKE_WORKER_POLICY
 from infra.constructs.vpc_function import ENI_ACTIONS
@@ -345,7 +350,17 @@ def test_maps_run_at_most_the_configured_concurrency_and_keep_results_small(
                 "Mode": "DISTRIBUTED",
                 "ExecutionType": "STANDARD",
             }
-            assert state["ResultSelector"] == {"parts.$": "States.ArrayLength($)"}
+            # Its children's results go to the run's records in the ops bucket, never into the state (over 256 KiB
+            # there, States.DataLimitExceeded would fail the run); nothing selects from them.
+            name = state["ResultPath"].removeprefix("$.").removesuffix("Run")
+            assert state["ResultWriter"] == {
+                "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":states:::s3:putObject"]]},
+                "Parameters": {
+                    "Bucket": {"Ref": ops_bucket(stateful)},
+                    "Prefix.$": f"States.Format('{map_results_prefix(operation, '{}', name)}', $.plan.runId)",
+                },
+            }
+            assert "ResultSelector" not in state
             ends = [s for s in state["ItemProcessor"]["States"].values() if s.get("End")]
             assert ends == [{"Type": "Pass", "Result": {}, "End": True}]
 
@@ -454,6 +469,12 @@ def test_each_state_machine_role_has_exactly_the_permissions_its_states_use(
             | allow(["states:DescribeExecution", "states:StopExecution"], own("execution", "/*"))
             | allow(list(LOG_DELIVERY_ACTIONS), "*")
             | allow(list(STATE_MACHINE_XRAY_ACTIONS), "*")
+            # its distributed maps' result writers ("IAM policies for ResultWriter"), into the KMS-encrypted ops bucket
+            | allow(
+                ["s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
+                objects(stateful, f"runs/{operation}/*/maps/*"),
+            )
+            | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
         )
         if operation in ("reindex", "reconcile"):
             expected |= (
@@ -461,7 +482,6 @@ def test_each_state_machine_role_has_exactly_the_permissions_its_states_use(
                     ["s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl", "s3:GetObject"],
                     objects(stateful, "exports/*"),
                 )
-                | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
                 | allow_each(["dynamodb:ExportTableToPointInTime"], handed_table_arns(stateful, config))
                 | allow_each(["dynamodb:DescribeExport"], handed_table_arns(stateful, config, "/export/*"))
             )

@@ -93,6 +93,47 @@ def test_reindex_moves_the_aliases_and_backfills(
         assert {"ExportTable", "DescribeExport", "ExportReady", "Files"} <= set(run.states_entered())
 
 
+def test_the_maps_results_go_to_the_runs_records_and_the_state_keeps_only_where(
+    flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """However many files an export has (one child execution each), neither map holds its children's results in
+    the state, where over 256 KiB they fail the run with States.DataLimitExceeded: its ResultWriter writes them
+    under the run's records (as the state machine's role: the IAM check), and the state keeps where."""
+    workflows, search = flows
+    put_zones(workflows, search, 12)
+    mapping_change(search, monkeypatch)
+    workflows.gaps.export_files = 5
+
+    run = workflows.run("reindex", "--schema", "geozone", "--source", "export", capsys=capsys)
+
+    assert run.status == 0, run.summary
+    assert run.summary["tableItems"] == 12 and run.summary["backfill"] == {"indexed": 12}
+    s3 = boto3.client("s3", region_name=workflows.world.region)
+    bucket, run_id = workflows.world.ops_bucket, run.summary["runId"]
+    exited = {
+        e["stateExitedEventDetails"]["name"]: json.loads(e["stateExitedEventDetails"]["output"])
+        for e in run.history
+        if "stateExitedEventDetails" in e
+    }
+    export_files = s3.get_object(Bucket=bucket, Key=exited["Files"]["exportReady"]["manifestFilesKey"])
+    files = len(export_files["Body"].read().decode().splitlines())
+    parts = len(exited["Files"]["plan"]["parts"])
+    assert files == 5
+    for state, field, children in (("Files", "filesRun", files), ("Parts", "partsRun", parts)):
+        written = exited[state][field]
+        assert set(written) == {"MapRunArn", "ResultWriterDetails"}, written
+        map_run_id = written["MapRunArn"].rsplit(":", 1)[1]
+        prefix = f"runs/reindex/{run_id}/maps/{state.lower()}/{map_run_id}/"
+        assert written["ResultWriterDetails"] == {"Bucket": bucket, "Key": f"{prefix}manifest.json"}
+        manifest = json.loads(s3.get_object(Bucket=bucket, Key=f"{prefix}manifest.json")["Body"].read())
+        results = [
+            child
+            for result_file in manifest["ResultFiles"]["SUCCEEDED"]
+            for child in json.loads(s3.get_object(Bucket=bucket, Key=result_file["Key"])["Body"].read())
+        ]
+        assert len(results) == children and manifest["ResultFiles"]["FAILED"] == [], state
+
+
 def test_a_part_stopped_by_its_deadline_after_each_page_counts_each_item_once(
     flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -74,10 +74,21 @@ class MotoGaps:
       the default tolerated failure (0) fails the map with States.ExceedToleratedFailureThreshold;
     - ExportTableToPointInTime writes one data file and no manifest, names the export `.../import/...`, and its
       description has no `ExportManifest` or `ExportTime`: the export is written as DynamoDB writes it (data files
-      under `data/`, `manifest-files.json` as JSON Lines, `manifest-summary.json`)."""
+      under `data/`, `manifest-files.json` as JSON Lines, `manifest-summary.json`; `export_files` of them);
+    - a distributed map's results count against the 256 KiB payload quota (`PAYLOAD_QUOTA`, "Step Functions
+      service quotas") only as part of the state's output, after its `ResultSelector`: on AWS the results
+      themselves do, as a task's result does before its `ResultSelector`, and results over it fail the state with
+      `States.DataLimitExceeded`, a terminal error `States.ALL` does not catch ("Handling errors in Step
+      Functions workflows"; moto's catch-all catches it); only a `ResultWriter` keeps them out of the state;
+    - a `ResultWriter`'s `Parameters` paths read the map's results: they read the state's input, as an
+      `ItemReader`'s do (the results are not known when the map starts; CDK's `ResultWriterV2.bucketNamePath`);
+    - a `ResultWriter` writes a manifest that lists no result files, and no result files: it writes
+      `<Prefix>/<map run id>/SUCCEEDED_0.json` (each child's output, `Status` and `OutputDetails`, a subset of the
+      fields AWS writes) and the manifest listing it ("ResultWriter (Map)"), as the state machine's role."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
         self.export_failure: tuple[str, str] | None = None
+        self.export_files = 2  # data files an export writes (its items split among them; some may be empty)
         # (error, cause) of each distributed map child that failed: moto keeps no child execution to describe.
         self.failed_children: list[tuple[str, str]] = []
         from moto.dynamodb.models import table_export
@@ -185,7 +196,8 @@ class MotoGaps:
                 return
             base = f"{export.s3_prefix}/AWSDynamoDB/{export.export_id}"
             items = [item.to_json(root_attr_name="Item") for item in export.table.all_items()]
-            halves = [items[: len(items) // 2], items[len(items) // 2 :]]
+            count = gaps.export_files
+            halves = [items[number::count] for number in range(count)]
             lines = []
             for number, half in enumerate(halves):
                 key = f"{base}/data/{uuid.uuid4().hex}{number}.json.gz"
@@ -229,6 +241,131 @@ class MotoGaps:
         monkeypatch.setattr(table_export.TableExport, "__init__", export_named_as_dynamodb_names_it)
         monkeypatch.setattr(table_export.TableExport, "_backup_to_s3_file", write_export)
         monkeypatch.setattr(table_export.TableExport, "response", response)
+        self._map_results(monkeypatch)
+
+    @staticmethod
+    def _map_results(monkeypatch: pytest.MonkeyPatch) -> None:
+        """A distributed map's results: over `PAYLOAD_QUOTA` in the state, `States.DataLimitExceeded` (terminal);
+        with a `ResultWriter`, the result files and their manifest in S3."""
+        from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
+        from moto.stepfunctions.parser.asl.component.common.error_name import error_equals_decl
+        from moto.stepfunctions.parser.asl.component.common.error_name import failure_event as failures
+        from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
+            StatesErrorName,
+        )
+        from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+            StatesErrorNameType,
+        )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map import state_map
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import (
+            distributed_iteration_component as distributed,
+        )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer import (
+            result_writer_decl,
+        )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer.resource_eval import (
+            resource_eval_s3,
+        )
+        from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+        limit = StatesErrorName(typ=StatesErrorNameType.StatesStatesDataLimitExceeded)
+        original_props = state_map.StateMap.from_state_props
+
+        def note_the_writer(state: Any, props: Any) -> None:
+            original_props(state, props)
+            state.iteration_component.results_in_state = state.result_writer is None
+
+        monkeypatch.setattr(state_map.StateMap, "from_state_props", note_the_writer)
+        original_run = distributed.DistributedIterationComponent._eval_body
+
+        def within_quota(component: Any, env: Any) -> None:
+            original_run(component, env)  # the map run's results on the stack
+            if not getattr(component, "results_in_state", False):
+                return
+            size = payload_bytes(env.stack[-1])
+            if size > PAYLOAD_QUOTA:
+                cause = (
+                    f"The state/task returned a result with a size exceeding the maximum number of bytes service "
+                    f"limit: {size} > {PAYLOAD_QUOTA}"
+                )
+                raise failures.FailureEventException(
+                    failure_event=failures.FailureEvent(
+                        env=env,
+                        error_name=limit,
+                        event_type=HistoryEventType.MapRunFailed,
+                        event_details=EventDetails(
+                            mapRunFailedEventDetails=MapRunFailedEventDetails(
+                                error=limit.error_name, cause=cause
+                            )
+                        ),
+                    )
+                )
+
+        monkeypatch.setattr(distributed.DistributedIterationComponent, "_eval_body", within_quota)
+        original_equals = error_equals_decl.ErrorEqualsDecl._eval_body
+
+        def terminal(declared: Any, env: Any) -> None:
+            error = env.stack[-1]
+            named = {name.error_name for name in declared.error_names}
+            if error == limit and limit.error_name not in named:  # not even by States.ALL
+                env.stack.pop()
+                env.stack.append(False)
+                return
+            original_equals(declared, env)
+
+        monkeypatch.setattr(error_equals_decl.ErrorEqualsDecl, "_eval_body", terminal)
+        s3_writer = resource_eval_s3.ResourceEvalS3
+
+        def put_results(env: Any, runtime: Any, credentials: Any) -> None:
+            parameters = env.stack.pop()
+            results = env.stack.pop()
+            s3 = s3_writer._get_s3_client(resource_runtime_part=runtime, state_credentials=credentials)
+            map_run_arn = env.map_run_record_pool_manager.get_all()[-1].map_run_arn
+            bucket, prefix = parameters["Bucket"], str(parameters.get("Prefix", ""))
+            base = f"{prefix.rstrip('/')}/{map_run_arn.rsplit(':', 1)[1]}/".lstrip("/")
+            succeeded = [
+                {"Output": json.dumps(output), "OutputDetails": {"Included": True}, "Status": "SUCCEEDED"}
+                for output in results
+            ]
+            files = []
+            if succeeded:
+                body = json.dumps(succeeded).encode()
+                s3.put_object(Bucket=bucket, Key=f"{base}SUCCEEDED_0.json", Body=body)
+                files.append({"Key": f"{base}SUCCEEDED_0.json", "Size": len(body)})
+            manifest = {
+                "DestinationBucket": bucket,
+                "MapRunArn": map_run_arn,
+                "ResultFiles": {"FAILED": [], "PENDING": [], "SUCCEEDED": files},
+            }
+            s3.put_object(Bucket=bucket, Key=f"{base}manifest.json", Body=json.dumps(manifest).encode())
+            env.stack.append(
+                {
+                    "MapRunArn": map_run_arn,
+                    "ResultWriterDetails": {"Bucket": bucket, "Key": f"{base}manifest.json"},
+                }
+            )
+
+        monkeypatch.setattr(s3_writer, "_handle_put_object", staticmethod(put_results))
+
+        def parameters_of_the_state_input(writer: Any, env: Any) -> None:
+            env.stack.append(env.states.get_input())  # above the results
+            writer.parargs.eval(env=env)
+            parameters = env.stack.pop()
+            env.stack.pop()
+            env.stack.append(parameters)
+            writer.resource_eval.eval_resource(env=env)
+
+        monkeypatch.setattr(result_writer_decl.ResultWriter, "_eval_body", parameters_of_the_state_input)
+
+
+PAYLOAD_QUOTA = (
+    256 * 1024
+)  # bytes of a state's input or output, as UTF-8 JSON ("Step Functions service quotas")
+
+
+def payload_bytes(value: Any) -> int:
+    """A payload's size as Step Functions counts it: its JSON text, UTF-8 encoded."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def _without_datetimes(value: Any) -> Any:
