@@ -63,6 +63,24 @@ class Clock:
         return time.time() + sum(self.waited)
 
 
+def map_run_failed(env: Any, name: Any, cause: str) -> Any:
+    """The failure a map run ends with (`MapRunFailed` with the error's name and cause), as moto's interpreter raises it."""
+    from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name import failure_event as failures
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    return failures.FailureEventException(
+        failure_event=failures.FailureEvent(
+            env=env,
+            error_name=name,
+            event_type=HistoryEventType.MapRunFailed,
+            event_details=EventDetails(
+                mapRunFailedEventDetails=MapRunFailedEventDetails(error=name.error_name, cause=cause)
+            ),
+        )
+    )
+
+
 class MotoGaps:
     """What moto 5.2.5's interpreter and DynamoDB lack that AWS documents, patched for the tests only:
 
@@ -138,8 +156,6 @@ class MotoGaps:
             env.stack.append(_without_datetimes(env.stack.pop()))
 
         monkeypatch.setattr(aws_sdk.StateTaskServiceAwsSdk, "_eval_service_task", plain_json)
-        from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
-        from moto.stepfunctions.parser.asl.component.common.error_name import failure_event as failures
         from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
             StatesErrorName,
         )
@@ -149,7 +165,6 @@ class MotoGaps:
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor import (
             distributed_item_processor_worker as distributed,
         )
-        from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
         from moto.stepfunctions.parser.asl.eval.program_state import ProgramError, ProgramStopped
 
         original_job = distributed.DistributedItemProcessorWorker._eval_job
@@ -168,18 +183,7 @@ class MotoGaps:
             if job.job_output is None and not isinstance(ended, ProgramStopped):
                 name = StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold)
                 cause = "The specified tolerated failure threshold was exceeded"
-                job.job_output = failures.FailureEventException(
-                    failure_event=failures.FailureEvent(
-                        env=env,
-                        error_name=name,
-                        event_type=HistoryEventType.MapRunFailed,
-                        event_details=EventDetails(
-                            mapRunFailedEventDetails=MapRunFailedEventDetails(
-                                error=name.error_name, cause=cause
-                            )
-                        ),
-                    )
-                )
+                job.job_output = map_run_failed(env, name, cause)
 
         monkeypatch.setattr(distributed.DistributedItemProcessorWorker, "_eval_job", failing_job)
         monkeypatch.setattr(retrier_decl, "time", clock)
@@ -247,9 +251,7 @@ class MotoGaps:
     def _map_results(monkeypatch: pytest.MonkeyPatch) -> None:
         """A distributed map's results: over `PAYLOAD_QUOTA` in the state, `States.DataLimitExceeded` (terminal);
         with a `ResultWriter`, the result files and their manifest in S3."""
-        from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
         from moto.stepfunctions.parser.asl.component.common.error_name import error_equals_decl
-        from moto.stepfunctions.parser.asl.component.common.error_name import failure_event as failures
         from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
             StatesErrorName,
         )
@@ -266,7 +268,6 @@ class MotoGaps:
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer.resource_eval import (
             resource_eval_s3,
         )
-        from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
         limit = StatesErrorName(typ=StatesErrorNameType.StatesStatesDataLimitExceeded)
         original_props = state_map.StateMap.from_state_props
@@ -288,18 +289,7 @@ class MotoGaps:
                     f"The state/task returned a result with a size exceeding the maximum number of bytes service "
                     f"limit: {size} > {PAYLOAD_QUOTA}"
                 )
-                raise failures.FailureEventException(
-                    failure_event=failures.FailureEvent(
-                        env=env,
-                        error_name=limit,
-                        event_type=HistoryEventType.MapRunFailed,
-                        event_details=EventDetails(
-                            mapRunFailedEventDetails=MapRunFailedEventDetails(
-                                error=limit.error_name, cause=cause
-                            )
-                        ),
-                    )
-                )
+                raise map_run_failed(env, limit, cause)
 
         monkeypatch.setattr(distributed.DistributedIterationComponent, "_eval_body", within_quota)
         original_equals = error_equals_decl.ErrorEqualsDecl._eval_body
