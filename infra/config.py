@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import ipaddress
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import field, fields, is_dataclass
@@ -703,6 +704,7 @@ class OpsSettings:
     # The post-deploy smoke run's start-up budget: its first wait lasts until this long after a table's event source
     # mapping was last modified, since a new mapping "may take several minutes to start polling" (Lambda Developer
     # Guide). With the smoke run's two other waits (120 s each) and its cleanup it must fit one worker invocation.
+    # HeartbeatMissing waits it out too (HeartbeatSettings.missing_alarm_periods).
     smoke_startup_seconds: int = 400
     # EventBridge Scheduler expression (UTC) of the tombstone purge.
     purge_schedule: str = "cron(17 3 * * ? *)"
@@ -760,8 +762,12 @@ class OpsSettings:
 class HeartbeatSettings:
     """The heartbeat (infra/constructs/heartbeat.py; docs/sync.md, *Heartbeat*): every ``interval_minutes`` an
     EventBridge Scheduler schedule rewrites one heartbeat item per source table, and the sync emits the time from
-    that write to the index accepting it. Its alarm fires when that lag reaches ``lag_alarm_seconds`` or when no
-    heartbeat arrives, in each of ``alarm_periods`` consecutive intervals.
+    that write to the index accepting it. Two alarms per table watch it (infra/constructs/monitoring.py):
+    ``HeartbeatLag`` fires when the heartbeats that arrive reach the index ``lag_alarm_seconds`` or more after their
+    write, in each of ``alarm_periods`` consecutive intervals (an interval without a heartbeat is not its concern);
+    ``HeartbeatMissing`` fires when no heartbeat arrives for ``missing_alarm_periods(ops.smoke_startup_seconds)``
+    consecutive intervals: longer than a new event source mapping may take to start polling plus one interval, so a
+    deploy that creates or recreates a mapping does not page while the smoke run still waits for it.
     """
 
     interval_minutes: int = 1
@@ -785,6 +791,13 @@ class HeartbeatSettings:
             f"{path}.alarm_periods",
             "alarm_periods × interval_minutes must be at most a day (CloudWatch evaluates at most a day)",
         )
+
+    def missing_alarm_periods(self, startup_seconds: int) -> int:
+        """``HeartbeatMissing``'s evaluation periods: the intervals that cover a new mapping's start-up
+        (``startup_seconds``, the smoke run's budget ``ops.smoke_startup_seconds``) plus one interval (the first
+        heartbeat after it may land in the next one), and at least ``alarm_periods``."""
+        interval = 60 * self.interval_minutes
+        return max(self.alarm_periods, math.ceil((startup_seconds + interval) / interval))
 
 
 # The search roles infra/constructs/search_access.py names `<domain name>-<purpose>`.

@@ -746,17 +746,22 @@ def _heartbeat_writes(
     return items
 
 
-def _reads_heartbeat(resource: Mapping[str, Any]) -> bool:
+def _heartbeat_metrics(resource: Mapping[str, Any]) -> set[str]:
+    """The heartbeat metrics (namespace, name, dimensions) an alarm reads."""
     p = props(resource)
     metrics = [p] + [q["MetricStat"]["Metric"] for q in p.get("Metrics", []) if "MetricStat" in q]
-    return any(metric.get("MetricName") == HEARTBEAT_METRIC for metric in metrics)
+    return {
+        repr((metric.get("Namespace"), metric.get("MetricName"), metric.get("Dimensions")))
+        for metric in metrics
+        if metric.get("MetricName") == HEARTBEAT_METRIC
+    }
 
 
 def heartbeat_cost(stacks: list[Stack], workload: Workload, prices: PriceTable) -> list[LineItem]:
     """The heartbeat's share of an environment's estimate: its schedules, writes, sync invocations and log lines,
     its alarms and its metric (one per table)."""
     items: list[LineItem] = []
-    metrics = 0
+    metrics: set[str] = set()  # its alarms read one metric per table (HeartbeatLag and HeartbeatMissing)
     for stack in stacks:
         ctx = Context(stack=stack, environment=stacks, workload=workload, prices=prices)
         for logical_id, resource in stack.resources.items():
@@ -766,16 +771,16 @@ def heartbeat_cost(stacks: list[Stack], workload: Workload, prices: PriceTable) 
                 and props(resource).get("Target", {}).get("Arn") == HEARTBEAT_TARGET
             ):
                 items += schedule(ctx, logical_id, resource)
-            elif kind == "AWS::CloudWatch::Alarm" and _reads_heartbeat(resource):
+            elif kind == "AWS::CloudWatch::Alarm" and (read := _heartbeat_metrics(resource)):
                 items += alarm(ctx, logical_id, resource)
-                metrics += 1
+                metrics |= read
     if metrics:
         items.append(
             LineItem(
                 "CloudWatch metrics",
                 f"{HEARTBEAT_METRIC} (one per table)",
-                Quantity(metrics, "metrics"),
-                metrics * prices["cloudwatch.custom_metric"],
+                Quantity(len(metrics), "metrics"),
+                len(metrics) * prices["cloudwatch.custom_metric"],
             )
         )
     return merged(items)
@@ -998,7 +1003,7 @@ def document(
         "",
         "What the heartbeat (docs/sync.md, *Heartbeat*) adds to each environment, already inside the estimate above:",
         "a schedule per table, each run's item write, the sync invocation and log lines its stream record causes",
-        "(at worst one invocation per heartbeat), the alarm per table and its metric.",
+        "(at worst one invocation per heartbeat), the two alarms per table and its metric.",
         "",
         *summary_table(heartbeats, "heartbeat"),
     ]

@@ -57,7 +57,8 @@ def environments(accounts: dict[str, str] | None = None) -> dict[str, Environmen
                 read_roles=(public_search(account["dev"], "dev"),),
             ),
             ops=OpsSettings(max_concurrency=2, scan_segments=4, scan_read_units_per_second=200),
-            # A heartbeat every five minutes is enough for a development domain: its alarm fires after 15 quiet minutes.
+            # A heartbeat every five minutes is enough for a development domain: HeartbeatMissing fires after 15
+            # quiet minutes (three intervals cover a new mapping's start-up).
             heartbeat=HeartbeatSettings(interval_minutes=5),
             reserve_concurrency=False,
         ),

@@ -6,7 +6,9 @@ item of its table (``refdata.reserved.heartbeat_key`` in the first indexable sch
 table's event filter admits it and its schema's index takes it) and the scheduled time in ``heartbeatAt`` (every
 write changes the item: DynamoDB writes no stream record for a write that changes nothing). The sync emits
 ``HeartbeatLagSeconds`` with the dimensions ``Environment`` and ``Table`` once the index has accepted the document
-(``stream_sync.heartbeat``); the alarm on it (infra/constructs/monitoring.py) treats a missing metric as breaching.
+(``stream_sync.heartbeat``); of the two alarms on it (infra/constructs/monitoring.py), ``HeartbeatMissing`` treats
+a missing metric as breaching once a new mapping's start-up is over, ``HeartbeatLag`` watches the lag of those that
+arrive.
 
 The schedule's role may put exactly the heartbeat items (``dynamodb:LeadingKeys``) and nothing else.
 """

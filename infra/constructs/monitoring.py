@@ -79,11 +79,13 @@ TABLE_OPERATIONS = (
 
 @dataclass(frozen=True)
 class WatchedHeartbeat:
-    """The heartbeat's alarms: one per source table (its label in alarm names, the table), on the sync's
-    ``HeartbeatLagSeconds`` (infra/constructs/heartbeat.py)."""
+    """The heartbeat's alarms: two per source table (its label in alarm names, the table), on the sync's
+    ``HeartbeatLagSeconds`` (infra/constructs/heartbeat.py); ``startup_seconds`` is how long a new event source
+    mapping may take to start polling (``ops.smoke_startup_seconds``), which ``HeartbeatMissing`` waits out."""
 
     settings: HeartbeatSettings
     tables: Sequence[tuple[str, dynamodb.ITable]]
+    startup_seconds: int
 
 
 @dataclass(frozen=True)
@@ -550,10 +552,15 @@ class Monitoring(Construct):
     def _watch_heartbeat(
         self, heartbeat: WatchedHeartbeat, function: lambda_.IFunction, namespace: str
     ) -> Section:
-        """Each table's heartbeat lag (write to indexed). A missing heartbeat is breaching: it is how a disabled or
-        stuck mapping, a sync that fails or is never invoked, an expired iterator or a blocked index shows."""
+        """Each table's heartbeat, in two alarms with one meaning each. ``HeartbeatLag``: the heartbeats that arrive
+        are slow (missing data is not breaching: an interval without one is the other alarm's concern).
+        ``HeartbeatMissing``: none arrives (the metric's sample count, missing data breaching), for longer than a
+        new mapping may take to start polling plus one interval, so a deploy that creates or recreates a mapping
+        does not page; it is how a disabled or stuck mapping, a sync that fails or is never invoked, an expired
+        iterator or a blocked index shows."""
         settings = heartbeat.settings
         period = Duration.minutes(settings.interval_minutes)
+        missing_periods = settings.missing_alarm_periods(heartbeat.startup_seconds)
         lags = []
         alarms = []
         for label, table in heartbeat.tables:
@@ -566,19 +573,30 @@ class Monitoring(Construct):
             )
             lags.append(lag.with_(label=f"Heartbeat lag {label or 'main table'}"))
             whose = f"the {label} table" if label else "the main table"
-            alarms.append(
+            alarms += [
                 self._alarm(
                     "HeartbeatLag",
                     lag,
                     subject=label or None,
                     threshold=settings.lag_alarm_seconds,
                     evaluation_periods=settings.alarm_periods,
-                    missing=cloudwatch.TreatMissingData.BREACHING,
+                    missing=EVENT,
                     summary=f"For {settings.alarm_periods} heartbeats in a row, {whose}'s heartbeat reached the "
-                    f"index {settings.lag_alarm_seconds} s or more after it was written, or never: the pipeline "
-                    "is slow or has stopped.",
-                )
-            )
+                    f"index {settings.lag_alarm_seconds} s or more after it was written: the pipeline is slow.",
+                ),
+                self._alarm(
+                    "HeartbeatMissing",
+                    lag.with_(statistic="SampleCount"),
+                    subject=label or None,
+                    threshold=1,
+                    comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                    evaluation_periods=missing_periods,
+                    missing=cloudwatch.TreatMissingData.BREACHING,
+                    summary=f"No heartbeat of {whose} reached the index for {missing_periods} intervals of "
+                    f"{settings.interval_minutes} min (longer than a new event source mapping takes to start "
+                    f"polling, {heartbeat.startup_seconds} s, plus one interval): the pipeline has stopped.",
+                ),
+            ]
         iterator_age = cloudwatch.MathExpression(
             expression="heartbeatIteratorAge / 1000",
             using_metrics={

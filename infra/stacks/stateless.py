@@ -171,6 +171,7 @@ class StatelessStack(Stack):
             heartbeat=WatchedHeartbeat(
                 config.heartbeat,
                 [(plan.label, handed.tables[plan.construct_id]) for plan in config.source_tables],
+                startup_seconds=config.ops.smoke_startup_seconds,
             ),
         )
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)

@@ -155,7 +155,8 @@ def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_me
     expected += (
         on_demand * runs * prices["dynamodb.write_request"] / 1e6
     )  # provisioned tables absorb the writes
-    expected += tables * (prices["cloudwatch.alarm_metric"] + prices["cloudwatch.custom_metric"])
+    # Two alarms per table (HeartbeatLag, HeartbeatMissing) on its one metric.
+    expected += tables * (2 * prices["cloudwatch.alarm_metric"] + prices["cloudwatch.custom_metric"])
 
     heartbeat = cost.heartbeat_cost(stacks, cost.Workload(), prices)
 

@@ -1,11 +1,13 @@
 """The heartbeat in every environment (infra/constructs/heartbeat.py): a schedule per source table writing exactly
 that table's heartbeat item at the configured interval, a role that may write nothing else, an event filter that
-admits the item, the sync's environment name, an alarm per table whose missing data is breaching, the dashboard
-graph beside iterator age; only stateless resources; and the heartbeat's config validated by field."""
+admits the item, the sync's environment name, two alarms per table (a slow heartbeat; no heartbeat for longer
+than a new mapping's start-up: a replayed deploy's timeline pages neither, a stopped pipeline pages the second), the
+dashboard graph beside iterator age; only stateless resources; and the heartbeat's config validated by field."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import replace
 from typing import Any
@@ -14,7 +16,13 @@ import pytest
 from refdata.keys import parse_key
 from refdata.reserved import HEARTBEAT_AT, heartbeat_key, is_heartbeat
 
-from infra.config import ConfigError, EnvironmentConfig, HeartbeatSettings
+from infra.config import (
+    MAX_SMOKE_STARTUP_SECONDS,
+    SMOKE_WAIT_SECONDS,
+    ConfigError,
+    EnvironmentConfig,
+    HeartbeatSettings,
+)
 from infra.constructs.heartbeat import PUT_ITEM_TARGET, SCHEDULED_TIME, heartbeat_item, rate
 from tests.infra.test_monitoring import alarms_by_name, dashboard
 from tests.infra.test_ops_workflows import handed_table_arns
@@ -29,6 +37,7 @@ from tests.infra.test_stream_sync import (
     schema_tables,
     stream_arns,
 )
+from tests.support.alarm_evaluation import ALARM, AlarmDefinition, state
 from tests.support.template import Template
 
 SCHEDULE = "AWS::Scheduler::Schedule"
@@ -153,23 +162,162 @@ def test_the_heartbeat_role_may_put_only_the_heartbeat_items(
     assert permissions(document) == expected
 
 
-def test_each_tables_heartbeat_alarm_treats_a_missing_metric_as_breaching(
+def heartbeat_alarm(stateless: Template, config: EnvironmentConfig, kind: str, label: str) -> tuple[str, Any]:
+    """(logical id, properties) of one table's heartbeat alarm of a kind."""
+    found: tuple[str, Any] = alarms_by_name(stateless)[
+        "-".join(filter(None, (f"refdata-{config.name}-{kind}", label)))
+    ]
+    return found
+
+
+def assert_reads_the_tables_heartbeat(
+    stateful: Template, stateless: Template, config: EnvironmentConfig, properties: Any, construct_id: str
+) -> None:
+    assert properties["MetricName"] == "HeartbeatLagSeconds"
+    assert properties["Period"] == 60 * config.heartbeat.interval_minutes
+    dims = {d["Name"]: d["Value"] for d in resolve(stateful, stateless, properties["Dimensions"])}
+    assert dims["Environment"] == config.name
+    assert dims["Table"]["Fn::Select"][1]["Fn::Split"][1] == stream_arns(stateful, config)[construct_id]
+
+
+def test_each_tables_heartbeat_lag_alarm_watches_the_heartbeats_that_arrive_missing_data_not_breaching(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
-    found = alarms_by_name(stateless)
+    """An interval without a heartbeat is HeartbeatMissing's concern: were it breaching here, a new mapping that
+    has not started polling yet would page after ``alarm_periods`` intervals (issue 25.1)."""
     for plan in config.source_tables:
-        name = "-".join(filter(None, (f"refdata-{config.name}-HeartbeatLag", plan.label)))
-        _, properties = found[name]
-        assert properties["TreatMissingData"] == "breaching"
-        assert properties["MetricName"] == "HeartbeatLagSeconds"
-        assert properties["Period"] == 60 * config.heartbeat.interval_minutes
+        _, properties = heartbeat_alarm(stateless, config, "HeartbeatLag", plan.label)
+        assert_reads_the_tables_heartbeat(stateful, stateless, config, properties, plan.construct_id)
+        assert properties["TreatMissingData"] == "notBreaching"
+        assert (properties["Statistic"], properties["ComparisonOperator"]) == (
+            "Maximum",
+            "GreaterThanOrEqualToThreshold",
+        )
         assert properties["Threshold"] == config.heartbeat.lag_alarm_seconds
         assert properties["EvaluationPeriods"] == config.heartbeat.alarm_periods
-        dims = {d["Name"]: d["Value"] for d in resolve(stateful, stateless, properties["Dimensions"])}
-        assert dims["Environment"] == config.name
         assert (
-            dims["Table"]["Fn::Select"][1]["Fn::Split"][1] == stream_arns(stateful, config)[plan.construct_id]
+            properties.get("DatapointsToAlarm", properties["EvaluationPeriods"])
+            == config.heartbeat.alarm_periods
         )
+
+
+def test_each_tables_heartbeat_missing_alarm_outlasts_a_new_mappings_startup_plus_one_interval(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    interval = 60 * config.heartbeat.interval_minutes
+    periods = max(
+        config.heartbeat.alarm_periods, math.ceil((config.ops.smoke_startup_seconds + interval) / interval)
+    )
+    for plan in config.source_tables:
+        _, properties = heartbeat_alarm(stateless, config, "HeartbeatMissing", plan.label)
+        assert_reads_the_tables_heartbeat(stateful, stateless, config, properties, plan.construct_id)
+        assert properties["Statistic"] == "SampleCount"
+        assert (properties["ComparisonOperator"], properties["Threshold"]) == ("LessThanThreshold", 1)
+        assert properties["TreatMissingData"] == "breaching"  # a stopped pipeline publishes nothing
+        assert properties["EvaluationPeriods"] == periods
+        assert properties.get("DatapointsToAlarm", periods) == periods
+        assert periods * interval > config.ops.smoke_startup_seconds + interval - 1
+
+
+def test_both_heartbeat_alarms_of_every_table_feed_the_composite(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    (composite,) = stateless.find_resources("AWS::CloudWatch::CompositeAlarm").values()
+    rule = json.dumps(composite["Properties"]["AlarmRule"])
+    for plan in config.source_tables:
+        for kind in ("HeartbeatLag", "HeartbeatMissing"):
+            logical_id, _ = heartbeat_alarm(stateless, config, kind, plan.label)
+            assert json.dumps({"Fn::GetAtt": [logical_id, "Arn"]}) in rule, (kind, plan.label)
+
+
+def test_heartbeat_missing_evaluates_within_cloudwatchs_day_for_every_setting_config_accepts() -> None:
+    """CloudWatch evaluates at most a day (EvaluationPeriods × Period ≤ 86,400 s). Config bounds alarm_periods ×
+    interval_minutes to a day, and the start-up budget to MAX_SMOKE_STARTUP_SECONDS: over every combination config
+    accepts, HeartbeatMissing's periods stay within it too, so it needs no validation of its own."""
+    for interval in range(1, 61):
+        for periods in range(2, 11):
+            if periods * interval > 1440:
+                continue
+            settings = HeartbeatSettings(interval_minutes=interval, alarm_periods=periods)
+            for startup in (SMOKE_WAIT_SECONDS + 1, MAX_SMOKE_STARTUP_SECONDS):
+                assert settings.missing_alarm_periods(startup) * interval * 60 <= 86400, (interval, periods)
+
+
+# --- the alarms over a deploy's timeline (an injected clock: tests/support/alarm_evaluation.py) ------------------
+
+INDEX_DELAY = 2.0  # seconds from a heartbeat's write to its metric, once the mapping polls
+
+
+def heartbeat_alarms(
+    stateless: Template, config: EnvironmentConfig, label: str
+) -> dict[str, AlarmDefinition]:
+    """Kind -> the evaluation settings of each heartbeat alarm of one table, as synthesized."""
+    found = {}
+    for name, (_, properties) in alarms_by_name(stateless).items():
+        kind, _, subject = name.removeprefix(f"refdata-{config.name}-").partition("-")
+        if kind.startswith("Heartbeat") and subject == label:
+            found[kind] = AlarmDefinition.from_template(properties)
+    return found
+
+
+def timeline(interval: int, polling_from: float, stop: float = math.inf) -> list[tuple[float, float]]:
+    """The heartbeat metric's samples (time, lag) after a deploy at t = 0: the schedule writes every ``interval``
+    seconds from t = interval; the mapping starts polling at ``polling_from`` and reads the writes it missed
+    (TRIM_HORIZON) in one batch, which coalesces them into the newest; every write after is indexed
+    ``INDEX_DELAY`` later; nothing is indexed from ``stop`` on."""
+    writes = [interval * n for n in range(1, int((polling_from + 40 * interval) // interval) + 1)]
+    backlog = [w for w in writes if w <= polling_from]
+    samples = [(polling_from, polling_from - backlog[-1])] if backlog else []
+    samples += [(w + INDEX_DELAY, INDEX_DELAY) for w in writes if w > polling_from]
+    return [(at, lag) for at, lag in samples if at < stop]
+
+
+def startup_cases(config: EnvironmentConfig) -> list[float]:
+    """A mapping that starts polling after 5 minutes, and one that takes the whole configured start-up budget."""
+    return sorted({min(300.0, config.ops.smoke_startup_seconds), float(config.ops.smoke_startup_seconds)})
+
+
+def test_no_heartbeat_alarm_pages_while_a_new_mapping_starts_within_the_startup_budget(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    """Issue 25.1: on a first deploy (or one that recreates a mapping) no heartbeat is indexed until the mapping
+    starts polling, which "may take several minutes" and which the smoke run waits for up to
+    ``ops.smoke_startup_seconds``. No heartbeat alarm may page in that time, nor once heartbeats flow."""
+    interval = 60 * config.heartbeat.interval_minutes
+    for plan in config.source_tables:
+        alarms = heartbeat_alarms(stateless, config, plan.label)
+        assert alarms, plan.label
+        for polling_from in startup_cases(config):
+            samples = timeline(interval, polling_from)
+            horizon = polling_from + (max(a.evaluation_periods for a in alarms.values()) + 10) * interval
+            for kind, alarm in alarms.items():
+                for minute in range(int(horizon // 60) + 1):
+                    assert state(alarm, samples, now=60.0 * minute) != ALARM, (
+                        f"{kind}-{plan.label} pages at minute {minute} of a deploy whose mapping starts polling "
+                        f"after {polling_from:.0f} s"
+                    )
+
+
+@pytest.mark.parametrize("extra_range_periods", [0, 2])
+def test_a_pipeline_that_stops_puts_heartbeat_missing_into_alarm_within_its_window(
+    stateless: Template, config: EnvironmentConfig, extra_range_periods: int
+) -> None:
+    """Heartbeats flow, then stop (a disabled mapping, a failing sync): HeartbeatMissing pages once its evaluation
+    range holds no heartbeat, however long CloudWatch's range is beyond the evaluation periods."""
+    interval = 60 * config.heartbeat.interval_minutes
+    for plan in config.source_tables:
+        missing = heartbeat_alarms(stateless, config, plan.label)["HeartbeatMissing"]
+        polling_from = float(config.ops.smoke_startup_seconds)
+        stop = polling_from + 20 * interval
+        samples = timeline(interval, polling_from, stop)
+        assert state(missing, samples, now=stop, extra_range_periods=extra_range_periods) != ALARM
+        window = (missing.evaluation_periods + extra_range_periods + 1) * missing.period
+        paged = [
+            t
+            for t in range(int(stop), int(stop + window) + 1, 60)
+            if state(missing, samples, now=t, extra_range_periods=extra_range_periods) == ALARM
+        ]
+        assert paged, f"HeartbeatMissing-{plan.label} never pages within {window} s of the pipeline stopping"
 
 
 def test_the_dashboard_shows_heartbeat_lag_beside_iterator_age(

@@ -176,16 +176,30 @@ def expected_alarms(
             evaluation_periods=3,
         )
     heartbeat = config.heartbeat
+    interval = heartbeat.interval_minutes * 60
     for plan in config.source_tables:
-        # A missing heartbeat is the pipeline stopping: breaching, whatever the other sync alarms do.
+        # Slow heartbeats: an interval without one is not this alarm's concern (issue 25.1).
         alarms["-".join(filter(None, ("HeartbeatLag", plan.label)))] = Expected(
             namespace,
             "HeartbeatLagSeconds",
             "Maximum",
-            heartbeat.interval_minutes * 60,
+            interval,
             heartbeat.lag_alarm_seconds,
-            "breaching",
+            "notBreaching",
             evaluation_periods=heartbeat.alarm_periods,
+        )
+        # No heartbeat is the pipeline stopping: breaching, once a new mapping's start-up plus an interval is over.
+        alarms["-".join(filter(None, ("HeartbeatMissing", plan.label)))] = Expected(
+            namespace,
+            "HeartbeatLagSeconds",
+            "SampleCount",
+            interval,
+            1,
+            "breaching",
+            evaluation_periods=max(
+                heartbeat.alarm_periods, -(-(config.ops.smoke_startup_seconds + interval) // interval)
+            ),
+            comparison="LessThanThreshold",
         )
     return {f"refdata-{config.name}-{kind}": expected for kind, expected in alarms.items()}
 
