@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,18 @@ def test_the_readme_table_shows_each_environment_from_its_own_config(config: Env
     )
     for plan in config.source_tables:
         assert f"`{plan.construct_id}`" in rows["source tables"]
+
+
+def test_the_proof_loop_times_the_readme_states_are_the_ones_make_bench_measured() -> None:
+    """README's `make test` times come from docs/benchmarks.md (`bench.proof`), not from memory: rerunning the
+    benchmark and not the README (or the other way round) fails here."""
+    bench = (ROOT / "docs" / "benchmarks.md").read_text()
+    warm = re.search(r"\| `make test` on a set-up checkout \| (\d+) \|", bench)
+    fresh = re.search(r"\| `make test` on a fresh clone \(empty caches\) \| (\d+) \|", bench)
+    assert warm and fresh, "docs/benchmarks.md has no proof-loop table"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    stated = re.findall(r"(\d+) s warm, (\d+) s on a fresh clone", readme) + re.findall(
+        r"`make test` takes (\d+) s on a set-up checkout and (\d+) s on a fresh clone", readme
+    )
+    assert len(stated) == 2, stated
+    assert set(stated) == {(warm.group(1), fresh.group(1))}, (stated, warm.group(1), fresh.group(1))
