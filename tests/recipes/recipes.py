@@ -76,10 +76,8 @@ FACILITY = """    Schema(
         indexable=True,
         description="Facilities of a collection, by natural id.",
         example={"collectionId": "bcparks_1", "facilityId": "f1"},
-        attributes=(
-            Attribute("name", AttributeKind.TEXT),
-            Attribute("adminNotes", AttributeKind.TEXT, Visibility.INTERNAL, "staff notes, never published"),
-        ),
+        # No internal attribute: the rules over every schema hold for one that hides nothing from readers.
+        attributes=(Attribute("name", AttributeKind.TEXT), Attribute("openedOn", AttributeKind.DATE)),
     ),
 """
 
