@@ -67,3 +67,15 @@ def test_the_proof_loop_times_the_readme_states_are_the_ones_make_bench_measured
     )
     assert len(stated) == 2, stated
     assert set(stated) == {(warm.group(1), fresh.group(1))}, (stated, warm.group(1), fresh.group(1))
+
+
+def test_the_synth_figures_the_readme_states_are_the_ones_make_bench_measured() -> None:
+    """The warm `make synth` time and the byte-code ratios the README states come from docs/benchmarks.md."""
+    bench = (ROOT / "docs" / "benchmarks.md").read_text()
+    warm = re.search(r"\| warm `make synth` [^|]*\| ([0-9.]+) \|", bench)
+    ratios = [float(r) for r in re.findall(r"\| ([0-9.]+)× \| ≤ \d+ s: ", bench)]
+    assert warm and ratios, "docs/benchmarks.md has no synth table"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"`make synth` takes {warm.group(1)} s once set up" in readme
+    stated = re.search(r"a synth reads byte code, ([0-9.]+)-([0-9.]+)× the time it took without", readme)
+    assert stated and (float(stated.group(1)), float(stated.group(2))) == (min(ratios), max(ratios)), ratios
