@@ -692,11 +692,8 @@ def test_invalid_sync_setting_names_its_field(
         ("worker_memory_mb", 256),
         ("purge_schedule", "every day"),
         ("purge_schedule", "rate(1 fortnight)"),
-        ("smoke_startup_seconds", 120),  # no longer than one step's wait: no start-up allowance at all
-        (
-            "smoke_startup_seconds",
-            421,
-        ),  # with the two other waits and the cleanup, past the worker's 15 minutes
+        ("smoke_startup_seconds", 120),  # no longer than one step's wait: no start-up allowance
+        ("smoke_startup_seconds", 421),  # with the other waits and the cleanup, past 15 minutes
     ],
 )
 def test_invalid_ops_settings_name_their_field(config: EnvironmentConfig, field: str, value: object) -> None:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from refdata.registry import REGISTRY, indexable_schemas
 
 from infra.config import (
     ConfigError,
@@ -27,6 +28,8 @@ from infra.config import (
 from infra.environments import environments
 
 ROOT = Path(__file__).resolve().parents[2]
+
+INDEXED = indexable_schemas()[0].name  # any indexable schema of the registry
 
 
 def fails_with(message: str):  # type: ignore[no-untyped-def]
@@ -60,9 +63,10 @@ def test_a_one_element_tuple_without_its_comma_says_so(config: EnvironmentConfig
     if not roles:
         pytest.skip("no read role configured")
     role = replace(roles[0], schemas=roles[0].schemas)
-    broken = replace(config.search, read_roles=(replace(role, schemas="geozone"),))  # type: ignore[arg-type]
+    schema = role.schemas[0]
+    broken = replace(config.search, read_roles=(replace(role, schemas=schema),))  # type: ignore[arg-type]
     with fails_with(
-        f"{config.name}.search.read_roles[0].schemas: must be a tuple of string, not 'geozone' (str) "
+        f"{config.name}.search.read_roles[0].schemas: must be a tuple of string, not {schema!r} (str) "
         "(a one-element tuple needs a trailing comma: ('x',))"
     ):
         replace(config, search=broken)
@@ -180,7 +184,7 @@ def record_line(copy: Path) -> int:
         ["-m", "infra.generated", "--check"],
         ["-m", "infra.diagram"],
         ["-m", "ops", "smoke", "--env", next(iter(environments()))],
-        ["-m", "ops", "reindex", "--env", next(iter(environments())), "--schema", "geozone"],
+        ["-m", "ops", "reindex", "--env", next(iter(environments())), "--schema", INDEXED],
     ],
     ids=lambda command: " ".join(command),
 )
@@ -220,14 +224,16 @@ def test_a_misspelt_region_is_refused_with_the_nearest_one_botocore_knows(config
 def test_a_read_role_on_a_schema_that_is_never_indexed_says_so(config: EnvironmentConfig) -> None:
     from infra.config import ReadRole
 
-    role = ReadRole(name="app_reader", schemas=("geozone", "thread"), iam_role_arns=())
+    never = next(s.name for s in REGISTRY.values() if not s.indexable)
+    role = ReadRole(name="app_reader", schemas=(INDEXED, never), iam_role_arns=())
     with pytest.raises(
-        ConfigError, match=r"\.schemas\[1\]: 'thread' is not indexable \(it is never in the search"
+        ConfigError, match=rf"\.schemas\[1\]: '{never}' is not indexable \(it is never in the search"
     ):
         replace(config, search=replace(config.search, read_roles=(role,)))
-    misspelt = ReadRole(name="app_reader", schemas=("geozon",), iam_role_arns=())
+    misspelt = ReadRole(name="app_reader", schemas=(INDEXED[:-1],), iam_role_arns=())
     with pytest.raises(
-        ConfigError, match=r"\.schemas\[0\]: 'geozon' is not one of .* \(did you mean 'geozone'\?\)"
+        ConfigError,
+        match=rf"\.schemas\[0\]: '{INDEXED[:-1]}' is not one of .* \(did you mean '{INDEXED}'\?\)",
     ):
         replace(config, search=replace(config.search, read_roles=(misspelt,)))
 
