@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from refdata import limits
-from refdata.keys import document_id, parse_key
+from refdata.globalid import schema_of
 from refdata.mappings import mapped_fields
-from refdata.registry import COUNTER, PLATFORM_ATTRIBUTES, KeyConventionError, Schema, get_schema
+from refdata.registry import COUNTER, PLATFORM_ATTRIBUTES, KeyConventionError, Schema
 from refdata.reserved import is_reserved
 
 GEOMETRY: Final = "geometry"
@@ -30,30 +30,20 @@ class WriteError(ValueError):
     """An item or a change the writer refuses before any call; the message names the item and the reason."""
 
 
-def keys_of(item: Mapping[str, Any]) -> tuple[str, str]:
-    pk, sk = item.get("pk"), item.get("sk")
-    if not isinstance(pk, str) or not isinstance(sk, str):
-        raise WriteError("an item needs string 'pk' and 'sk' attributes")
-    return pk, sk
-
-
-def check_key(pk: str, sk: str) -> Schema:
-    """The schema of an application item's key; refuses keys the conventions, the counters or the platform own."""
+def check_key(item: Mapping[str, Any]) -> Schema:
+    """The schema of an application item's key (`refdata.globalid.schema_of`: the conventions, and a document id
+    for an indexable schema); also refuses the counters' own items and the platform's reserved scopes."""
     try:
-        schema = parse_key(pk, sk).schema
+        schema = schema_of(item)
     except KeyConventionError as error:
-        raise WriteError(f"{pk!r} {sk!r}: {error}") from None
-    found = get_schema(schema)
-    if found.name == COUNTER:
-        raise WriteError(f"{pk!r}: counter items are written by the writer's counter only")
-    if is_reserved(pk):
-        raise WriteError(f"{pk!r}: the scope is reserved for the platform's own items (heartbeat, canaries)")
-    if found.indexable:
-        try:
-            document_id(pk, sk)
-        except KeyConventionError as error:
-            raise WriteError(f"{pk!r} {sk!r}: {error}") from None
-    return found
+        raise WriteError(f"{item.get('pk')!r} {item.get('sk')!r}: {error}") from None
+    if schema.name == COUNTER:
+        raise WriteError(f"{item['pk']!r}: counter items are written by the writer's counter only")
+    if is_reserved(item["pk"]):
+        raise WriteError(
+            f"{item['pk']!r}: the scope is reserved for the platform's own items (heartbeat, canaries)"
+        )
+    return schema
 
 
 def check_attributes(pk: str, names: Mapping[str, Any], *, allowed: frozenset[str]) -> None:

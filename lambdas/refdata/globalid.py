@@ -27,7 +27,7 @@ class ItemExistsError(ValueError):
     """A create found an item already stored under the same pk and sk."""
 
 
-def _schema_of(item: Mapping[str, Any]) -> Schema:
+def schema_of(item: Mapping[str, Any]) -> Schema:
     """The item's schema; its keys must follow the conventions, and an indexable item's keys must also
     make a valid OpenSearch document id, so a bad key fails here rather than in the stream sync."""
     pk, sk = item.get("pk"), item.get("sk")
@@ -51,7 +51,7 @@ def is_conditional_failure(error: Exception) -> bool:
 
 def create_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
     """Put a new item (never overwriting), giving it a fresh globalId if its schema has one."""
-    schema = _schema_of(item)
+    schema = schema_of(item)
     if GLOBAL_ID in item:
         raise GlobalIdError(f"globalId is assigned at creation, not given ({item['pk']!r} {item['sk']!r})")
     stored = dict(item)
@@ -69,7 +69,7 @@ def create_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
 
 def replace_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
     """Replace an existing item whole; for globalId schemas the item must carry the stored globalId."""
-    schema = _schema_of(item)
+    schema = schema_of(item)
     check_item(item)
     if schema.global_id:
         if not isinstance(item.get(GLOBAL_ID), str):
@@ -96,7 +96,7 @@ def replace_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
 
 def update_attributes(table: Any, pk: str, sk: str, changes: Mapping[str, Any]) -> dict[str, Any]:
     """SET the given attributes on an existing item; keys and globalId cannot be changed this way."""
-    _schema_of({"pk": pk, "sk": sk})
+    schema_of({"pk": pk, "sk": sk})
     forbidden = sorted(set(changes) & (KEY_ATTRIBUTES | {GLOBAL_ID}))
     if forbidden or not changes:
         raise GlobalIdError(f"update of {pk!r} {sk!r} must set other attributes than {forbidden or 'none'}")

@@ -31,7 +31,6 @@ from refdata.checks import (
     check_attributes,
     check_indexable,
     check_key,
-    keys_of,
 )
 from refdata.counters import next_key
 from refdata.keys import build_pk, build_sk
@@ -146,30 +145,30 @@ class Writer:
 
     def create_item(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """Create an item whose pk and sk are given (never overwriting)."""
-        pk, sk = keys_of(item)
-        schema = check_key(pk, sk)
+        schema = check_key(item)
+        pk = str(item["pk"])
         check_attributes(pk, item, allowed=WRITABLE_PLATFORM_ATTRIBUTES)
         check_indexable(pk, schema, item)
         return self._write(item, create=True)
 
     def replace(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """Replace an existing item whole (a globalId schema's item must carry its stored globalId)."""
-        pk, sk = keys_of(item)
-        schema = check_key(pk, sk)
+        schema = check_key(item)
+        pk = str(item["pk"])
         check_attributes(pk, item, allowed=WRITABLE_PLATFORM_ATTRIBUTES | STORED_PLATFORM_ATTRIBUTES)
         check_indexable(pk, schema, item)
         return self._write(item, create=False)
 
     def update(self, pk: str, sk: str, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Set attributes of an existing item (its geometry changes by `replace`, which offloads it)."""
-        schema = check_key(pk, sk)
+        schema = check_key({"pk": pk, "sk": sk})
         check_attributes(pk, changes, allowed=WRITABLE_PLATFORM_ATTRIBUTES - {"pk", "sk", GEOMETRY})
         check_indexable(pk, schema, changes)
         return globalid.update_attributes(self._table(pk), pk, sk, changes)
 
     def delete(self, pk: str, sk: str) -> None:
         """Delete an existing item; `KeyError` when there is none."""
-        check_key(pk, sk)
+        check_key({"pk": pk, "sk": sk})
         try:
             self._table(pk).delete_item(Key={"pk": pk, "sk": sk}, ConditionExpression="attribute_exists(pk)")
         except Exception as error:
