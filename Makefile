@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (Python 3.11+, Node 22 or 24 (20 still works), the package registries):
 #   make synth   set up, then synthesize every environment into cdk.out; fails on any finding or missing context
-#   make test    set up, then lint, type-check and run every test
+#   make test    set up, then lint, type-check and run every test (needs a JDK 21+: $JAVA_HOME, else the newest under
+#                /usr/lib/jvm; the test engine's jars come from Maven Central through `mvn`, pinned by engine.lock)
 # `make help` lists the rest.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -13,7 +14,7 @@ export CDK_VALIDATION := false
 step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 
 .DEFAULT_GOAL := help
-.PHONY: help setup synth test ruff lint fmt recipes soak bench docs guard baseline cost client client-release pins clean
+.PHONY: help setup engine engine-lock synth test ruff lint fmt recipes soak bench docs guard baseline cost client client-release pins clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,6 +53,19 @@ node_modules/.installed: package-lock.json
 	@npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The search engine the tests run against (tests/support/engine_setup.py): the jars engine.lock pins, fetched by Maven
+# and checked against their SHA-256, and our launcher compiled with a JDK 21+. `make test` needs it; `make synth` not.
+ENGINE := .cache/engine/.installed
+$(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/EngineLauncher.java $(VENV)/.installed
+	$(call step,test engine (OpenSearch) from tests/support/engine/engine.lock)
+	@$(BIN)/python -m tests.support.engine_setup install
+	@touch $@
+
+engine: setup $(ENGINE) ## install the test engine's pinned jars and compile its launcher (JDK 21+)
+
+engine-lock: setup ## after changing the engine's version in tests/support/engine/pom.xml: rewrite engine.lock
+	@$(BIN)/python -m tests.support.engine_setup lock
+
 synth: setup ## synthesize every environment into cdk.out; fails on any cdk-nag finding, error annotation or missing context
 	$(call step,cdk synth of every environment (cdk-nag: 5 rule packs))
 	@rm -rf cdk.out && mkdir -p .cache
@@ -89,7 +103,7 @@ WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 # mypy runs beside pytest: a fresh clone's first type check reads all of aws-cdk-lib's stubs (about 80 s of one
 # core), a warm one takes a second. PYTEST_ARGS narrows the run (the recipes pass the tests a routine change
 # parametrizes); `make test` runs every test.
-test: ruff $(CHECKOV_VENV)/.installed ## lint, type-check and run every test (about 90 s on two cores: docs/benchmarks.md)
+test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run every test (about 90 s on two cores: docs/benchmarks.md)
 	$(call step,mypy and pytest on every core ($(WORKERS) workers))
 	@mkdir -p .cache && { $(MYPY) > .cache/mypy.log 2>&1; echo $$? > .cache/mypy.rc; } & \
 		$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(PYTEST_ARGS); tests=$$?; wait; \
@@ -105,7 +119,7 @@ recipes: setup ## prove the README's routine-change recipes and the synth gate o
 
 # Flakes show under load: N whole-suite runs, two at once, and every test that failed in any of them.
 N ?= 6
-soak: lint $(CHECKOV_VENV)/.installed ## run the whole suite N times (default 6), two runs at once; list every failure
+soak: lint $(CHECKOV_VENV)/.installed $(ENGINE) ## run the whole suite N times (default 6), two runs at once; list every failure
 	$(call step,soak: $(N) whole-suite runs two at a time)
 	@$(BIN)/python -m tests.soak $(N)
 

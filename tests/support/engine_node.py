@@ -1,0 +1,184 @@
+"""The real search engine of a test session: one OpenSearch node (the version tests/support/engine/engine.lock pins)
+per pytest process that runs tests, on 127.0.0.1 at an ephemeral port, from the jars `make test`'s set-up installed
+(tests/support/engine_setup.py); nothing is fetched here.
+
+A pytest plugin (tests/conftest.py loads it). When collection finds a test that uses the ``engine`` fixture, the
+process starts its node in the background, so the JVM's start overlaps the session's synth and the tests that need no
+engine; the first such test waits for it. Each pytest-xdist worker has its own node: stored scripts, index templates
+and cluster settings are cluster-wide, and the product's names for them come from config, so tests in two workers
+would overwrite each other's on a shared node. The ``engine`` fixture wipes what a test left (indices, index
+templates, stored scripts, points in time, cluster settings) before each test, and the node stops with the process.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.engine_setup import CLASSES, LAUNCHER_CLASS, LIB, LOG_CONFIG, EngineSetupError, java_home
+
+START_TIMEOUT_SECONDS = (
+    180.0  # a cold JVM on two busy cores takes 10-20 s; the margin is for a loaded machine
+)
+HEAP = "512m"
+FIXTURE = "engine"
+
+
+class EngineError(RuntimeError):
+    """The node did not start, or answered a housekeeping request with an error."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: Any
+
+
+class EngineNode:
+    """One node in a child JVM; it stops when its standard input closes (here, or because this process died)."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="refdata-engine-"))
+        self.log_path = self.directory / "node.log"
+        self.port: int | None = None
+        self.version: str | None = None
+        self._ready = threading.Event()
+        self._failure: str | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> EngineNode:
+        if not (CLASSES.is_dir() and LIB.is_dir()):
+            raise EngineSetupError("the test engine is not installed: run `make engine` (or `make test`)")
+        java = java_home() / "bin" / "java"
+        command = [
+            str(java), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "--enable-native-access=ALL-UNNAMED", f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+            "-cp", f"{CLASSES}:{LIB}/*", LAUNCHER_CLASS, str(self.directory / "home"),
+        ]  # fmt: skip
+        log = self.log_path.open("wb")
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True
+        )
+        log.close()
+        threading.Thread(target=self._read_ready_line, name="engine-ready", daemon=True).start()
+        return self
+
+    def _read_ready_line(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        line = self._process.stdout.readline().decode()
+        fields = dict(part.split("=", 1) for part in line.split()[1:] if "=" in part)
+        if line.startswith("ready ") and "port" in fields:
+            self.port, self.version = int(fields["port"]), fields.get("version")
+        else:
+            self._failure = f"the engine exited before it was ready; its log:\n{self._log_tail()}"
+        self._ready.set()
+
+    def _log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_SECONDS) -> EngineNode:
+        if self._process is None:
+            self.start()
+        if not self._ready.wait(timeout):
+            raise EngineError(f"the engine was not ready after {timeout:.0f} s; its log:\n{self._log_tail()}")
+        if self._failure is not None:
+            raise EngineError(self._failure)
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        self.wait_ready()
+        return f"http://127.0.0.1:{self.port}"
+
+    def request(self, method: str, path: str, body: Any = None) -> Answer:
+        """One request to the node, not signed and through no proxy (the suite's own housekeeping)."""
+        self.wait_ready()
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            data = None if body is None else json.dumps(body).encode()
+            headers = {"Content-Type": "application/json"} if data is not None else {}
+            connection.request(method, path, body=data, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        finally:
+            connection.close()
+        return Answer(response.status, json.loads(raw) if raw else None)
+
+    def _checked(self, method: str, path: str, body: Any = None) -> Any:
+        answer = self.request(method, path, body)
+        if answer.status >= 300:
+            raise EngineError(f"{method} {path} answered {answer.status}: {answer.body}")
+        return answer.body
+
+    def wipe(self) -> None:
+        """Back to an empty cluster: no index, index or component template, stored script, point in time or
+        cluster setting that a test made."""
+        indices = self._checked("GET", "/_cat/indices?format=json&h=index&expand_wildcards=all")
+        names = [row["index"] for row in indices if not row["index"].startswith(".")]
+        if names:
+            self._checked("DELETE", "/" + ",".join(names) + "?expand_wildcards=all")
+        self._checked("DELETE", "/_index_template/*")
+        self._checked("DELETE", "/_component_template/*")
+        metadata = self._checked("GET", "/_cluster/state/metadata?filter_path=metadata.stored_scripts")
+        for script_id in metadata.get("metadata", {}).get("stored_scripts", {}) if metadata else {}:
+            self._checked("DELETE", f"/_scripts/{script_id}")
+        self._checked("DELETE", "/_search/point_in_time/_all")
+        self._checked("PUT", "/_cluster/settings", {"persistent": {"*": None}, "transient": {"*": None}})
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_node: EngineNode | None = None
+
+
+def session_node() -> EngineNode:
+    """This process's node, started if it was not yet."""
+    global _node
+    if _node is None:
+        _node = EngineNode().start()
+    return _node
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+        session_node()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _node
+    if _node is not None:
+        _node.stop()
+        _node = None
+
+
+@pytest.fixture
+def engine() -> Iterator[EngineNode]:
+    """The real OpenSearch node, empty: what an earlier test made is gone."""
+    node = session_node().wait_ready()
+    node.wipe()
+    yield node

@@ -1,0 +1,81 @@
+"""The test session's search engine: the version config names, installed from the lock, wiped between tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra.environments import environments
+from tests.support import engine_setup
+from tests.support.engine_node import EngineNode
+from tests.support.engine_setup import EngineSetupError, java_home, read_lock, verified_install
+
+
+def test_engine_is_the_version_every_environment_configures(engine: EngineNode) -> None:
+    root = engine.request("GET", "/").body
+    major, minor = root["version"]["number"].split(".")[:2]
+    assert root["version"]["distribution"] == "opensearch"
+    for name, config in environments().items():
+        assert config.search.engine_version == f"OpenSearch_{major}.{minor}", name
+
+
+def test_engine_runs_from_exactly_the_locked_jars() -> None:
+    locked = read_lock()
+    assert locked, "engine.lock names no jar"
+    assert verified_install(locked), "`make engine` installs the locked jars; .cache/engine/lib differs"
+    engine_version = {jar.version for jar in locked if jar.group == "org.opensearch"}
+    assert len(engine_version) == 1, f"one engine version, found {engine_version}"
+
+
+def test_wipe_removes_what_a_test_made(engine: EngineNode) -> None:
+    engine.request("PUT", "/_index_template/left", {"index_patterns": ["left-*"], "template": {}})
+    engine.request("PUT", "/left-1", {"aliases": {"left": {}}})
+    engine.request("PUT", "/_scripts/left", {"script": {"lang": "painless", "source": "ctx._source.x = 1"}})
+    engine.request("PUT", "/_cluster/settings", {"persistent": {"action.auto_create_index": "false"}})
+    opened = engine.request("POST", "/left-1/_search/point_in_time?keep_alive=1m")
+    assert opened.status == 200, opened.body
+
+    engine.wipe()
+
+    assert engine.request("GET", "/_cat/indices/left*?format=json").body == []
+    assert engine.request("GET", "/_index_template/left").status == 404
+    assert engine.request("GET", "/_scripts/left").body["found"] is False
+    settings = engine.request("GET", "/_cluster/settings").body
+    assert settings == {"persistent": {}, "transient": {}}
+    assert engine.request("GET", "/_search/point_in_time/_all").body["pits"] == []
+
+
+def _jdk(root: Path, name: str, version: str) -> Path:
+    home = root / name
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "javac").touch()
+    (home / "release").write_text(f'IMPLEMENTOR="x"\nJAVA_VERSION="{version}"\n')
+    return home
+
+
+def test_java_home_is_taken_when_it_is_21_or_newer(tmp_path: Path) -> None:
+    configured = _jdk(tmp_path / "elsewhere", "jdk", "21.0.4")
+    _jdk(tmp_path / "jvm", "newer", "25.0.1")
+    assert java_home({"JAVA_HOME": str(configured)}, tmp_path / "jvm") == configured
+
+
+def test_the_newest_jdk_21_plus_is_found_when_java_home_is_older(tmp_path: Path) -> None:
+    old = _jdk(tmp_path / "jvm", "old", "17.0.15")
+    _jdk(tmp_path / "jvm", "mid", "21.0.4")
+    newest = _jdk(tmp_path / "jvm", "newest", "25.0.1")
+    assert java_home({"JAVA_HOME": str(old)}, tmp_path / "jvm") == newest
+
+
+def test_no_jdk_21_is_an_error_naming_java_home(tmp_path: Path) -> None:
+    old = _jdk(tmp_path / "jvm", "old", "17.0.15")
+    with pytest.raises(EngineSetupError, match=r"JAVA_HOME=.*is not a JDK 21\+"):
+        java_home({"JAVA_HOME": str(old)}, tmp_path / "jvm")
+    with pytest.raises(EngineSetupError, match="JAVA_HOME is not set"):
+        java_home({}, tmp_path / "jvm")
+
+
+def test_the_lock_round_trips(tmp_path: Path) -> None:
+    locked = read_lock()
+    engine_setup.write_lock(locked, tmp_path / "engine.lock")
+    assert read_lock(tmp_path / "engine.lock") == sorted(locked)
