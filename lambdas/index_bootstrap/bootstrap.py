@@ -273,13 +273,14 @@ SELF_TEST_INDEX_PREFIX = "refdata-bootstrap-selftest-"
 _PROBE_KEYS = {"pk": "self-test", "sk": "probe", "schema": "self-test"}
 _PROBE_ID = "self-test#probe"
 _PROBE_DELETED_AT = 1_764_531_000  # a tombstone keeps its deletion time (what the tombstone purge reads)
-# Strings, integers, a fraction, a decimal no double holds (its exact text goes to exactNumbers), nesting.
+# Strings, integers, a fraction, a decimal no double holds (its exact text goes to exactNumbers), nesting. A list
+# holds one type: the engine refuses a dynamically mapped array that mixes strings and numbers.
 _PROBE_DOC: dict[str, Any] = {
     **_PROBE_KEYS,
     "count": 12,
     "ratio": 0.5,
     "exact": Decimal("3.1415926535897932384626433832795028"),
-    "nested": {"list": ["a", 1]},
+    "nested": {"list": ["a", "b"]},
 }
 
 

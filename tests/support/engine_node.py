@@ -48,7 +48,11 @@ class EngineNode:
     """One node in a child JVM; it stops when its standard input closes (here, or because this process died)."""
 
     def __init__(self) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="refdata-engine-"))
+        # In memory where the machine has it: every cluster-state change (an index, a template, a script) is fsynced.
+        memory = Path("/dev/shm")
+        self.directory = Path(
+            tempfile.mkdtemp(prefix="refdata-engine-", dir=memory if memory.is_dir() else None)
+        )
         self.log_path = self.directory / "node.log"
         self.port: int | None = None
         self.version: str | None = None

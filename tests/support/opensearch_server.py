@@ -59,6 +59,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from tests.support.engine_node import EngineNode
+from tests.support.engine_proxy import Forwarded, ItemError, forward, forward_bulk
 from tests.support.iam import DomainAccess
 from tests.support.opensearch_dlsfls import check_role, read_restriction
 from tests.support.opensearch_errors import OpenSearchError, cause, index_not_found
@@ -1847,9 +1849,12 @@ class LoopbackOpenSearch:
         idle_connection_timeout_seconds: float = 5.0,
         max_body_bytes: int | None = None,
         access: DomainAccess | None = None,
+        engine: EngineNode | None = None,
     ) -> None:
         if access is not None and fgac is None:
             raise ValueError("access needs fgac: IAM decides for the role a request is attributed to")
+        if engine is not None and fgac is not None:
+            raise ValueError("fine-grained access control in front of the real engine is not built yet")
         self.require_signature = require_signature
         self.access = access
         self.max_body_bytes = max_body_bytes
@@ -1857,6 +1862,7 @@ class LoopbackOpenSearch:
         self.region = region
         self.latency_seconds = latency_seconds
         self.fgac = fgac
+        self.engine = engine
         self.cluster = _Cluster(auto_create_index=auto_create_index)
         self.requests: list[RecordedRequest] = []
         self.route_counts: Counter[str] = Counter()
@@ -2014,6 +2020,9 @@ class LoopbackOpenSearch:
 
     def document(self, target: str, doc_id: str) -> dict[str, Any] | None:
         """The `_source` of `doc_id` in an index, or in an alias's write index; None when absent."""
+        if self.engine is not None:
+            found = self.engine.request("GET", f"/{target}/_doc/{doc_id}")
+            return found.body.get("_source") if found.status == 200 and found.body.get("found") else None
         with self.cluster.lock:
             if target not in self.cluster.indices and not self.cluster._alias_owners(target):
                 return None
@@ -2025,18 +2034,42 @@ class LoopbackOpenSearch:
             return copy.deepcopy(source) if source is not None else None
 
     def documents(self, index: str) -> dict[str, dict[str, Any]]:
+        if self.engine is not None:  # what a reader sees once the index refreshed (the test's inspection)
+            self.engine.request("POST", f"/{index}/_refresh")
+            hits = self.engine.request("POST", f"/{index}/_search", {"size": 10_000, "sort": ["_doc"]}).body
+            return {hit["_id"]: hit["_source"] for hit in hits["hits"]["hits"]}
         with self.cluster.lock:
             return copy.deepcopy(self.cluster.indices[index].docs)
 
     def index_names(self) -> list[str]:
+        if self.engine is not None:
+            rows = self.engine.request("GET", "/_cat/indices?format=json&h=index").body
+            return sorted(row["index"] for row in rows if not row["index"].startswith("."))
         with self.cluster.lock:
             return sorted(self.cluster.indices)
 
     def aliases_of(self, index: str) -> dict[str, dict[str, Any]]:
+        if self.engine is not None:
+            return self.engine.request("GET", f"/{index}/_alias").body[index]["aliases"]
         with self.cluster.lock:
             return copy.deepcopy(self.cluster.indices[index].aliases)
 
     # --- request handling (called from server threads) -------------------------------------------
+
+    def forward(self, request: RecordedRequest, segments: list[str], raw_path: str) -> Forwarded:
+        """A request the front let through, answered by the real engine (per-item bulk faults made here)."""
+        assert self.engine is not None
+        if request.route == ROUTE_BULK and request.method in ("POST", "PUT"):
+            path_index = segments[0] if len(segments) == 2 else None
+            return forward_bulk(
+                self.engine, raw_path, request.headers, request.body, path_index, self._item_error
+            )
+        return forward(self.engine, request.method, raw_path, request.headers, request.body)
+
+    def _item_error(self, doc_id: str) -> ItemError | None:
+        with self.cluster.lock:
+            fault = _take_fault(self.cluster.item_faults.get(doc_id))
+        return None if fault is None else ItemError(fault.status, fault.error_type, fault.reason)
 
     def _next_fault(self, route: str, method: str) -> Fault | None:
         with self.cluster.lock:
@@ -2413,6 +2446,10 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
                 if fault.status is not None:
                     self._send(fault.status, _filter_response(fault.body, response_filter), fault.headers)
                     return
+            if owner.engine is not None and request.route != ROUTE_SECURITY:
+                forwarded = owner.forward(request, segments, self.path)
+                self._send(forwarded.status, forwarded.body, content_type=forwarded.content_type)
+                return
             try:
                 status, payload = owner._dispatch(request, segments, subject)
             except OpenSearchError as error:
@@ -2435,7 +2472,13 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
                 length -= len(chunk)
             return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), digest.hexdigest()
 
-        def _send(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+        def _send(
+            self,
+            status: int,
+            payload: Any,
+            headers: Mapping[str, str] | None = None,
+            content_type: str = "application/json; charset=UTF-8",
+        ) -> None:
             if payload is None:
                 data = b""
             elif isinstance(payload, bytes):
@@ -2443,7 +2486,7 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
             else:
                 data = _encode_response(payload).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for name, value in (headers or {}).items():
                 self.send_header(name, value)

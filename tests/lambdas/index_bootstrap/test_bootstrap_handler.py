@@ -19,14 +19,13 @@ from search.documents import build_document, encode_update, parse_change
 from search.indices import (
     APPLY_SCRIPT_ID,
     APPLY_SCRIPT_SOURCE,
-    apply_sync_script,
     index_mappings,
     mapping_fingerprint,
 )
 from search.readers import read_role_definitions
 
 from tests.support.aws import moto_role_of_access_key
-from tests.support.opensearch_scripts import TWINS, Twin, source_digest
+from tests.support.engine_node import EngineNode
 from tests.support.opensearch_server import (
     ROUTE_ALIASES,
     ROUTE_BULK,
@@ -52,13 +51,27 @@ SYNC_KEY = "AKIDSYNCROLE"
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackOpenSearch]:
-    """The bootstrap signs as the FGAC master role (its own credentials here, no AdminRoleArn)."""
+def server(monkeypatch: pytest.MonkeyPatch, engine: EngineNode) -> Iterator[LoopbackOpenSearch]:
+    """The domain front (SigV4 verified) before the real engine; the bootstrap signs with its own credentials."""
+    _credentials(monkeypatch)
+    secrets = {"AKIDBOOTSTRAP": "bootstrap-secret", SYNC_KEY: "sync-secret"}
+    with LoopbackOpenSearch(credentials=secrets, region=REGION, engine=engine) as running:
+        yield running
+
+
+def _credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDBOOTSTRAP")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "bootstrap-secret")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setattr(handler, "_sleep", lambda seconds: None)
+
+
+@pytest.fixture
+def fgac_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackOpenSearch]:
+    """The bootstrap signs as the FGAC master role; fine-grained access control is still the emulation (until the
+    security plugin runs in the test engine), so these tests stay on the stand-in."""
+    _credentials(monkeypatch)
     fgac = FineGrainedAccessControl(
         ADMIN_ROLE_ARN, {"AKIDBOOTSTRAP": ADMIN_ROLE_ARN, SYNC_KEY: SYNC_ROLE_ARN}
     )
@@ -106,10 +119,27 @@ def test_every_indexable_schema_gets_a_template(server: LoopbackOpenSearch) -> N
     )
 
 
-def test_created_index_carries_the_mapping_fingerprint(server: LoopbackOpenSearch) -> None:
+def mappings_of(engine: EngineNode, index: str) -> dict[str, Any]:
+    mappings: dict[str, Any] = engine.request("GET", f"/{index}/_mapping").body[index]["mappings"]
+    return mappings
+
+
+def replicas_of(engine: EngineNode, index: str) -> str:
+    settings = engine.request("GET", f"/{index}/_settings").body[index]["settings"]
+    return str(settings["index"]["number_of_replicas"])
+
+
+def create_index(engine: EngineNode, name: str, body: dict[str, Any]) -> None:
+    created = engine.request("PUT", f"/{name}", body)
+    assert created.status == 200, created.body
+
+
+def test_created_index_carries_the_mapping_fingerprint(
+    server: LoopbackOpenSearch, engine: EngineNode
+) -> None:
     handler.on_event(event(server), None)
 
-    meta = server.cluster.indices["productdate-v1"].mappings["_meta"]
+    meta = mappings_of(engine, "productdate-v1")["_meta"]
     assert meta["mapping_fingerprint"] == mapping_fingerprint(index_mappings("productDate"))
 
 
@@ -140,9 +170,12 @@ def test_second_run_creates_no_index_and_moves_no_alias(server: LoopbackOpenSear
     assert response["Data"]["CreatedIndices"] == ""
 
 
-def test_mapping_change_creates_next_version_without_moving_aliases(server: LoopbackOpenSearch) -> None:
+def test_mapping_change_creates_next_version_without_moving_aliases(
+    server: LoopbackOpenSearch, engine: EngineNode
+) -> None:
     old_mappings = {"_meta": {"mapping_fingerprint": "older"}, "properties": {"pk": {"type": "keyword"}}}
-    server.cluster.create_index(
+    create_index(
+        engine,
         "geozone-v1",
         {"mappings": old_mappings, "aliases": {"geozone": {}, "geozone-write": {"is_write_index": True}}},
     )
@@ -155,9 +188,9 @@ def test_mapping_change_creates_next_version_without_moving_aliases(server: Loop
     assert "geozone-v2" in response["Data"]["CreatedIndices"].split(",")
 
 
-def test_latest_version_decides_when_several_exist(server: LoopbackOpenSearch) -> None:
-    server.cluster.create_index("booking-v1", {"mappings": {"_meta": {"mapping_fingerprint": "older"}}})
-    server.cluster.create_index("booking-v2", {"mappings": index_mappings("booking")})
+def test_latest_version_decides_when_several_exist(server: LoopbackOpenSearch, engine: EngineNode) -> None:
+    create_index(engine, "booking-v1", {"mappings": {"_meta": {"mapping_fingerprint": "older"}}})
+    create_index(engine, "booking-v2", {"mappings": index_mappings("booking")})
 
     handler.on_event(event(server), None)
 
@@ -259,8 +292,9 @@ def test_sync_role_is_mapped_to_a_write_only_role_on_the_platform_indices(server
 
 
 def test_the_mapped_sync_role_can_write_a_document_that_introduces_a_field(
-    server: LoopbackOpenSearch,
+    fgac_server: LoopbackOpenSearch,
 ) -> None:
+    server = fgac_server
     handler.on_event(event(server, ResourceProperties=_properties(server, SyncRoleArn=SYNC_ROLE_ARN)), None)
     change = parse_change(
         {
@@ -340,7 +374,7 @@ def _properties(server: LoopbackOpenSearch, **extra: str) -> dict[str, str]:
     return {
         "Endpoint": server.endpoint,
         "Region": REGION,
-        "RequestTimeoutSeconds": "2",
+        "RequestTimeoutSeconds": "30",
         "Replicas": "0",
         **extra,
     }
@@ -350,7 +384,7 @@ def _properties(server: LoopbackOpenSearch, **extra: str) -> dict[str, str]:
 
 
 def test_a_painless_source_that_does_not_compile_fails_the_deployment(
-    server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
+    server: LoopbackOpenSearch, engine: EngineNode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     edited = {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE + "\nctx._source.x = ;"}}
     monkeypatch.setattr(bootstrap, "stored_script_body", lambda: edited)
@@ -360,7 +394,8 @@ def test_a_painless_source_that_does_not_compile_fails_the_deployment(
         match=r"PUT _scripts/refdata-sync-apply/update failed: HTTP 400 script_exception: compile error",
     ):
         handler.on_event(event(server), None)
-    assert server.index_names() == [] and APPLY_SCRIPT_ID not in server.cluster.scripts
+    assert server.index_names() == []
+    assert engine.request("GET", f"/_scripts/{APPLY_SCRIPT_ID}").body["found"] is False
 
 
 def test_the_self_test_runs_the_sync_lines_on_a_scratch_index_and_removes_it(
@@ -381,15 +416,24 @@ def test_the_self_test_runs_the_sync_lines_on_a_scratch_index_and_removes_it(
     assert not any(name.startswith(SELF_TEST_INDEX_PREFIX) for name in server.index_names())
 
 
+def stored_script_edited(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
+    """The bootstrap stores APPLY_SCRIPT_SOURCE with `old` replaced by `new` (painless the engine runs)."""
+    assert old in APPLY_SCRIPT_SOURCE
+    edited = {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE.replace(old, new)}}
+    monkeypatch.setattr(bootstrap, "stored_script_body", lambda: edited)
+
+
+# A runtime error for the probe document only: painless throws on a method call on null.
+FAILS_AT_RUNTIME = (
+    "String incoming = params.seq;",
+    "String incoming = params.seq;\nparams.missing.length();",
+)
+
+
 def test_a_script_that_does_not_keep_order_on_the_engine_fails_the_deployment(
     server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def ignores_the_sequence_number(stored: Any, params: Any) -> dict[str, Any]:
-        return {**params["doc"], "tombstone": params["tombstone"], "stream_seq": params["seq"]}
-
-    monkeypatch.setitem(
-        TWINS, source_digest(APPLY_SCRIPT_SOURCE), Twin("update", ignores_the_sequence_number)
-    )
+    stored_script_edited(monkeypatch, "stored.compareTo(incoming) >= 0", "stored.compareTo(incoming) > 1")
 
     with pytest.raises(
         BootstrapError,
@@ -400,9 +444,9 @@ def test_a_script_that_does_not_keep_order_on_the_engine_fails_the_deployment(
 
 
 def test_a_runtime_error_of_the_script_fails_the_deployment_with_the_engines_reason(
-    server: LoopbackOpenSearch,
+    server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server.fail_script("self-test#probe")
+    stored_script_edited(monkeypatch, *FAILS_AT_RUNTIME)
 
     with pytest.raises(
         BootstrapError, match=r"failed to execute script; caused by script_exception: runtime error"
@@ -414,11 +458,11 @@ def test_a_runtime_error_of_the_script_fails_the_deployment_with_the_engines_rea
 def test_a_stored_document_other_than_expected_fails_the_deployment(
     server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def drops_exact_numbers(stored: Any, params: Any) -> dict[str, Any] | None:
-        replaced = apply_sync_script(stored, params)
-        return None if replaced is None else {k: v for k, v in replaced.items() if k != "exactNumbers"}
-
-    monkeypatch.setitem(TWINS, source_digest(APPLY_SCRIPT_SOURCE), Twin("update", drops_exact_numbers))
+    stored_script_edited(
+        monkeypatch,
+        "replacement.put('stream_seq', incoming);",
+        "replacement.remove('exactNumbers');\n  replacement.put('stream_seq', incoming);",
+    )
 
     with pytest.raises(BootstrapError, match=r"the stored document is .*, expected .*exactNumbers"):
         handler.on_event(event(server), None)
@@ -427,7 +471,7 @@ def test_a_stored_document_other_than_expected_fails_the_deployment(
 def test_a_failed_self_test_whose_cleanup_fails_too_reports_both(
     server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server.fail_script("self-test#probe")
+    stored_script_edited(monkeypatch, *FAILS_AT_RUNTIME)
     server.fail_next(ROUTE_INDEX, 500, method="DELETE", reason="node left")
 
     with pytest.raises(
@@ -437,16 +481,15 @@ def test_a_failed_self_test_whose_cleanup_fails_too_reports_both(
         handler.on_event(event(server), None)
 
 
-def test_existing_versions_are_brought_to_the_configured_replica_count(server: LoopbackOpenSearch) -> None:
-    server.cluster.create_index("booking-v1", {"mappings": {"_meta": {"mapping_fingerprint": "older"}}})
-    server.cluster.create_index("booking-v2", {"mappings": index_mappings("booking")})
+def test_existing_versions_are_brought_to_the_configured_replica_count(
+    server: LoopbackOpenSearch, engine: EngineNode
+) -> None:
+    create_index(engine, "booking-v1", {"mappings": {"_meta": {"mapping_fingerprint": "older"}}})
+    create_index(engine, "booking-v2", {"mappings": index_mappings("booking")})
 
     handler.on_event(event(server, ResourceProperties=_properties(server, Replicas="2")), None)
 
-    replicas = {
-        name: server.cluster.indices[name].setting("index.number_of_replicas")
-        for name in server.index_names()
-    }
+    replicas = {name: replicas_of(engine, name) for name in server.index_names()}
     assert replicas == dict.fromkeys(
         sorted({"booking-v1", *(index_name(schema, 1) for schema in SCHEMAS)} | {"booking-v2"}), "2"
     )
@@ -456,7 +499,9 @@ def test_existing_versions_are_brought_to_the_configured_replica_count(server: L
     ]
 
 
-def test_versions_already_at_the_replica_count_are_left_alone(server: LoopbackOpenSearch) -> None:
+def test_versions_already_at_the_replica_count_are_left_alone(
+    server: LoopbackOpenSearch, engine: EngineNode
+) -> None:
     handler.on_event(event(server, ResourceProperties=_properties(server, Replicas="1")), None)
     server.forget_requests()
 
@@ -472,9 +517,7 @@ def test_versions_already_at_the_replica_count_are_left_alone(server: LoopbackOp
 
     assert unchanged == 0
     assert server.count(ROUTE_SETTINGS, "PUT") == len(SCHEMAS)  # one per schema's version
-    assert {server.cluster.indices[n].setting("index.number_of_replicas") for n in server.index_names()} == {
-        "0"
-    }
+    assert {replicas_of(engine, name) for name in server.index_names()} == {"0"}
 
 
 # --- read roles -----------------------------------------------------------------------------------------------
