@@ -79,3 +79,28 @@ def test_the_lock_round_trips(tmp_path: Path) -> None:
     locked = read_lock()
     engine_setup.write_lock(locked, tmp_path / "engine.lock")
     assert read_lock(tmp_path / "engine.lock") == sorted(locked)
+
+
+def test_engine_runs_what_the_platform_uses(engine: EngineNode) -> None:
+    """geo_shape (spatial4j and JTS), painless, _reindex and _delete_by_query (the reindex module)."""
+    mappings = {"properties": {"geometry": {"type": "geo_shape"}, "n": {"type": "double"}}}
+    for name in ("probe", "copy"):
+        assert engine.request("PUT", f"/{name}", {"mappings": mappings}).status == 200
+    square = {
+        "type": "Polygon",
+        "coordinates": [[[-123, 49], [-122, 49], [-122, 50], [-123, 50], [-123, 49]]],
+    }
+    indexed = engine.request("PUT", "/probe/_doc/1?refresh=true", {"geometry": square, "n": 1})
+    assert indexed.status == 201, indexed.body
+    script = {"lang": "painless", "source": "ctx._source.n = ctx._source.n + params.by", "params": {"by": 2}}
+    updated = engine.request("POST", "/probe/_update/1?refresh=true", {"script": script})
+    assert updated.status == 200, updated.body
+    copied = engine.request(
+        "POST", "/_reindex?refresh=true", {"source": {"index": "probe"}, "dest": {"index": "copy"}}
+    )
+    assert copied.body["created"] == 1, copied.body
+    point = {"geo_shape": {"geometry": {"shape": {"type": "point", "coordinates": [-122.5, 49.5]}}}}
+    found = engine.request("POST", "/copy/_search", {"query": point}).body
+    assert [hit["_source"]["n"] for hit in found["hits"]["hits"]] == [3]
+    deleted = engine.request("POST", "/probe/_delete_by_query?refresh=true", {"query": {"match_all": {}}})
+    assert deleted.body["deleted"] == 1, deleted.body
