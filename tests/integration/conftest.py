@@ -14,13 +14,26 @@ from stream_sync import handler  # noqa: E402
 from sync_harness import FGAC, REGION, Pipeline, bootstrap  # noqa: E402
 
 from tests.support.aws import use_fake_aws  # noqa: E402
+from tests.support.engine_node import EngineNode  # noqa: E402
 from tests.support.opensearch_server import LoopbackOpenSearch  # noqa: E402
 
 
 @pytest.fixture
-def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
+def pipeline(monkeypatch: pytest.MonkeyPatch, engine: EngineNode) -> Iterator[Pipeline]:
+    """The sync against the real engine behind the domain front (SigV4, faults, recorded requests)."""
+    yield from _pipeline(monkeypatch, LoopbackOpenSearch(region=REGION, engine=engine))
+
+
+@pytest.fixture
+def fgac_pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
+    """The sync against the stand-in with its fine-grained access control emulation: for the tests of what FGAC
+    enforces (role mappings, document- and field-level security), until the security plugin runs in the engine."""
+    yield from _pipeline(monkeypatch, LoopbackOpenSearch(region=REGION, fgac=FGAC))
+
+
+def _pipeline(monkeypatch: pytest.MonkeyPatch, front: LoopbackOpenSearch) -> Iterator[Pipeline]:
     use_fake_aws(monkeypatch, REGION)
-    with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=FGAC) as server:
+    with mock_aws(), front as server:
         bootstrap(server)
         server.forget_requests()  # tests count the sync's requests
         yield Pipeline(server, monkeypatch).create()

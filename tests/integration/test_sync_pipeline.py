@@ -7,6 +7,7 @@ import json
 import pytest
 from sync_harness import ADMIN_KEY, BOOKINGS, BUCKET, READER_KEY, TABLE, Pipeline, account, signed_as
 
+from tests.support.engine_node import EngineNode
 from tests.support.opensearch_server import ROUTE_BULK
 
 pytestmark = pytest.mark.integration
@@ -31,7 +32,7 @@ EVERY_TYPE = {
     "tags": {"SS": ["lake", "camp"]},
     "sizes": {"NS": ["1", "2.5"]},
     "thumbs": {"BS": [b"\x01", b"\x02"]},
-    "contact": {"M": {"email": {"S": "ranger@example.com"}, "phones": {"L": [{"S": "555"}, {"N": "1"}]}}},
+    "contact": {"M": {"email": {"S": "ranger@example.com"}, "phones": {"L": [{"S": "555"}, {"S": "556"}]}}},
     "location": {"M": {"lat": {"N": "49.35"}, "lon": {"N": "-122.45"}}},
 }
 
@@ -86,7 +87,9 @@ def test_two_tables_feed_one_domain_each_through_its_own_stream(pipeline: Pipeli
     pipeline.assert_index_equals_dynamodb()
 
 
-def test_numbers_are_held_as_the_engine_holds_them_with_the_exact_text_beside(pipeline: Pipeline) -> None:
+def test_numbers_are_held_as_the_engine_holds_them_with_the_exact_text_beside(
+    pipeline: Pipeline, engine: EngineNode
+) -> None:
     pipeline.put(ZONE, "0000000001", **EVERY_TYPE)
     records = pipeline.read_stream()
 
@@ -100,10 +103,26 @@ def test_numbers_are_held_as_the_engine_holds_them_with_the_exact_text_beside(pi
     assert doc["exactNumbers"] == {"/precise": "3.1415926535897932384626433832795028"}
     assert doc["huge"] == 12345678901234567890123456789 and doc["capacity"] == 120 and doc["area"] == 555.25
     # Indexed as doubles: a 29-digit integer does not fit the default dynamic `long`, fractions would be 32-bit.
-    properties = pipeline.server.cluster.indices["geozone-v1"].mappings["properties"]
+    properties = engine.request("GET", "/geozone-v1/_mapping").body["geozone-v1"]["mappings"]["properties"]
     numbers = ("capacity", "area", "precise", "huge")
     assert {name: properties[name]["type"] for name in numbers} == dict.fromkeys(numbers, "double")
     assert properties["exactNumbers"] == {"type": "object", "enabled": False}
+
+
+def test_a_list_mixing_strings_and_numbers_is_refused_by_the_engine_and_dead_lettered_with_its_reason(
+    pipeline: Pipeline,
+) -> None:
+    """DynamoDB lists may mix types; the engine refuses a dynamically mapped array that mixes a string and a number
+    (each value asks for its own field type). The record is not lost: it reaches the dead-letter queue with the
+    engine's reason."""
+    pipeline.put(ZONE, "0000000001", phones={"L": [{"S": "555"}, {"N": "1"}]})
+
+    final, _ = pipeline.deliver(pipeline.read_stream())
+
+    assert list(final.values()) == ["dead-lettered"]
+    (message,) = pipeline.dlq_messages()
+    assert message["reasonKind"] == "document-rejected"
+    assert "mapper [phones] cannot be changed from type" in message["reason"]
 
 
 def test_ttl_expiry_writes_a_tombstone(pipeline: Pipeline) -> None:
@@ -145,7 +164,8 @@ def test_records_split_out_of_order_across_invocations_still_converge(pipeline: 
     pipeline.assert_index_equals_dynamodb()
 
 
-def test_the_sync_role_indexes_a_document_that_introduces_a_new_field(pipeline: Pipeline) -> None:
+def test_the_sync_role_indexes_a_document_that_introduces_a_new_field(fgac_pipeline: Pipeline) -> None:
+    pipeline = fgac_pipeline
     pipeline.put(ZONE, "0000000001", name={"S": "first"})
     pipeline.deliver(pipeline.read_stream())
     pipeline.put(ZONE, "0000000002", name={"S": "second"}, openingHours={"M": {"mon": {"S": "8-20"}}})
@@ -160,8 +180,9 @@ def test_the_sync_role_indexes_a_document_that_introduces_a_new_field(pipeline: 
 
 
 def test_a_configured_reader_sees_no_tombstone_hidden_item_or_internal_field_by_any_name_and_cannot_write(
-    pipeline: Pipeline,
+    fgac_pipeline: Pipeline,
 ) -> None:
+    pipeline = fgac_pipeline
     pipeline.put(ZONE, "0000000001", name={"S": "open"}, adminNotes={"S": "staff only"})
     pipeline.put(ZONE, "0000000002", name={"S": "closed"}, hidden={"BOOL": True})
     # An internal number a double cannot hold: its exact text in exactNumbers is internal too.
