@@ -1,4 +1,4 @@
-"""The signed transport against the loopback OpenSearch server (which verifies SigV4 signatures)."""
+"""The signed transport against the domain front (which verifies SigV4 signatures) before the real engine."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from refdata.transport import (
     path_segment,
 )
 
+from tests.support.engine_node import EngineNode
 from tests.support.opensearch_server import ROUTE_BULK, ROUTE_INDEX, ROUTE_SCRIPTS, LoopbackOpenSearch
 
 pytestmark = pytest.mark.integration
@@ -29,8 +30,8 @@ REGION = "eu-west-1"
 
 
 @pytest.fixture
-def server() -> Iterator[LoopbackOpenSearch]:
-    with LoopbackOpenSearch(credentials=(ACCESS_KEY, SECRET_KEY), region=REGION) as running:
+def server(engine: EngineNode) -> Iterator[LoopbackOpenSearch]:
+    with LoopbackOpenSearch(credentials=(ACCESS_KEY, SECRET_KEY), region=REGION, engine=engine) as running:
         yield running
 
 
