@@ -19,7 +19,7 @@ from ops_harness import (  # noqa: E402
 
 from infra.environments import environments  # noqa: E402
 from tests.support.aws import moto_role_of_access_key, use_fake_aws  # noqa: E402
-from tests.support.engine_node import EngineNode
+from tests.support.engine_node import EngineNode  # noqa: E402
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch  # noqa: E402
 
 
