@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import io
 import json
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -420,38 +422,15 @@ class SdkCalls:
         self, role: str, client: BaseClient, operation: str, params: dict[str, Any], send: Callable[[], Any]
     ):
         prefix = client.meta.service_model.signing_name
-        action = action_of(prefix, operation)
-        resources = self._resources(prefix, action, operation, params)
-        call = Call(role, client.meta.service_model.service_name, operation, action, tuple(resources))
-        with self._lock:
-            self.checked.append(call)
-        context = {
-            "aws:SecureTransport": "true",
-            "aws:PrincipalArn": role,
-            "aws:PrincipalAccount": self.account,
-        }
-        if operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
-            context["s3:prefix"] = params["Prefix"]
-        if prefix == "dynamodb":
-            leading = leading_keys(operation, params)
-            if leading is not None:
-                context["dynamodb:LeadingKeys"] = leading
-        for resource in resources:
-            self._require(call, Request(role, action, resource, context), prefix)
-        for extra_action, resource in self._implied(prefix, operation, params):
-            extra = dict(context)
-            if extra_action.startswith("kms:"):  # the service calls KMS on the caller's behalf
-                extra |= {
-                    "kms:ViaService": f"{prefix}.{self.region}.amazonaws.com",
-                    "kms:CallerAccount": self.account,
-                }
-            self._require(call, Request(role, extra_action, resource, extra), extra_action.split(":")[0])
+        call, context = self.authorize(
+            role, client.meta.service_model.service_name, prefix, operation, params
+        )
         try:
             answer = send()
         except ClientError as error:
             if (
                 prefix == "s3"
-                and action == "s3:GetObject"
+                and call.action == "s3:GetObject"
                 and error.response["Error"]["Code"]
                 in (
                     "NoSuchKey",
@@ -481,6 +460,40 @@ class SdkCalls:
                     params["ShardIterator"], ""
                 )
         return answer
+
+    def authorize(
+        self, role: str, service: str, prefix: str, operation: str, params: Mapping[str, Any]
+    ) -> tuple[Call, dict[str, Any]]:
+        """Record the call and check it as `role`: its own action on each resource it names, then what the service
+        does with the caller's permissions (`_implied`). Raises AccessDenied (and records the violation) where AWS
+        would refuse; returns the call and the request context it carried."""
+        action = action_of(prefix, operation)
+        resources = self._resources(prefix, action, operation, params)
+        call = Call(role, service, operation, action, tuple(resources))
+        with self._lock:
+            self.checked.append(call)
+        context: dict[str, Any] = {
+            "aws:SecureTransport": "true",
+            "aws:PrincipalArn": role,
+            "aws:PrincipalAccount": self.account,
+        }
+        if operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
+            context["s3:prefix"] = params["Prefix"]
+        if prefix == "dynamodb":
+            leading = leading_keys(operation, params)
+            if leading is not None:
+                context["dynamodb:LeadingKeys"] = leading
+        for resource in resources:
+            self._require(call, Request(role, action, resource, context), prefix)
+        for extra_action, resource in self._implied(prefix, operation, params):
+            extra = dict(context)
+            if extra_action.startswith("kms:"):  # the service calls KMS on the caller's behalf
+                extra |= {
+                    "kms:ViaService": f"{prefix}.{self.region}.amazonaws.com",
+                    "kms:CallerAccount": self.account,
+                }
+            self._require(call, Request(role, extra_action, resource, extra), extra_action.split(":")[0])
+        return call, context
 
     def _require(self, call: Call, request: Request, prefix: str) -> None:
         decision = self._decision(request, prefix)
@@ -630,3 +643,66 @@ class DomainAccess:
         return {
             "Message": f"User: {principal} is not authorized to perform: {action} on resource: {resource}{why}"
         }
+
+
+# --- signed HTTP requests to AWS APIs (a moto server standing for the services) ----------------------------------------
+
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]+/[^/]+/([^/]+)/aws4_request")
+_S3_OBJECT_OPERATIONS = {
+    "PUT": "PutObject",
+    "GET": "GetObject",
+    "HEAD": "HeadObject",
+    "DELETE": "DeleteObject",
+}
+
+
+@dataclass
+class HttpCalls:
+    """A WSGI middleware deciding each request an AWS SDK in another process sends over HTTP, by the same checks as
+    `SdkCalls.authorize`: the caller is the role its signature's access key maps to (`calls.keys`; a key that maps
+    to no role is refused), the operation and its parameters are read back from the request as the service's
+    protocol carries them (JSON protocols: `X-Amz-Target` and the body; S3: object requests by method and path). A
+    request it cannot read is refused and recorded, never passed unchecked. A refusal answers as the service does."""
+
+    calls: SdkCalls
+    app: Callable[..., Any]
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        found = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+        key, prefix = found.groups() if found else ("", "unsigned")
+        operation, params = self._operation(environ, prefix)
+        role = self.calls.keys.get(key)
+        try:
+            if role is None or operation is None:
+                call = Call(role or f"access key {key or 'none'}", prefix, operation or "?", "?", ())
+                why = "no role has this access key" if role is None else "the request is not read here"
+                self.calls._violate(call, environ.get("PATH_INFO", ""), why)
+                raise _denied(operation or "?", why)
+            self.calls.authorize(role, prefix, prefix, operation, params)
+        except ClientError as error:
+            return self._refusal(prefix, str(error.response["Error"]["Message"]), start_response)
+        return self.app(environ, start_response)
+
+    @staticmethod
+    def _operation(environ: dict[str, Any], prefix: str) -> tuple[str | None, dict[str, Any]]:
+        target = environ.get("HTTP_X_AMZ_TARGET")
+        if target:
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+            return target.rsplit(".", 1)[1], json.loads(body or b"{}")
+        if prefix == "s3":
+            bucket, _, key = environ.get("PATH_INFO", "").lstrip("/").partition("/")
+            operation = _S3_OBJECT_OPERATIONS.get(environ["REQUEST_METHOD"])
+            if bucket and key and operation and not environ.get("QUERY_STRING"):
+                return operation, {"Bucket": bucket, "Key": urllib.parse.unquote(key)}
+        return None, {}
+
+    @staticmethod
+    def _refusal(prefix: str, message: str, start_response: Callable[..., Any]) -> list[bytes]:
+        if prefix == "s3":
+            body = f"<Error><Code>AccessDenied</Code><Message>{message}</Message></Error>".encode()
+            start_response("403 Forbidden", [("Content-Type", "application/xml")])
+            return [body]
+        body = json.dumps({"__type": "AccessDeniedException", "message": message}).encode()
+        start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.0")])
+        return [body]

@@ -432,6 +432,8 @@ class World:
         for logical_id, resource in self.stateful.resources("AWS::IAM::Role").items():
             name = resource["Properties"].get("RoleName", logical_id)
             self._made(logical_id, Ref=name, Arn=f"arn:aws:iam::{self.account}:role/{name}")
+        for logical_id in self.stateful.resources("AWS::IAM::ManagedPolicy"):  # no path: CDK sets "/"
+            self._made(logical_id, Ref=f"arn:aws:iam::{self.account}:policy/{logical_id}")
         for logical_id, resource in self.stateful.resources("AWS::OpenSearchService::Domain").items():
             arn = f"arn:aws:es:{self.region}:{self.account}:domain/{resource['Properties']['DomainName']}"
             self._made(logical_id, DomainEndpoint=self.endpoint.split("://", 1)[1], Arn=arn, DomainArn=arn)
