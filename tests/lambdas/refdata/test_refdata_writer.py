@@ -3,12 +3,12 @@
 import json
 import math
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
 from refdata.checks import WriteError
 from refdata.globalid import ItemExistsError
-from refdata.item_size import ItemSizeError
 from refdata.keys import CANARY_SCOPE, HEARTBEAT_SCOPE, build_pk, build_sk, parse_key
 from refdata.registry import (
     COUNTER,
@@ -20,7 +20,7 @@ from refdata.registry import (
     Schema,
 )
 from refdata.sharding import sharded_pk
-from refdata.writer import Tables, Writer
+from refdata.writer import CONVENTION_ERRORS, Tables, Writer
 
 from tests.lambdas.refdata.conftest import TABLE_NAME
 from tests.support.aws import single_table
@@ -130,24 +130,78 @@ def nowhere(boto_session) -> Writer:
     return Writer(Tables.of("no-such-table"), bucket="no-such-bucket", session=boto_session)
 
 
-@pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
-def test_refusals_come_before_any_call(schema, nowhere, aws):
-    values = key_values(schema)
-    with pytest.raises(WriteError, match="written by the platform"):
-        nowhere.create(schema.name, values, attributes(schema, tombstone=True))
-    with pytest.raises(ItemSizeError, match="float"):
-        nowhere.create_item({**_item(schema), "price": 1.5})
-    with pytest.raises(ItemSizeError, match="more than 38 significant digits"):
-        nowhere.create_item({**_item(schema), "price": Decimal("1." + "1" * 40)})
-    with pytest.raises(ItemSizeError, match="400 KB"):
-        nowhere.create_item({**_item(schema), "text": "x" * 410_000})
-    with pytest.raises(WriteError, match="globalId"):
-        nowhere.create_item({**_item(schema), "globalId": str(uuid.uuid4())})
+def refusals(schema: Schema, writer: Writer) -> dict[str, Callable[[], object]]:
+    """Every refusal the writer makes before a call, by what is refused, for an item of `schema`."""
+    values, item = key_values(schema), _item(schema)
+    pk, sk = str(item["pk"]), str(item["sk"])
     first = schema.scope[0]
+    cases: dict[str, Callable[[], object]] = {
+        "a platform attribute": lambda: writer.create(
+            schema.name, values, attributes(schema, tombstone=True)
+        ),
+        "a float": lambda: writer.create(schema.name, values, attributes(schema, price=1.5)),
+        "a float, given the key": lambda: writer.create_item({**item, "price": 1.5}),
+        "a number DynamoDB cannot hold": lambda: writer.create_item(
+            {**item, "price": Decimal("1." + "1" * 40)}
+        ),
+        "an empty set": lambda: writer.create(schema.name, values, attributes(schema, tags=set())),
+        "an item over 400 KB": lambda: writer.create(
+            schema.name, values, attributes(schema, text="x" * 410_000)
+        ),
+        "a globalId given": lambda: writer.create_item({**item, "globalId": str(uuid.uuid4())}),
+        "a key value off the conventions": lambda: writer.create(
+            schema.name, {**values, first.name: "a::b"}, attributes(schema)
+        ),
+        "a key field missing": lambda: writer.create(
+            schema.name, {k: v for k, v in values.items() if k != first.name}, attributes(schema)
+        ),
+        "a pk off the conventions": lambda: writer.create_item({**item, "pk": "nothing::x"}),
+        "an unknown schema": lambda: writer.create("noSuchSchema", values, {}),
+        "an invalid geometry": lambda: writer.create_item({**item, "geometry": {"type": "Polygon"}}),
+        "an update of nothing": lambda: writer.update(pk, sk, {}),
+        "an update of the globalId": lambda: writer.update(pk, sk, {"globalId": "x"}),
+        "an update with a float": lambda: writer.update(pk, sk, {"price": 1.5}),
+        "an update of the geometry": lambda: writer.update(pk, sk, {"geometry": circle(8)}),
+        "a replacement of a platform attribute": lambda: writer.replace({**item, "tombstone": True}),
+        "a delete off the conventions": lambda: writer.delete("nothing::x", sk),
+    }
+    if schema.global_id:
+        cases["a replacement without its globalId"] = lambda: writer.replace(item)
+    if isinstance(schema.sk, CounterSk):
+        cases["a counter value given"] = lambda: writer.create(
+            schema.name, {**values, schema.sk.field_name: 7}, attributes(schema)
+        )
     if first.kind is Kind.TEXT:
         for scope in (HEARTBEAT_SCOPE, CANARY_SCOPE):
-            with pytest.raises(KeyConventionError, match="reserved"):
-                nowhere.create(schema.name, {**values, first.name: scope}, attributes(schema))
+            cases[f"the reserved scope {scope}"] = lambda scope=scope: writer.create(
+                schema.name, {**values, first.name: scope}, attributes(schema)
+            )
+    return cases
+
+
+@pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
+def test_every_refusal_is_a_write_error_before_any_call(schema, nowhere, aws):
+    """`nowhere` has no table and no bucket: a refusal that came after a call (the counter's, a put, an upload)
+    would be a ResourceNotFound or NoSuchBucket ClientError, not a WriteError. What the conventions raise is the
+    WriteError's cause."""
+    for case, write in refusals(schema, nowhere).items():
+        with pytest.raises(WriteError) as refused:
+            write()
+        assert type(refused.value) is WriteError, f"{case}: {type(refused.value).__name__}"
+        cause = refused.value.__cause__
+        assert cause is None or isinstance(cause, CONVENTION_ERRORS), f"{case}: caused by {cause!r}"
+
+
+def test_a_geometry_without_the_writers_bucket_and_a_schema_no_table_holds_are_refused_before_any_call(
+    boto_session, aws
+):
+    schema = next(s for s in DATA_SCHEMAS if s.indexable and s.sharding is None)
+    other = next(s for s in DATA_SCHEMAS if s is not schema)
+    bucketless = Writer(Tables({schema.name: "no-such-table"}), session=boto_session)
+    with pytest.raises(WriteError, match="needs the writer's bucket"):
+        bucketless.create_item({**_item(schema), "geometry": circle(8)})
+    with pytest.raises(WriteError, match=f"no table holds schema {other.name!r}"):
+        bucketless.create(other.name, key_values(other), attributes(other))
 
 
 def test_counter_items_and_the_platforms_own_attributes_are_refused(nowhere, aws):
@@ -191,13 +245,6 @@ def test_a_large_geometry_is_offloaded_and_a_small_one_stays_inline(writer, s3, 
     assert "geometry" in small and "geometryUrl" not in small
     assert "geometry" not in large and large["geometryUrl"].startswith(f"s3://{bucket}/")
     assert {"bbox", "location"} <= set(small) & set(large)
-
-
-def test_an_item_with_a_geometry_needs_the_writers_bucket(table, boto_session):
-    schema = next(s for s in DATA_SCHEMAS if s.indexable and s.sharding is None)
-    bucketless = Writer(Tables.of(TABLE_NAME), session=boto_session)
-    with pytest.raises(WriteError, match="needs the writer's bucket"):
-        bucketless.create_item({**_item(schema), "geometry": circle(8)})
 
 
 def test_update_replace_and_delete_by_key(writer, table):
