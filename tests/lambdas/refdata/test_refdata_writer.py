@@ -2,11 +2,19 @@
 
 import json
 import math
+import re
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
 
+import boto3
+import botocore.endpoint
 import pytest
+from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ReadTimeoutError
+from refdata import __version__
 from refdata.checks import WriteError
 from refdata.globalid import ItemExistsError
 from refdata.keys import CANARY_SCOPE, HEARTBEAT_SCOPE, build_pk, build_sk, parse_key
@@ -20,9 +28,9 @@ from refdata.registry import (
     Schema,
 )
 from refdata.sharding import sharded_pk
-from refdata.writer import CONVENTION_ERRORS, Tables, Writer
+from refdata.writer import CONVENTION_ERRORS, ClientTooOldError, Tables, Writer
 
-from tests.lambdas.refdata.conftest import TABLE_NAME
+from tests.lambdas.refdata.conftest import REGION, TABLE_NAME
 from tests.support.aws import single_table
 
 pytestmark = pytest.mark.integration
@@ -290,3 +298,79 @@ def test_a_schema_that_is_not_indexed_has_no_engine_limits(writer, table):
         pytest.skip("every data schema is indexed")
     stored = writer.create_item({**_item(schema), "a..b": 1})
     assert stored["a..b"] == 1
+
+
+def test_a_client_keeps_the_schemas_it_knows_and_says_to_upgrade_for_one_the_platform_added(
+    table, boto_session
+):
+    """`SchemaTables` of a platform one schema ahead of this client (a minor release): every schema this client
+    knows still writes; a write to the new one says to upgrade, naming this client's version."""
+    output = json.dumps({**{s.name: TABLE_NAME for s in DATA_SCHEMAS}, "addedLater": TABLE_NAME})
+    tables = Tables.parse(output)
+    assert tables.newer == {"addedLater"} and set(tables.holders) == {s.name for s in DATA_SCHEMAS}
+    writer = Writer(tables, session=boto_session)
+    for schema in DATA_SCHEMAS:
+        writer.create(schema.name, key_values(schema), attributes(schema))
+    upgrade = rf"'addedLater' is newer than refdata-client {re.escape(__version__)}.*upgrade refdata-client"
+    with pytest.raises(ClientTooOldError, match=upgrade):
+        writer.create("addedLater", {"collectionId": "c1"}, {"name": "x"})
+    for write in (
+        lambda: writer.create_item({"pk": "addedLater::c1", "sk": "META"}),
+        lambda: writer.update("addedLater::c1", "META", {"name": "y"}),
+        lambda: writer.delete("addedLater::c1", "META"),
+    ):
+        with pytest.raises(ClientTooOldError, match=upgrade):
+            write()
+
+
+def first_answer_lost(session: boto3.Session, operation: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The first `operation` call of `session`'s DynamoDB clients reaches the table (moto applies it) and its answer
+    is lost on the way back, as a read timeout: botocore's retry handler sends it again. Returns the backoff the
+    retries asked to sleep (recorded, not slept)."""
+    from moto.core.models import botocore_stubber
+
+    backoff: list[float] = []
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=backoff.append))
+    attempts: list[str] = []
+
+    def lose(request: Any, event_name: str, **_: Any) -> None:
+        attempts.append(event_name)
+        if len(attempts) == 1:
+            botocore_stubber(event_name=event_name, request=request)  # applied by the service...
+            raise ReadTimeoutError(endpoint_url=request.url)  # ...and the answer never arrives
+
+    session.events.register_first(f"before-send.dynamodb.{operation}", lose)
+    return backoff
+
+
+@pytest.fixture
+def retrying_session(aws) -> boto3.Session:
+    """A session of its own: the lost answers are registered on its events."""
+    return boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+
+
+def test_a_create_whose_answer_was_lost_is_its_own_write_not_another_s(table, retrying_session, monkeypatch):
+    """The retried put fails its condition on the item its first attempt wrote: the create still succeeds, with
+    the item it stored, and the table holds that one item (a caller told otherwise would create it again)."""
+    schema = next(s for s in DATA_SCHEMAS if isinstance(s.sk, CounterSk))
+    backoff = first_answer_lost(retrying_session, "PutItem", monkeypatch)
+    writer = Writer(Tables.of(TABLE_NAME), session=retrying_session)
+    stored = writer.create(schema.name, key_values(schema), attributes(schema, note="once"))
+    assert len(backoff) == 1, "the put was retried by the SDK"
+    items = table.query(KeyConditionExpression=Key("pk").eq(stored["pk"]))["Items"]
+    assert items == [stored]
+
+
+def test_a_counter_increment_whose_answer_was_lost_skips_a_number_and_never_repeats_one(
+    table, retrying_session, monkeypatch
+):
+    schema = next(s for s in DATA_SCHEMAS if isinstance(s.sk, CounterSk))
+    backoff = first_answer_lost(retrying_session, "UpdateItem", monkeypatch)
+    writer = Writer(Tables.of(TABLE_NAME), session=retrying_session)
+    first = writer.create(schema.name, key_values(schema), attributes(schema))
+    second = writer.create(schema.name, key_values(schema), attributes(schema))
+    assert len(backoff) == 1
+    numbers = [parse_key(item["pk"], item["sk"]).values[schema.sk.field_name] for item in (first, second)]
+    assert numbers == [2, 3]
+    items = table.query(KeyConditionExpression=Key("pk").eq(first["pk"]))["Items"]
+    assert sorted(item["sk"] for item in items) == sorted({first["sk"], second["sk"]})
