@@ -25,6 +25,7 @@ from tests.recipes.recipes import (
     add_table,
     collected,
     count_tests,
+    older_client_writes_on,
     pin,
     release_client,
     selection,
@@ -90,6 +91,7 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
         assert released == RELEASE_FILES, released
     scratch.make("docs")
     regenerated = scratch.changed()
+    behind = older_client_writes_on(scratch.root, added)  # `make docs` synthesized the changed tree
     report, ids = tmp_path / "coverage.json", collected(scratch)
     if len(recipes) == 1:  # one change: the tests it parametrizes and every contract over the templates
         chosen = selection(ids, added)
@@ -105,6 +107,8 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
         f"{pinned_line}{f'refdata-client release {version}: {len(released)} files; ' if version else 'no refdata-client release; '}"
         f"`make docs` regenerated {len(regenerated)} ({', '.join(sorted(regenerated)) or 'nothing'}); {ran}"
     ]
+    if behind:
+        lines.append(behind)
     for thing in added:
         new, sibling = coverage(scratch, thing, ids, covered)
         lines.append(f"  {thing.kind} {thing.name}: {new} tests; its sibling {thing.sibling}: {sibling}")
