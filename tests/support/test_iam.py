@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from tests.support.aws import single_table, use_fake_aws
-from tests.support.iam import DomainAccess, Policies, Request, SdkCalls, decide, decide_kms
+from tests.support.iam import DomainAccess, HttpCalls, Policies, Request, SdkCalls, decide, decide_kms
 
 ACCOUNT, OTHER = "111111111111", "222222222222"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/caller"
@@ -352,3 +352,64 @@ def test_leading_keys_are_the_partition_keys_an_item_call_names(monkeypatch: pyt
             with pytest.raises(ClientError, match="AccessDenied"):
                 dynamodb.put_item(TableName="t", Item=item | {"pk": {"S": "geozone::bcparks_1"}})
         assert [v.call.operation for v in calls.violations] == ["PutItem"]
+
+
+def test_requests_over_http_are_decided_for_the_role_their_access_key_belongs_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`HttpCalls` in front of a moto server: a DynamoDB call (JSON protocol) and an S3 object call (by method and
+    path) of a role's key are decided as `SdkCalls` decides them, answered as the service answers a refusal; a key
+    no role owns, and a request the middleware cannot read, are refused, never passed unchecked."""
+    from moto.server import ThreadedMotoServer
+
+    use_fake_aws(monkeypatch, "ca-central-1")
+    monkeypatch.setenv("MOTO_ACCOUNT_ID", ACCOUNT)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="ca-central-1")
+        s3.create_bucket(Bucket="bucket", CreateBucketConfiguration={"LocationConstraint": "ca-central-1"})
+        boto3.client("dynamodb", region_name="ca-central-1").create_table(**single_table("t"))
+        table = f"arn:aws:dynamodb:ca-central-1:{ACCOUNT}:table/t"
+        policies = Policies(
+            identity={ROLE: [doc(allow("dynamodb:PutItem", table), allow("s3:PutObject", BUCKET))]}
+        )
+        calls = SdkCalls(policies, account=ACCOUNT, region="ca-central-1", keys={"AKIDROLE": ROLE})
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        try:
+            assert server._server is not None
+            server._server.app = HttpCalls(calls, server._server.app)
+            host, port = server.get_host_and_port()
+
+            def client(service: str, key: str) -> Any:
+                return boto3.client(
+                    service,
+                    region_name="ca-central-1",
+                    endpoint_url=f"http://{host}:{port}",
+                    aws_access_key_id=key,
+                    aws_secret_access_key="x",
+                )
+
+            item = {"pk": {"S": "geozone::a"}, "sk": {"S": "1"}}
+            client("dynamodb", "AKIDROLE").put_item(TableName="t", Item=item)
+            client("s3", "AKIDROLE").put_object(Bucket="bucket", Key="key", Body=b"{}")
+            assert [(c.role, c.action) for c in calls.checked] == [
+                (ROLE, "dynamodb:PutItem"),
+                (ROLE, "s3:PutObject"),
+            ]
+            assert not calls.violations
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client("dynamodb", "AKIDROLE").delete_item(TableName="t", Key=item)
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client("s3", "AKIDROLE").get_object(Bucket="bucket", Key="key")
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client("dynamodb", "AKIDNOBODY").put_item(TableName="t", Item=item)
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client("s3", "AKIDROLE").list_objects_v2(Bucket="bucket")
+            assert [v.why for v in calls.violations] == [
+                "dynamodb:DeleteItem: no statement allows it",
+                "s3:GetObject: no statement allows it",
+                "no role has this access key",
+                "the request is not read here",
+            ]
+        finally:
+            server.stop()
