@@ -25,12 +25,11 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from botocore.credentials import DeferredRefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError
-from dateutil.tz import tzlocal
 from refdata.registry import REGISTRY, Schema
 from stream_sync.config import ConfigError
 from stream_sync.tables import SchemaTables
@@ -219,12 +218,12 @@ def deployed_region(args: argparse.Namespace) -> str:
     return str(known[args.env].region)
 
 
-def local_now() -> datetime:
-    return datetime.now(tzlocal())
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 def assumed_session(
-    session: Any, role_arn: str, *, session_name: str, clock: Callable[[], datetime] = local_now
+    session: Any, role_arn: str, *, session_name: str, clock: Callable[[], datetime] = utc_now
 ) -> Any:
     """A boto3 session acting as `role_arn`, assumed through `session`, whose credentials botocore renews before
     they expire (`DeferredRefreshableCredentials`: fetched on first use; renewed from 15 minutes before the

@@ -234,7 +234,7 @@ def test_the_ops_worker_role_may_only_assume_the_admin_role(stateful: Template) 
     (policy,) = [
         p["Properties"]
         for p in stateful.find_resources(MANAGED_POLICY).values()
-        if p["Properties"]["Roles"] == [worker_role]
+        if p["Properties"].get("Roles") == [worker_role]
     ]
     assert permissions(policy["PolicyDocument"]) == allow(["sts:AssumeRole"], role_arn(stateful, ADMIN_ROLE))
 

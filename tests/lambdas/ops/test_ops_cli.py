@@ -215,14 +215,13 @@ def test_the_role_a_deployed_run_assumes_is_renewed_before_it_expires(
     from datetime import UTC, datetime, timedelta
 
     import boto3
-    from dateutil.tz import tzlocal
     from moto import mock_aws
 
     from tests.support.aws import use_fake_aws
 
     use_fake_aws(monkeypatch, REGION)
-    now = [datetime.now(tzlocal())]
-    monkeypatch.setattr("moto.sts.models.utcnow", lambda: now[0].astimezone(UTC).replace(tzinfo=None))
+    now = [datetime.now(UTC)]
+    monkeypatch.setattr("moto.sts.models.utcnow", lambda: now[0].replace(tzinfo=None))
     with mock_aws():
         base = boto3.Session(region_name=REGION)
         issued: dict[str, datetime] = {}  # access key -> when STS issued it (for an hour)
