@@ -87,6 +87,16 @@ def _like(pattern: str, value: str) -> bool:
     return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
 
 
+def _arn_like(pattern: str, value: str) -> bool:
+    """ArnLike/ArnEquals: "Each of the six colon-delimited components of the ARN is checked separately" (IAM User
+    Guide, Condition operators), so a wildcard never spans a colon between them; the sixth, the resource, runs to
+    the end of the ARN, colons and all. A value that is not an ARN matches nothing."""
+    wanted, actual = pattern.split(":", 5), value.split(":", 5)
+    if len(wanted) != 6 or len(actual) != 6:
+        return False
+    return all(_like(part, got) for part, got in zip(wanted, actual, strict=True))
+
+
 def _number(value: Any) -> float:
     return float(value)
 
@@ -100,10 +110,10 @@ _OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
     "StringNotEqualsIgnoreCase": (lambda actual, wanted: actual.lower() == wanted.lower(), True),
     "StringLike": (lambda actual, wanted: _like(wanted, actual), False),
     "StringNotLike": (lambda actual, wanted: _like(wanted, actual), True),
-    "ArnEquals": (lambda actual, wanted: _like(wanted, actual), False),
-    "ArnLike": (lambda actual, wanted: _like(wanted, actual), False),
-    "ArnNotEquals": (lambda actual, wanted: _like(wanted, actual), True),
-    "ArnNotLike": (lambda actual, wanted: _like(wanted, actual), True),
+    "ArnEquals": (lambda actual, wanted: _arn_like(wanted, actual), False),
+    "ArnLike": (lambda actual, wanted: _arn_like(wanted, actual), False),
+    "ArnNotEquals": (lambda actual, wanted: _arn_like(wanted, actual), True),
+    "ArnNotLike": (lambda actual, wanted: _arn_like(wanted, actual), True),
     "Bool": (lambda actual, wanted: actual.lower() == wanted.lower(), False),
     "NumericEquals": (lambda actual, wanted: _number(actual) == _number(wanted), False),
     "NumericNotEquals": (lambda actual, wanted: _number(actual) == _number(wanted), True),

@@ -26,6 +26,7 @@ EVALUATION = "IAM User Guide, Policy evaluation for requests within a single acc
 CROSS = "IAM User Guide, Cross-account policy evaluation logic"
 PRINCIPAL = "IAM User Guide, AWS JSON policy elements: Principal (AWS account principals)"
 CONDITIONS = "IAM User Guide, IAM JSON policy elements: Condition operators"
+ARNS = "IAM User Guide, IAM JSON policy elements: Condition operators (Amazon Resource Name (ARN) condition operators)"
 SETS = "IAM User Guide, Single-valued vs. multivalued context keys"
 KEYS = "IAM User Guide, AWS global condition context keys (aws:PrincipalArn)"
 KMS = "AWS KMS Developer Guide, Key policies in AWS KMS (Default key policy)"
@@ -207,6 +208,22 @@ CASES = [
         doc(allow(**names(SESSION), Condition={"ArnEquals": {"aws:PrincipalArn": ROLE}})),
         "allow",
         context={"aws:PrincipalArn": ROLE},
+    ),
+    Case(
+        "ArnLike: a wildcard does not span the colon-separated parts of an ARN",
+        f"{ARNS}: 'Each of the six colon-delimited components of the ARN is checked separately' (ArnEquals, "
+        "ArnLike); 'With an ArnLike condition, which matches elements between colons, the match fails.'",
+        [doc(allow(Condition={"ArnLike": {"aws:PrincipalArn": "arn:*:role/caller"}}))],
+        None,
+        "implicit",
+    ),
+    Case(
+        "ArnEquals: a wildcard matches within one part of an ARN",
+        f"{ARNS}: '... each can include multi-character match wildcards (*) or single-character match wildcards "
+        "(?). The ArnEquals and ArnLike condition operators behave identically.'",
+        [doc(allow(Condition={"ArnEquals": {"aws:PrincipalArn": "arn:aws:iam::*:role/call?r"}}))],
+        None,
+        "allow",
     ),
     Case(
         "a KMS key policy that does not delegate to IAM: an identity allow is not enough",
