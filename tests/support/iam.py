@@ -217,6 +217,13 @@ def _statements(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [] if not document else _listed(document.get("Statement", []))
 
 
+# Called with every decision `decide` makes: (identity, resource policy, request, resource policy required, decision).
+# tests/support/iam_oracle.py records them for the independent check at the session's end.
+DECISION_OBSERVERS: list[
+    Callable[[Sequence[Mapping[str, Any]], Mapping[str, Any] | None, Request, bool, str], None]
+] = []
+
+
 def decide(
     identity: Sequence[Mapping[str, Any]],
     resource_policy: Mapping[str, Any] | None,
@@ -233,6 +240,18 @@ def decide(
     - a role's trust policy and a KMS key policy (`resource_policy_required`) must allow in every case: naming the
       caller allows, naming the account delegates to the identity policies, and the identity policies alone never
       suffice."""
+    decision = _evaluate(identity, resource_policy, request, resource_policy_required)
+    for observe in DECISION_OBSERVERS:
+        observe(identity, resource_policy, request, resource_policy_required, decision)
+    return decision
+
+
+def _evaluate(
+    identity: Sequence[Mapping[str, Any]],
+    resource_policy: Mapping[str, Any] | None,
+    request: Request,
+    resource_policy_required: bool,
+) -> str:
     identity_statements = [s for doc in identity for s in _statements(doc)]
     resource_statements = [
         (statement, _principal_level(statement.get("Principal"), request))

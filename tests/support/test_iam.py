@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from tests.support.aws import single_table, use_fake_aws
 from tests.support.iam import DomainAccess, Policies, Request, SdkCalls, decide, decide_kms
+from tests.support.iam_oracle import ask, disagreement, simulation
 
 ACCOUNT, OTHER = "111111111111", "222222222222"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/caller"
@@ -21,6 +22,11 @@ ROOT = f"arn:aws:iam::{ACCOUNT}:root"
 BUCKET = "arn:aws:s3:::bucket/key"
 KEY = f"arn:aws:kms:ca-central-1:{ACCOUNT}:key/k"
 TARGET_ROLE = f"arn:aws:iam::{ACCOUNT}:role/target"
+TABLE = f"arn:aws:dynamodb:ca-central-1:{ACCOUNT}:table/t"
+QUERY = {
+    "action": "dynamodb:Query",
+    "target": TABLE,
+}  # dynamodb:LeadingKeys is a key of DynamoDB's item calls
 
 EVALUATION = "IAM User Guide, Policy evaluation for requests within a single account"
 CROSS = "IAM User Guide, Cross-account policy evaluation logic"
@@ -172,34 +178,62 @@ CASES = [
     Case(
         "ForAllValues on a missing key holds",
         f"{SETS}: ForAllValues '... returns true if there are no context keys in the request.'",
-        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        [
+            doc(
+                allow(
+                    "dynamodb:Query", Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}
+                )
+            )
+        ],
         None,
         "allow",
+        **QUERY,
     ),
     Case(
         "ForAllValues on an empty set holds",
         f"{SETS}: ForAllValues '... also returns true if ... the context key resolves to an empty data set' "
         "(paraphrased)",
-        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        [
+            doc(
+                allow(
+                    "dynamodb:Query", Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}
+                )
+            )
+        ],
         None,
         "allow",
         context={"dynamodb:LeadingKeys": []},
+        **QUERY,
     ),
     Case(
         "ForAllValues: one value outside the set fails",
         f"{SETS}: 'The condition returns true if every context key value in the request matches at least one "
         "context key value in the policy.'",
-        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        [
+            doc(
+                allow(
+                    "dynamodb:Query", Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}
+                )
+            )
+        ],
         None,
         "implicit",
         context={"dynamodb:LeadingKeys": ["a", "b"]},
+        **QUERY,
     ),
     Case(
         "ForAnyValue on a missing key fails",
         f"{SETS}: ForAnyValue '... If there are no context keys in the request, the condition returns false.'",
-        [doc(allow(Condition={"ForAnyValue:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        [
+            doc(
+                allow(
+                    "dynamodb:Query", Condition={"ForAnyValue:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}
+                )
+            )
+        ],
         None,
         "implicit",
+        **QUERY,
     ),
     Case(
         "aws:PrincipalArn through an assumed-role session is the role's ARN",
@@ -273,10 +307,14 @@ CASES = [
 ]
 
 
+def request_of(case: Case) -> Request:
+    context = {"aws:PrincipalArn": ROLE, **(case.context or {})}
+    return Request(ROLE, case.action, case.target, context, SESSION, case.resource_account)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_the_double_decides_as_the_documentation_says(case: Case) -> None:
-    context = {"aws:PrincipalArn": ROLE, **(case.context or {})}
-    request = Request(ROLE, case.action, case.target, context, SESSION, case.resource_account)
+    request = request_of(case)
     if case.action.startswith("kms:"):
         assert decide_kms(case.identity, case.resource or {}, request) == case.expected
     else:
@@ -284,6 +322,27 @@ def test_the_double_decides_as_the_documentation_says(case: Case) -> None:
             decide(case.identity, case.resource, request, resource_policy_required=case.required)
             == case.expected
         )
+
+
+def test_iam_simulate_decides_every_case_as_the_documentation_says() -> None:
+    """The independent oracle (tests/support/iam_oracle.py) on the whole table in one batch: where it and the
+    documentation differ, the case's sentence decides, and the test says so."""
+    simulations = [
+        simulation(
+            case.identity,
+            case.resource or ({} if case.required else None),
+            request_of(case),
+            resource_policy_required=case.required,
+        )
+        for case in CASES
+    ]
+    answers = ask(simulations)
+    problems = [
+        f"{case.name}: {why} (the documentation: {case.source})"
+        for case, sim, answer in zip(CASES, simulations, answers, strict=True)
+        if (why := disagreement(case.expected, sim, answer))
+    ]
+    assert not problems, "\n".join(problems)
 
 
 def test_every_case_names_its_source() -> None:
