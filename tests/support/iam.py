@@ -468,7 +468,9 @@ class SdkCalls:
         for resource in resources:
             self._require(call, Request(role, action, resource, context), prefix)
         for extra_action, resource in self._implied(prefix, operation, params):
-            extra = dict(context)
+            # A request to another service carries the global keys, never the call's own service's (an S3 or KMS
+            # request made for a DynamoDB call has no dynamodb:LeadingKeys).
+            extra = {key: value for key, value in context.items() if key.startswith("aws:")}
             if extra_action.startswith("kms:"):  # the service calls KMS on the caller's behalf
                 extra |= {
                     "kms:ViaService": f"{prefix}.{self.region}.amazonaws.com",

@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from tests.support import iam
 from tests.support.aws import single_table, use_fake_aws
 from tests.support.iam import DomainAccess, Policies, Request, SdkCalls, decide, decide_kms
 from tests.support.iam_oracle import ask, disagreement, simulation
@@ -402,12 +403,18 @@ def test_dynamodb_calls_on_a_table_with_a_customer_managed_key_need_the_key(
         )
         calls = SdkCalls(policies, account=ACCOUNT, region="ca-central-1")
         key = {"pk": {"S": "geozone::a"}, "sk": {"S": "1"}}
+        asked: list[Request] = []
+        observers = [*iam.DECISION_OBSERVERS, lambda *decision: asked.append(decision[2])]
+        monkeypatch.setattr(iam, "DECISION_OBSERVERS", observers)
         with calls.installed(), calls.acting(ROLE):
             with pytest.raises(ClientError, match="AccessDenied"):
                 dynamodb.get_item(TableName="t", Key=key)
             assert [v.why for v in calls.violations] == ["kms:Decrypt: no statement allows it"]
             policies.identity[ROLE].append(doc(allow("kms:Decrypt", KEY, Condition=via)))
             assert "Item" not in dynamodb.get_item(TableName="t", Key=key)
+        # KMS's request carries the global keys and its own, never the DynamoDB call's dynamodb:LeadingKeys.
+        (kms_context,) = {tuple(sorted(r.context)) for r in asked if r.action == "kms:Decrypt"}
+        assert all(key.startswith(("aws:", "kms:")) for key in kms_context), kms_context
 
 
 def test_leading_keys_are_the_partition_keys_an_item_call_names(monkeypatch: pytest.MonkeyPatch) -> None:
