@@ -161,7 +161,7 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
 
 @dataclass(frozen=True)
 class Request:
-    principal: str  # the role's ARN
+    principal: str  # the role's ARN, or a service principal (`states.amazonaws.com`) assuming a role
     action: str
     resource: str
     context: Mapping[str, Any]
@@ -169,8 +169,13 @@ class Request:
     resource_account: str | None = None  # the account that owns the resource; the caller's when None
 
     @property
+    def service(self) -> bool:
+        return not self.principal.startswith("arn:")
+
+    @property
     def account(self) -> str:
-        return self.principal.split(":")[4]
+        """The caller's account (a service principal belongs to none)."""
+        return "" if self.service else self.principal.split(":")[4]
 
     @property
     def same_account(self) -> bool:
@@ -182,6 +187,9 @@ def _principal_level(principal: Any, request: Request) -> str | None:
     "account" (the caller's account, which only delegates to the account's own policies), or None."""
     if principal == "*":
         return "direct"
+    if request.service:
+        services = _listed(principal.get("Service", [])) if isinstance(principal, Mapping) else []
+        return "direct" if request.principal in services else None
     names = _listed(principal.get("AWS", [])) if isinstance(principal, Mapping) else []
     if "*" in names or request.principal in names or (request.session and request.session in names):
         return "direct"
@@ -239,7 +247,8 @@ def decide(
     - across accounts, both must allow (the resource policy may name the caller or its account);
     - a role's trust policy and a KMS key policy (`resource_policy_required`) must allow in every case: naming the
       caller allows, naming the account delegates to the identity policies, and the identity policies alone never
-      suffice."""
+      suffice;
+    - a service principal (a service assuming a role) is allowed only by a resource policy naming it."""
     decision = _evaluate(identity, resource_policy, request, resource_policy_required)
     for observe in DECISION_OBSERVERS:
         observe(identity, resource_policy, request, resource_policy_required, decision)
@@ -265,7 +274,9 @@ def _evaluate(
     levels = {
         level for s, level in resource_statements if s["Effect"] == "Allow" and level and _matches(s, request)
     }
-    if not request.same_account:
+    if request.service:  # a service has no identity policies: the resource (trust) policy must name it
+        allowed = "direct" in levels
+    elif not request.same_account:
         allowed = identity_allows and bool(levels)
     elif resource_policy_required:
         allowed = "direct" in levels or ("account" in levels and identity_allows)

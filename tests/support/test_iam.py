@@ -40,6 +40,26 @@ KMS = "AWS KMS Developer Guide, Key policies in AWS KMS (Default key policy)"
 TRUST = (
     "IAM User Guide, Cross account resource access in IAM / AWS JSON policy elements: Principal (role trust)"
 )
+SERVICE = "IAM User Guide, AWS JSON policy elements: Principal (AWS service principals)"
+SCHEDULER = "EventBridge Scheduler User Guide, Confused deputy prevention"
+STATES = "Step Functions Developer Guide, Creating an IAM role for your state machine (Prevent cross-service confused deputy)"
+LAMBDA = "Lambda Developer Guide, Defining Lambda function permissions with an execution role"
+SCHEDULE_GROUP = f"arn:aws:scheduler:ca-central-1:{ACCOUNT}:schedule-group/default"
+STATE_MACHINE = f"arn:aws:states:ca-central-1:{ACCOUNT}:stateMachine:ops-reindex"
+
+
+def service_trust(service: str, **condition: Any) -> dict[str, Any]:
+    statement = {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": service}}
+    return doc(statement | ({"Condition": condition} if condition else {}))
+
+
+def assumed_by(service: str, **context: str) -> dict[str, Any]:
+    return {"caller": service, "action": "sts:AssumeRole", "target": TARGET_ROLE, "required": True} | (
+        {"context": context} if context else {}
+    )
+
+
+SCHEDULER_SOURCE = {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": SCHEDULE_GROUP}
 
 
 def allow(action: str = "s3:GetObject", resource: str = "*", **extra: Any) -> dict[str, Any]:
@@ -70,6 +90,7 @@ class Case:
     required: bool = False  # a trust or key policy: the resource policy must allow
     action: str = "s3:GetObject"
     target: str = BUCKET
+    caller: str | None = None  # a service principal making the request (else the role's session)
 
 
 CASES = [
@@ -305,10 +326,77 @@ CASES = [
         action="sts:AssumeRole",
         target=TARGET_ROLE,
     ),
+    Case(
+        "a service assumes a role whose trust policy names it, with the source account the condition asks",
+        f"{SCHEDULER}: 'We recommend using the aws:SourceArn and aws:SourceAccount global condition context keys in "
+        "your schedule execution role ...'; 'The value of aws:SourceArn must be your EventBridge Scheduler schedule "
+        "group ARN'",
+        [],
+        service_trust("scheduler.amazonaws.com", StringEquals={"aws:SourceAccount": ACCOUNT}),
+        "allow",
+        **assumed_by("scheduler.amazonaws.com", **SCHEDULER_SOURCE),
+    ),
+    Case(
+        "a service acting for another account's resource is refused by the aws:SourceAccount condition",
+        f"{SCHEDULER}: 'Use aws:SourceAccount if you want to allow any resource in that account to be associated "
+        "with the cross-service use.'",
+        [],
+        service_trust("scheduler.amazonaws.com", StringEquals={"aws:SourceAccount": ACCOUNT}),
+        "implicit",
+        **assumed_by(
+            "scheduler.amazonaws.com", **{"aws:SourceAccount": OTHER, "aws:SourceArn": SCHEDULE_GROUP}
+        ),
+    ),
+    Case(
+        "a service with no aws:SourceArn in its request fails a trust condition on aws:SourceArn",
+        f"{CONDITIONS}: 'If the key that you specify in a policy condition is not present in the request context, "
+        "the values do not match and the condition is false.'",
+        [],
+        service_trust(
+            "states.amazonaws.com", ArnLike={"aws:SourceArn": f"arn:aws:states:*:{ACCOUNT}:stateMachine:*"}
+        ),
+        "implicit",
+        **assumed_by("states.amazonaws.com"),
+    ),
+    Case(
+        "Step Functions assumes a state machine's role when aws:SourceArn is one of the account's state machines",
+        f"{STATES}: (paraphrased) use aws:SourceArn and aws:SourceAccount in the state machine role's trust "
+        "policy to limit which state machines Step Functions may assume it for",
+        [],
+        service_trust(
+            "states.amazonaws.com", ArnLike={"aws:SourceArn": f"arn:aws:states:*:{ACCOUNT}:stateMachine:*"}
+        ),
+        "allow",
+        **assumed_by(
+            "states.amazonaws.com", **{"aws:SourceAccount": ACCOUNT, "aws:SourceArn": STATE_MACHINE}
+        ),
+    ),
+    Case(
+        "Lambda assumes an execution role whose trust policy names the Lambda service principal",
+        f"{LAMBDA}: 'In order for Lambda to properly assume your execution role, the role's trust policy must "
+        "specify the Lambda service principal (lambda.amazonaws.com) as a trusted service.'",
+        [],
+        service_trust("lambda.amazonaws.com"),
+        "allow",
+        **assumed_by("lambda.amazonaws.com"),
+    ),
+    Case(
+        "a service the trust policy does not name cannot assume the role",
+        f"{SERVICE}: (paraphrased) a service principal in a role trust policy lets that service assume the role; "
+        "a service the policy does not name is not allowed",
+        [],
+        service_trust("lambda.amazonaws.com"),
+        "implicit",
+        **assumed_by(
+            "states.amazonaws.com", **{"aws:SourceAccount": ACCOUNT, "aws:SourceArn": STATE_MACHINE}
+        ),
+    ),
 ]
 
 
 def request_of(case: Case) -> Request:
+    if case.caller:
+        return Request(case.caller, case.action, case.target, case.context or {}, None, ACCOUNT)
     context = {"aws:PrincipalArn": ROLE, **(case.context or {})}
     return Request(ROLE, case.action, case.target, context, SESSION, case.resource_account)
 
