@@ -48,7 +48,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.lock $(VENV)/.installed
 
 node_modules/.installed: package-lock.json
 	@node -e 'const m = +process.versions.node.split(".")[0]; if (m < 20) { console.error(`Node ${process.versions.node}: Node 22 or 24 is required (20 still works)`); process.exit(1) }'
-	$(call step,CDK CLI from package-lock.json)
+	$(call step,CDK CLI and the tests' IAM oracle from package-lock.json)
 	@npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
