@@ -29,7 +29,7 @@ TARGETS = {
 }
 ORACLE = re.compile(
     r"IAM oracle: (?P<decisions>\d+) decisions of the double \((?P<distinct>\d+) distinct\) put to iam-simulate in "
-    r"(?P<seconds>[\d.]+) s over (?P<processes>\d+) process"
+    r"(?P<seconds>[\d.]+) s \((?P<cpu>[\d.]+) s of Node CPU\) over (?P<processes>\d+) process"
 )
 
 
@@ -92,11 +92,11 @@ def oracle_row(output: str) -> str:
     found = ORACLE.search(output)
     if not found:
         raise RuntimeError("`make test` printed no IAM oracle line")
-    seconds, distinct = float(found["seconds"]), int(found["distinct"])
+    seconds, cpu, distinct = float(found["seconds"]), float(found["cpu"]), int(found["distinct"])
     return (
         f"| the IAM oracle in it: {found['decisions']} decisions of the IAM double ({distinct} distinct) put to "
-        f"iam-simulate at the session's end, {found['processes']} processes, {distinct / seconds:.0f} cases/s "
-        f"(seconds summed over them) | {seconds:.1f} | | | |"
+        f"iam-simulate at the session's end in {found['processes']} processes, {distinct / cpu:.0f} cases per CPU "
+        f"second (seconds summed over the processes) | {seconds:.1f} | {cpu:.1f} | | |"
     )
 
 

@@ -13,6 +13,7 @@ worker checks its own and hands the controller what disagreed). Any disagreement
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -168,9 +169,10 @@ class Recorder:
 
     def check(self) -> dict[str, Any]:
         """Put every distinct decision to iam-simulate in one batch: counts, seconds, and what disagreed."""
-        started = time.perf_counter()
+        started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         simulations = [json.loads(text) for text in self.decisions]
         answers = ask(simulations)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the Node process is the only child that ran
         problems = [
             f"{describe(sim)}: {why}"
             for sim, expected, answer in zip(simulations, self.decisions.values(), answers, strict=True)
@@ -180,6 +182,7 @@ class Recorder:
             "decisions": self.count,
             "distinct": len(simulations),
             "seconds": time.perf_counter() - started,
+            "node_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
             "disagreements": problems,
         }
 
@@ -223,10 +226,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     decisions = sum(s["decisions"] for s in SUMMARIES)
     distinct = sum(s["distinct"] for s in SUMMARIES)
     seconds = sum(s["seconds"] for s in SUMMARIES)
+    cpu = sum(s["node_cpu"] for s in SUMMARIES)
     problems = [problem for s in SUMMARIES for problem in s["disagreements"]]
     terminalreporter.write_line(
         f"IAM oracle: {decisions} decisions of the double ({distinct} distinct) put to iam-simulate in "
-        f"{seconds:.2f} s over {len(SUMMARIES)} process(es); {len(problems)} disagreement(s)",
+        f"{seconds:.2f} s ({cpu:.2f} s of Node CPU) over {len(SUMMARIES)} process(es); "
+        f"{len(problems)} disagreement(s)",
         red=bool(problems),
     )
     for problem in problems:
