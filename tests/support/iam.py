@@ -83,7 +83,8 @@ def _listed(value: Any) -> list[Any]:
 
 
 def _like(pattern: str, value: str) -> bool:
-    """IAM's wildcard match: `*` any run of characters (including `/` and `:`), `?` one character."""
+    """IAM's wildcard match within one string: `*` any run of characters (including `/` and `:`), `?` one
+    character (actions and string conditions; ARNs match part by part: `_arn_like`)."""
     return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
 
 
@@ -95,6 +96,12 @@ def _arn_like(pattern: str, value: str) -> bool:
     if len(wanted) != 6 or len(actual) != 6:
         return False
     return all(_like(part, got) for part, got in zip(wanted, actual, strict=True))
+
+
+def _resource_like(pattern: str, resource: str) -> bool:
+    """A `Resource` element: `*` is every resource; otherwise wildcards match "within any ARN segment (the parts
+    separated by colons)" (IAM User Guide, IAM JSON policy elements: Resource), as the ARN operators do."""
+    return pattern == "*" or _arn_like(pattern, resource)
 
 
 def _number(value: Any) -> float:
@@ -208,10 +215,10 @@ def _matches(statement: Mapping[str, Any], request: Request) -> bool:
     elif any(_like(a.lower(), request.action.lower()) for a in _listed(statement["NotAction"])):
         return False
     if "Resource" in statement:
-        if not any(_like(r, request.resource) for r in _listed(statement["Resource"])):
+        if not any(_resource_like(r, request.resource) for r in _listed(statement["Resource"])):
             return False
     elif "NotResource" in statement and any(
-        _like(r, request.resource) for r in _listed(statement["NotResource"])
+        _resource_like(r, request.resource) for r in _listed(statement["NotResource"])
     ):
         return False
     return all(

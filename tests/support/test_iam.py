@@ -33,6 +33,7 @@ EVALUATION = "IAM User Guide, Policy evaluation for requests within a single acc
 CROSS = "IAM User Guide, Cross-account policy evaluation logic"
 PRINCIPAL = "IAM User Guide, AWS JSON policy elements: Principal (AWS account principals)"
 CONDITIONS = "IAM User Guide, IAM JSON policy elements: Condition operators"
+RESOURCE = "IAM User Guide, IAM JSON policy elements: Resource"
 ARNS = "IAM User Guide, IAM JSON policy elements: Condition operators (Amazon Resource Name (ARN) condition operators)"
 SETS = "IAM User Guide, Single-valued vs. multivalued context keys"
 KEYS = "IAM User Guide, AWS global condition context keys (aws:PrincipalArn)"
@@ -272,6 +273,16 @@ CASES = [
         [doc(allow(Condition={"ArnLike": {"aws:PrincipalArn": "arn:*:role/caller"}}))],
         None,
         "implicit",
+    ),
+    Case(
+        "Resource: a wildcard does not span the colon-separated parts of an ARN",
+        f"{RESOURCE}: 'You can use wildcard characters (* and ?) within any ARN segment (the parts separated by "
+        "colons).'",
+        [doc(allow("logs:PutLogEvents", "arn:aws:logs:*:log-group:/aws/lambda/f:*"))],
+        None,
+        "implicit",
+        action="logs:PutLogEvents",
+        target=f"arn:aws:logs:ca-central-1:{ACCOUNT}:log-group:/aws/lambda/f:log-stream:s",
     ),
     Case(
         "ArnEquals: a wildcard matches within one part of an ARN",
