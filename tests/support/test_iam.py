@@ -1,5 +1,6 @@
 """The IAM double (tests/support/iam.py) against AWS's documented evaluation logic: each case cites the sentence of
-the AWS documentation it encodes, so the double is checked against AWS's words, not against itself."""
+the AWS documentation it encodes, so the double is checked against AWS's words, not against itself; the whole table
+also goes to an independent evaluator, iam-simulate (tests/support/iam_oracle.py), which must agree."""
 
 from __future__ import annotations
 
