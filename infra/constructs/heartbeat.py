@@ -184,8 +184,9 @@ class Heartbeat(Construct):
         )
         acknowledge(
             policy,
-            "cloudwatch:PutMetricData has no resource type (Service Authorization Reference): the grant is to the "
-            "sync's metric namespace only, by the cloudwatch:namespace condition key.",
+            "cloudwatch:PutMetricData names no metric as a resource (Service Authorization Reference: its one "
+            "resource type, an optional dataset, is not a namespace): the grant is to the sync's metric namespace "
+            "only, by the cloudwatch:namespace condition key.",
             "AwsSolutions-IAM5[Resource::*]",
         )
         due: dict[str, scheduler.CfnSchedule] = {}

@@ -693,6 +693,23 @@ def test_the_dashboard_shows_heartbeat_lag_beside_iterator_age(
     assert any(isinstance(row[0], dict) and "IteratorAge" in json.dumps(rows) for row in rows)
 
 
+def test_the_dashboard_shows_each_tables_heartbeats_due_beside_those_indexed(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    """What HeartbeatMissing compares, per table: a gap between the two lines is heartbeats not indexed."""
+    body = dashboard(stateful, stateless)
+    (graph,) = [
+        w
+        for w in body["widgets"]
+        if w["properties"].get("title") == "Heartbeats due and indexed (per interval)"
+    ]
+    rows = graph["properties"]["metrics"]
+    for metric in (DUE_METRIC, "HeartbeatLagSeconds"):
+        counted = [row for row in rows if metric in row]
+        assert len(counted) == len(config.source_tables), metric
+        assert all(row[-1].get("stat") == "SampleCount" for row in counted), metric
+
+
 def test_the_heartbeat_adds_nothing_to_the_stateful_stack(stateful: Template) -> None:
     resources = stateful.to_json()["Resources"]
     assert not [i for i, r in resources.items() if r["Type"] == SCHEDULE or "Heartbeat" in i or "Smoke" in i]
