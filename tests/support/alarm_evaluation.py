@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,7 +49,7 @@ OPERATORS = {
     "==": lambda a, b: a == b,
     "!=": lambda a, b: a != b,
 }
-STATISTICS = {
+STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {
     "Maximum": max,
     "Minimum": min,
     "Sum": sum,

@@ -40,7 +40,9 @@ TWO_OF_THREE = [
 POINT = {"0": 5.0, "X": 20.0, "-": None}
 
 
-def alarm(missing: str, *, n: int = 3, m: int | None = None, period: int = 60, statistic: str = "Maximum"):
+def alarm(
+    missing: str, *, n: int = 3, m: int | None = None, period: int = 60, statistic: str = "Maximum"
+) -> AlarmDefinition:
     return AlarmDefinition.of_metric(
         period=period,
         evaluation_periods=n,
