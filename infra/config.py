@@ -762,12 +762,13 @@ class OpsSettings:
 class HeartbeatSettings:
     """The heartbeat (infra/constructs/heartbeat.py; docs/sync.md, *Heartbeat*): every ``interval_minutes`` an
     EventBridge Scheduler schedule rewrites one heartbeat item per source table, and the sync emits the time from
-    that write to the index accepting it. Two alarms per table watch it (infra/constructs/monitoring.py):
-    ``HeartbeatLag`` fires when the heartbeats that arrive reach the index ``lag_alarm_seconds`` or more after their
-    write, in each of ``alarm_periods`` consecutive intervals (an interval without a heartbeat is not its concern);
-    ``HeartbeatMissing`` fires when no heartbeat arrives for ``missing_alarm_periods(ops.smoke_startup_seconds)``
-    consecutive intervals: longer than a new event source mapping may take to start polling plus one interval, so a
-    deploy that creates or recreates a mapping does not page while the smoke run still waits for it.
+    that write to the index accepting it; a second schedule counts each heartbeat due. Two alarms per table watch
+    them (infra/constructs/monitoring.py), neither breaching on missing data: ``HeartbeatLag`` fires when the
+    heartbeats that arrive reach the index ``lag_alarm_seconds`` or more after their write, in each of
+    ``alarm_periods`` consecutive intervals; ``HeartbeatMissing`` fires when heartbeats are due and none is indexed
+    in each of ``missing_alarm_periods(ops.smoke_startup_seconds)`` consecutive intervals: longer than a new event
+    source mapping may take to start polling plus two intervals, so a deploy that creates or recreates a mapping
+    does not page while the smoke run still waits for it.
     """
 
     interval_minutes: int = 1
@@ -793,11 +794,14 @@ class HeartbeatSettings:
         )
 
     def missing_alarm_periods(self, startup_seconds: int) -> int:
-        """``HeartbeatMissing``'s evaluation periods: the intervals that cover a new mapping's start-up
-        (``startup_seconds``, the smoke run's budget ``ops.smoke_startup_seconds``) plus one interval (the first
-        heartbeat after it may land in the next one), and at least ``alarm_periods``."""
+        """``HeartbeatMissing``'s evaluation periods N, at least ``alarm_periods``. It pages only once N periods in a
+        row held a heartbeat due and none indexed, which takes more than N - 1 intervals from the first heartbeat
+        due; that first count comes after the mapping exists, and the first heartbeat is indexed within the
+        mapping's start-up (``startup_seconds``, the smoke run's budget ``ops.smoke_startup_seconds``), one
+        interval for the next heartbeat and one more for its indexing and the periods' alignment: N - 1 intervals
+        must cover ``startup_seconds`` plus two intervals."""
         interval = 60 * self.interval_minutes
-        return max(self.alarm_periods, math.ceil((startup_seconds + interval) / interval))
+        return max(self.alarm_periods, math.ceil(startup_seconds / interval) + 3)
 
 
 # The search roles infra/constructs/search_access.py names `<domain name>-<purpose>`.

@@ -119,10 +119,14 @@ class StatelessStack(Stack):
             "Heartbeat",
             settings=config.heartbeat,
             tables=[
-                HeartbeatTable(plan.label, handed.tables[plan.construct_id], plan.indexable_schemas[0])
-                for plan in config.source_tables
+                HeartbeatTable(
+                    plan.label, handed.tables[plan.construct_id], plan.indexable_schemas[0], mapping
+                )
+                for plan, mapping in zip(config.source_tables, self.sync.mappings, strict=True)
             ],
             key=handed.key,
+            environment=config.name,
+            metrics_namespace=METRICS_NAMESPACE,
         )
         self.smoke = SmokeAccess(
             self,

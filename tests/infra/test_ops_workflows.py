@@ -12,7 +12,7 @@ from ops.purge import minimum_age_seconds
 
 from infra.config import EnvironmentConfig
 from infra.constructs.dead_letter_queue import RETENTION
-from infra.constructs.heartbeat import PUT_ITEM_TARGET
+from infra.constructs.heartbeat import PUT_ITEM_TARGET, PUT_METRIC_DATA_TARGET
 from infra.constructs.ops_workflows import (
     EXPORT_MAX_POLLS,
     LOG_DELIVERY_ACTIONS,
@@ -495,7 +495,8 @@ def test_the_purge_runs_on_its_schedule(stateless: Template, config: Environment
     (schedule,) = [
         s
         for s in stateless.find_resources("AWS::Scheduler::Schedule").values()
-        if s["Properties"]["Target"]["Arn"] != PUT_ITEM_TARGET  # the heartbeat's (test_heartbeat.py)
+        if s["Properties"]["Target"]["Arn"]
+        not in (PUT_ITEM_TARGET, PUT_METRIC_DATA_TARGET)  # the heartbeat's
     ]
     purge_id = next(
         logical_id

@@ -32,6 +32,8 @@ from boto3.dynamodb.conditions import ConditionExpressionBuilder
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
+# Services whose IAM prefix is not their signing name.
+IAM_PREFIXES = {"monitoring": "cloudwatch"}
 # Operations that AWS authorizes under an action of another name (Service Authorization Reference).
 OPERATION_ACTIONS = {
     ("s3", "ListObjectsV2"): "ListBucket",
@@ -466,7 +468,8 @@ class SdkCalls:
     def _check(
         self, role: str, client: BaseClient, operation: str, params: dict[str, Any], send: Callable[[], Any]
     ):
-        prefix = client.meta.service_model.signing_name
+        signing_name = client.meta.service_model.signing_name
+        prefix = IAM_PREFIXES.get(signing_name, signing_name)
         action = action_of(prefix, operation)
         resources = self._resources(prefix, action, operation, params)
         call = Call(role, client.meta.service_model.service_name, operation, action, tuple(resources))
@@ -479,6 +482,8 @@ class SdkCalls:
         }
         if operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
             context["s3:prefix"] = params["Prefix"]
+        if prefix == "cloudwatch" and "Namespace" in params:
+            context["cloudwatch:namespace"] = params["Namespace"]
         if prefix == "dynamodb":
             leading = leading_keys(operation, params)
             if leading is not None:
@@ -600,6 +605,8 @@ class SdkCalls:
             return [self._fill(prefix, action, "function", FunctionName=function)]
         if prefix == "cloudformation":
             return [f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{params['StackName']}/*"]
+        if prefix == "cloudwatch" and operation == "PutMetricData":
+            return ["*"]  # metric data is no resource: only cloudwatch:namespace scopes it
         if prefix == "states":
             for name in ("stateMachineArn", "executionArn"):
                 if name in params:
