@@ -15,17 +15,17 @@ works until its time is nearly up and answers ``done``; a step that fails (inclu
 Both maps are distributed: each part's loop runs in a child execution with its own history, so however long a
 part works its loop never fills the run's 25,000-event history (a child's loop is bounded by the run's timeout:
 a part answers "not done" only after about 11 minutes of work). The export is polled at most
-``EXPORT_MAX_POLLS`` times. Each map's ``ResultWriter`` writes its children's results to the ops bucket
-(``runs/<operation>/<run id>/maps/files|parts/<map run id>/``: ``manifest.json`` and the result files): held in the
-state they would count against Step Functions' 256 KiB payload quota, and an export of enough files would fail
-the run with ``States.DataLimitExceeded``, which no catch-all catches. The state keeps only where they are
-(``$.filesRun``, ``$.partsRun``); nothing reads them back: **Finish** adds up the parts' states in the run's
-records.
+``EXPORT_MAX_POLLS`` times. Each map's ``ResultWriter`` writes its children's results to the ops bucket under a
+literal prefix (``runs/<operation>/_maps/files|parts/``; Step Functions adds ``<map run id>/``, which separates runs:
+``manifest.json`` and the result files): held in the state they would count against Step Functions' 256 KiB payload
+quota, and an export of enough files would fail the run with ``States.DataLimitExceeded``, which no catch-all
+catches. The state keeps only where they are (``$.filesRun``, ``$.partsRun``); nothing reads them back: **Finish**
+adds up the parts' states in the run's records.
 
 Maps run ``ops.max_concurrency`` parts at once, and with ``reserve_concurrency`` the worker's reserved
 concurrency is that for each of ``ops.concurrent_runs`` runs: a long run leaves the others (the nightly purge, the
 post-deploy smoke run) their workers, and the domain sees at most that many. Each state machine has its own role: it may invoke the worker,
-start and stop its own children, write their results under its runs' ``maps/`` (and use the data key the ops
+start and stop its own children, write their results under its operation's ``_maps/`` (and use the data key the ops
 bucket encrypts with), and (reindex, reconcile) export its tables. A
 throttled part (``TransientFailure``: OpenSearch or DynamoDB still throttling after the worker's own retries) and a
 throttled invocation (``Lambda.TooManyRequestsException``) are retried with backoff from the part's last saved
@@ -63,6 +63,7 @@ RUN_TIMEOUT = Duration.days(7)
 EXPORT_POLL_SECONDS = 120
 EXPORT_MAX_POLLS = 720  # a day of polling: about 9,400 history events, well inside the 25,000
 TOKEN_MARK = "${Token["
+MAP_RESULTS = "_maps"  # runs/<operation>/_maps/: the distributed maps' results (map_results_prefix)
 # What a distributed map's result writer needs of the ops bucket ("ResultWriter (Map)", IAM policies): it writes
 # its children's results under the run's prefix in parts, and aborts an unfinished upload.
 RESULT_WRITER_ACTIONS = (
@@ -290,9 +291,9 @@ class OpsWorkflows(Construct):
             )
             acknowledge(
                 policy,
-                "A distributed map writes its children's results under runs/<operation>/<run id>/maps/ (run ids exist "
-                "only at run time, and Step Functions names the files by the map run): the grant is to those maps' "
-                "results of this operation only.",
+                "A distributed map writes its children's results under runs/<operation>/_maps/, in a folder Step "
+                "Functions names by the map run's id at run time: the grant is to this operation's maps' results "
+                "only.",
                 f"AwsSolutions-IAM5[Resource::{finding_resource(self, self._map_results(operation))}]",
             )
             if operation in TABLE_OPERATIONS:
@@ -352,7 +353,7 @@ class OpsWorkflows(Construct):
 
     def _map_results(self, operation: str) -> str:
         """Where this operation's distributed maps write their results (`map_results_prefix`), in every run."""
-        return self.ops_bucket.arn_for_objects(f"runs/{operation}/*/maps/*")
+        return self.ops_bucket.arn_for_objects(f"runs/{operation}/{MAP_RESULTS}/*")
 
     def _schedule_purge(self, expression: str, prefix: str, key: Any, removal_policy: RemovalPolicy) -> None:
         """EventBridge Scheduler starts the purge workflow (input ``{}``: the execution's name is the run id)."""
@@ -551,19 +552,22 @@ class Targets:
     max_concurrency: int
 
 
-def map_results_prefix(operation: str, run_id: str, map_name: str) -> str:
-    """Where a run's distributed map writes its children's results: Step Functions adds `<map run id>/` with the
-    map run's `manifest.json` and its result files (`SUCCEEDED_0.json`, ...)."""
-    return f"runs/{operation}/{run_id}/maps/{map_name}"
+def map_results_prefix(operation: str, map_name: str) -> str:
+    """Where every run of `operation` has its distributed map `map_name` write its children's results. Literal: AWS
+    documents only a literal `Bucket` and `Prefix` in a `ResultWriter`. Step Functions adds the map run's id, which
+    separates runs ("ResultWriter (Map)": `"Key": "csvProcessJobs/<map run id>/manifest.json"` for the prefix
+    `csvProcessJobs`), and writes `manifest.json` and the result files (`SUCCEEDED_0.json`, ...) there. Under
+    `runs/<operation>/` (the run records' lifecycle), in a folder no run's records can be: no run id starts with
+    `_` (ops.runs.RUN_ID)."""
+    return f"runs/{operation}/{MAP_RESULTS}/{map_name}"
 
 
 def _result_writer(operation: str, map_name: str, targets: Targets) -> dict[str, Any]:
     """A distributed map's results go to the ops bucket, never into the state: whatever their number, the state
     keeps only where they are (`MapRunArn`, `ResultWriterDetails`), well inside the 256 KiB payload quota."""
-    prefix = map_results_prefix(operation, "{}", map_name)
     return {
         "Resource": f"arn:{targets.partition}:states:::s3:putObject",
-        "Parameters": {"Bucket": targets.ops_bucket, "Prefix.$": f"States.Format('{prefix}', $.plan.runId)"},
+        "Parameters": {"Bucket": targets.ops_bucket, "Prefix": map_results_prefix(operation, map_name)},
     }
 
 

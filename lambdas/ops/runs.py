@@ -7,6 +7,7 @@ and the laptop CLI showing progress all read the same place:
     runs/<operation>/<run id>/parts/<part>.json  each part's cursor, counts, listed ids, failures, done
     runs/<operation>/<run id>/summary.json       what finish concluded
     exports/<operation>/<run id>/...             the DynamoDB export of an export-sourced run
+    runs/<operation>/_maps/<map>/<map run id>/   a workflow's distributed map results (Step Functions writes them)
 
 `--local` runs keep the same records in memory (`MemoryRunStore`).
 """
