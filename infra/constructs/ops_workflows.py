@@ -61,6 +61,12 @@ DEADLINE_MARGIN_SECONDS = 240  # a part stops starting pages with this much of i
 # well inside the tombstone purge's bound (an export run refuses older snapshots)
 RUN_TIMEOUT = Duration.days(7)
 EXPORT_POLL_SECONDS = 120
+# How often the smoke workflow checks whether a canary waiting for its table's new event source mapping has been
+# indexed (a paused part: lambdas/ops/smoke.py). Each check adds 9 events to its part's own history (the Wait's 2,
+# the Task's 5, the Choice's 2): at config's longest start-up budget, 60 minutes, 120 checks and about 1,100 events,
+# well inside the 25,000.
+STARTUP_CHECK_SECONDS = 30
+PAUSING_OPERATIONS = frozenset({"smoke"})  # whose parts may pause for the workflow to wait (PartState.paused)
 EXPORT_MAX_POLLS = 720  # a day of polling: about 9,400 history events, well inside the 25,000
 TOKEN_MARK = "${Token["
 MAP_RESULTS = "_maps"  # runs/<operation>/_maps/: the distributed maps' results (map_results_prefix)
@@ -494,7 +500,13 @@ def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
     """A map's item processor: invoke the worker on one part until it answers done; end with {} (the part's results
     are in its state in the ops bucket; the map's result writer writes each child's output). A part that fails for good has its error saved on its state first
     (`part-failed`): the map itself only fails with States.ExceedToleratedFailureThreshold, and the summary names
-    each failed part's own error."""
+    each failed part's own error. A pausing operation's part that answers `wait` is invoked again after
+    `STARTUP_CHECK_SECONDS` (a wait no invocation's 15 minutes cap)."""
+    choices = [{"Variable": "$.progress.done", "BooleanEquals": True, "Next": f"{label}PartFinished"}]
+    waits: dict[str, Any] = {}
+    if operation in PAUSING_OPERATIONS:
+        choices.append({"Variable": "$.progress.wait", "BooleanEquals": True, "Next": f"{label}PartWait"})
+        waits[f"{label}PartWait"] = {"Type": "Wait", "Seconds": STARTUP_CHECK_SECONDS, "Next": f"{label}Part"}
     return {
         "StartAt": f"{label}Part",
         "States": {
@@ -527,13 +539,8 @@ def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
                 "ErrorPath": "$.error.Error",
                 "CausePath": "$.error.Cause",
             },
-            f"{label}PartDone": {
-                "Type": "Choice",
-                "Choices": [
-                    {"Variable": "$.progress.done", "BooleanEquals": True, "Next": f"{label}PartFinished"}
-                ],
-                "Default": f"{label}Part",
-            },
+            f"{label}PartDone": {"Type": "Choice", "Choices": choices, "Default": f"{label}Part"},
+            **waits,
             f"{label}PartFinished": {"Type": "Pass", "Result": {}, "End": True},
         },
     }

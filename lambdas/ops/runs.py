@@ -128,6 +128,9 @@ class PartState:
     failures: list[dict[str, Any]] = field(default_factory=list)
     failure_count: int = 0
     error: str | None = None  # why the part stopped unfinished (a --local run; a workflow retries instead)
+    # The operation waits for something outside (the smoke run, for a new event source mapping): this invocation
+    # ends, the workflow waits, then invokes the part again from the cursor the operation set. Not saved.
+    paused: bool = False
 
     def list(self, kind: str, ids: Iterable[str]) -> None:
         listed = self.listed.setdefault(kind, [])

@@ -14,6 +14,10 @@ from refdata.registry import REGISTRY
 
 from infra.config import (
     INVERTED_INDEX,
+    MAX_SMOKE_STARTUP_MINUTES,
+    MIN_SMOKE_STARTUP_MINUTES,
+    SMOKE_WAIT_SECONDS,
+    OpsSettings,
     CapacityMode,
     ConfigError,
     EnvironmentConfig,
@@ -692,8 +696,8 @@ def test_invalid_sync_setting_names_its_field(
         ("worker_memory_mb", 256),
         ("purge_schedule", "every day"),
         ("purge_schedule", "rate(1 fortnight)"),
-        ("smoke_startup_seconds", 120),  # no longer than one step's wait: no start-up allowance
-        ("smoke_startup_seconds", 421),  # with the other waits and the cleanup, past 15 minutes
+        ("smoke_startup_minutes", MIN_SMOKE_STARTUP_MINUTES - 1),  # no longer than one step's wait: no allowance
+        ("smoke_startup_minutes", MAX_SMOKE_STARTUP_MINUTES + 1),  # HeartbeatMissing would wait over an hour
     ],
 )
 def test_invalid_ops_settings_name_their_field(config: EnvironmentConfig, field: str, value: object) -> None:
@@ -791,12 +795,23 @@ def test_deploy_role_that_is_not_one_named_role_is_rejected(config: EnvironmentC
         replace(config, deploy_role=role)
 
 
-def test_the_longest_smoke_start_up_budget_and_the_runs_other_waits_fit_one_worker_invocation() -> None:
-    """The smoke run's first wait (the start-up budget), its two other waits and the 240 s it keeps for its cleanup
-    fit the ops worker's 15-minute timeout, at the largest budget config accepts."""
-    from ops.smoke import DEFAULT_WAIT_SECONDS
+def test_the_smoke_runs_waits_and_cleanup_fit_one_worker_invocation_and_its_start_up_wait_is_the_workflows() -> None:
+    """The smoke run's three step waits and the 240 s it keeps for its cleanup fit the ops worker's 15 minutes; the
+    start-up budget is waited out by the workflow (a check every STARTUP_CHECK_SECONDS), so however long config
+    allows, no invocation holds it, and its checks stay well inside a part's 25,000-event history (9 events each)."""
+    from ops.smoke import DEFAULT_STARTUP_MINUTES, DEFAULT_WAIT_SECONDS
 
-    from infra.config import MAX_SMOKE_STARTUP_SECONDS, SMOKE_WAIT_SECONDS
+    from infra.constructs.ops_workflows import STARTUP_CHECK_SECONDS
 
     assert SMOKE_WAIT_SECONDS == DEFAULT_WAIT_SECONDS
-    assert MAX_SMOKE_STARTUP_SECONDS + 2 * SMOKE_WAIT_SECONDS + 240 < 15 * 60
+    assert OpsSettings().smoke_startup_minutes == DEFAULT_STARTUP_MINUTES
+    assert 3 * SMOKE_WAIT_SECONDS + 240 < 15 * 60
+    assert MIN_SMOKE_STARTUP_MINUTES * 60 > SMOKE_WAIT_SECONDS
+    assert 9 * (MAX_SMOKE_STARTUP_MINUTES * 60 // STARTUP_CHECK_SECONDS) < 25_000 // 10
+
+
+def test_the_former_seconds_field_is_refused_with_what_it_became() -> None:
+    with pytest.raises(ConfigError, match=r"'smoke_startup_seconds' is now 'smoke_startup_minutes'") as refused:
+        OpsSettings(smoke_startup_seconds=400)  # type: ignore[call-arg]
+
+    assert f"{MIN_SMOKE_STARTUP_MINUTES}-{MAX_SMOKE_STARTUP_MINUTES}" in str(refused.value)

@@ -17,8 +17,8 @@ from refdata.keys import parse_key
 from refdata.reserved import HEARTBEAT_AT, heartbeat_key, is_heartbeat
 
 from infra.config import (
-    MAX_SMOKE_STARTUP_SECONDS,
-    SMOKE_WAIT_SECONDS,
+    MAX_SMOKE_STARTUP_MINUTES,
+    MIN_SMOKE_STARTUP_MINUTES,
     ConfigError,
     EnvironmentConfig,
     HeartbeatSettings,
@@ -206,7 +206,7 @@ def test_each_tables_heartbeat_missing_alarm_outlasts_a_new_mappings_startup_plu
 ) -> None:
     interval = 60 * config.heartbeat.interval_minutes
     periods = max(
-        config.heartbeat.alarm_periods, math.ceil((config.ops.smoke_startup_seconds + interval) / interval)
+        config.heartbeat.alarm_periods, math.ceil((60 * config.ops.smoke_startup_minutes + interval) / interval)
     )
     for plan in config.source_tables:
         _, properties = heartbeat_alarm(stateless, config, "HeartbeatMissing", plan.label)
@@ -216,7 +216,7 @@ def test_each_tables_heartbeat_missing_alarm_outlasts_a_new_mappings_startup_plu
         assert properties["TreatMissingData"] == "breaching"  # a stopped pipeline publishes nothing
         assert properties["EvaluationPeriods"] == periods
         assert properties.get("DatapointsToAlarm", periods) == periods
-        assert periods * interval > config.ops.smoke_startup_seconds + interval - 1
+        assert periods * interval > 60 * config.ops.smoke_startup_minutes + interval - 1
 
 
 def test_both_heartbeat_alarms_of_every_table_feed_the_composite(
@@ -232,14 +232,14 @@ def test_both_heartbeat_alarms_of_every_table_feed_the_composite(
 
 def test_heartbeat_missing_evaluates_within_cloudwatchs_day_for_every_setting_config_accepts() -> None:
     """CloudWatch evaluates at most a day (EvaluationPeriods × Period ≤ 86,400 s). Config bounds alarm_periods ×
-    interval_minutes to a day, and the start-up budget to MAX_SMOKE_STARTUP_SECONDS: over every combination config
+    interval_minutes to a day, and the start-up budget to MAX_SMOKE_STARTUP_MINUTES: over every combination config
     accepts, HeartbeatMissing's periods stay within it too, so it needs no validation of its own."""
     for interval in range(1, 61):
         for periods in range(2, 11):
             if periods * interval > 1440:
                 continue
             settings = HeartbeatSettings(interval_minutes=interval, alarm_periods=periods)
-            for startup in (SMOKE_WAIT_SECONDS + 1, MAX_SMOKE_STARTUP_SECONDS):
+            for startup in (60 * MIN_SMOKE_STARTUP_MINUTES, 60 * MAX_SMOKE_STARTUP_MINUTES):
                 assert settings.missing_alarm_periods(startup) * interval * 60 <= 86400, (interval, periods)
 
 
@@ -274,7 +274,7 @@ def timeline(interval: int, polling_from: float, stop: float = math.inf) -> list
 
 def startup_cases(config: EnvironmentConfig) -> list[float]:
     """A mapping that starts polling after 5 minutes, and one that takes the whole configured start-up budget."""
-    return sorted({min(300.0, config.ops.smoke_startup_seconds), float(config.ops.smoke_startup_seconds)})
+    return sorted({min(300.0, 60 * config.ops.smoke_startup_minutes), float(60 * config.ops.smoke_startup_minutes)})
 
 
 def test_no_heartbeat_alarm_pages_while_a_new_mapping_starts_within_the_startup_budget(
@@ -282,7 +282,7 @@ def test_no_heartbeat_alarm_pages_while_a_new_mapping_starts_within_the_startup_
 ) -> None:
     """Issue 25.1: on a first deploy (or one that recreates a mapping) no heartbeat is indexed until the mapping
     starts polling, which "may take several minutes" and which the smoke run waits for up to
-    ``ops.smoke_startup_seconds``. No heartbeat alarm may page in that time, nor once heartbeats flow."""
+    ``ops.smoke_startup_minutes``. No heartbeat alarm may page in that time, nor once heartbeats flow."""
     interval = 60 * config.heartbeat.interval_minutes
     for plan in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, plan.label)
@@ -307,7 +307,7 @@ def test_a_pipeline_that_stops_puts_heartbeat_missing_into_alarm_within_its_wind
     interval = 60 * config.heartbeat.interval_minutes
     for plan in config.source_tables:
         missing = heartbeat_alarms(stateless, config, plan.label)["HeartbeatMissing"]
-        polling_from = float(config.ops.smoke_startup_seconds)
+        polling_from = float(60 * config.ops.smoke_startup_minutes)
         stop = polling_from + 20 * interval
         samples = timeline(interval, polling_from, stop)
         assert state(missing, samples, now=stop, extra_range_periods=extra_range_periods) != ALARM

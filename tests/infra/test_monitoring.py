@@ -197,7 +197,7 @@ def expected_alarms(
             1,
             "breaching",
             evaluation_periods=max(
-                heartbeat.alarm_periods, -(-(config.ops.smoke_startup_seconds + interval) // interval)
+                heartbeat.alarm_periods, -(-(60 * config.ops.smoke_startup_minutes + interval) // interval)
             ),
             comparison="LessThanThreshold",
         )
