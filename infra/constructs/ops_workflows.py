@@ -10,7 +10,9 @@ the export's ``manifest-files.json``, one child execution per data file) → **P
 plan's parts: scan segments, point-in-time slices, consumers, indices) → **Finish** (adds the parts up, does the last
 step, writes the summary) → succeed, or **RunFailed** when the summary says failed. Each part is a loop: **Part**
 works until its time is nearly up and answers ``done``; a step that fails (including after its retries) goes to
-**FinishAfterFailure**, which still writes the summary with what failed.
+**FinishAfterFailure**, which still writes the summary with what failed. A smoke part may answer ``wait`` instead (a
+canary waiting for its table's new event source mapping): its loop waits ``STARTUP_CHECK_SECONDS`` and invokes it
+again, so the start-up budget (config ``ops.smoke_startup_minutes``) is the workflow's, never one invocation's.
 
 Both maps are distributed: each part's loop runs in a child execution with its own history, so however long a
 part works its loop never fills the run's 25,000-event history (a child's loop is bounded by the run's timeout:

@@ -139,7 +139,7 @@ class SmokeSettings:
         try:
             wait = parsed_env(environ, "SMOKE_WAIT_SECONDS", float, DEFAULT_WAIT_SECONDS)
             poll = parsed_env(environ, "SMOKE_POLL_SECONDS", float, DEFAULT_POLL_SECONDS)
-            startup = 60.0 * parsed_env(environ, "SMOKE_STARTUP_MINUTES", float, DEFAULT_STARTUP_MINUTES)
+            startup = 60 * parsed_env(environ, "SMOKE_STARTUP_MINUTES", float, float(DEFAULT_STARTUP_MINUTES))
         except ConfigError as error:
             raise OpsError(str(error)) from None
         return cls(
@@ -537,7 +537,9 @@ class Lifecycle:
         self.step = "write"
         self.view = self.alias
         self.write_index = ""
-        self.awaiting: dict[str, Any] | None = None  # what a pause keeps for the check after the workflow's wait
+        self.awaiting: dict[str, Any] | None = (
+            None  # what a pause keeps for the check after the workflow's wait
+        )
 
     def run(self) -> bool:
         """Every step; False when the canary waits for its table's new event source mapping (`awaiting`)."""
@@ -551,7 +553,12 @@ class Lifecycle:
             until = self._startup_deadline()
             if until is None:
                 raise self._not_arrived(1, self.settings.wait_seconds)
-            self.awaiting = {"since": since, "until": until, "steps": self.report.steps, "notes": self.report.notes}
+            self.awaiting = {
+                "since": since,
+                "until": until,
+                "steps": self.report.steps,
+                "notes": self.report.notes,
+            }
             return False
         self.report.steps["indexed"] = self.tools.monotonic() - started
         self._after_indexed(table)

@@ -206,7 +206,8 @@ def test_each_tables_heartbeat_missing_alarm_outlasts_a_new_mappings_startup_plu
 ) -> None:
     interval = 60 * config.heartbeat.interval_minutes
     periods = max(
-        config.heartbeat.alarm_periods, math.ceil((60 * config.ops.smoke_startup_minutes + interval) / interval)
+        config.heartbeat.alarm_periods,
+        math.ceil((60 * config.ops.smoke_startup_minutes + interval) / interval),
     )
     for plan in config.source_tables:
         _, properties = heartbeat_alarm(stateless, config, "HeartbeatMissing", plan.label)
@@ -274,7 +275,9 @@ def timeline(interval: int, polling_from: float, stop: float = math.inf) -> list
 
 def startup_cases(config: EnvironmentConfig) -> list[float]:
     """A mapping that starts polling after 5 minutes, and one that takes the whole configured start-up budget."""
-    return sorted({min(300.0, 60 * config.ops.smoke_startup_minutes), float(60 * config.ops.smoke_startup_minutes)})
+    return sorted(
+        {min(300.0, 60 * config.ops.smoke_startup_minutes), float(60 * config.ops.smoke_startup_minutes)}
+    )
 
 
 def test_no_heartbeat_alarm_pages_while_a_new_mapping_starts_within_the_startup_budget(

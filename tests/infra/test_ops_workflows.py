@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from ops.purge import minimum_age_seconds
+from ops.runs import check_run_id
 
 from infra.config import EnvironmentConfig
 from infra.constructs.dead_letter_queue import RETENTION
@@ -17,13 +18,14 @@ from infra.constructs.ops_workflows import (
     EXPORT_MAX_POLLS,
     LOG_DELIVERY_ACTIONS,
     OPERATIONS,
+    PAUSING_OPERATIONS,
+    STARTUP_CHECK_SECONDS,
     map_results_prefix,
 )
 from infra.constructs.ops_workflows import XRAY_ACTIONS as STATE_MACHINE_XRAY_ACTIONS
 from infra.constructs.smoke import SMOKE_VARIABLES, SMOKE_WORKER_POLICY
 from infra.constructs.vpc_function import ENI_ACTIONS
 from ops import deployed
-from ops.runs import check_run_id
 from tests.infra.test_stream_sync import (
     MANAGED_POLICY,
     XRAY_ACTIONS,
@@ -292,6 +294,32 @@ def test_every_transition_names_a_state_and_every_state_is_reached(
         assert top == expected, operation
 
 
+def test_a_paused_smoke_part_is_invoked_again_after_a_wait_and_no_other_part_loop_waits(
+    stateful: Template, stateless: Template
+) -> None:
+    """A smoke canary waiting for a new event source mapping answers `wait`: its loop waits STARTUP_CHECK_SECONDS in
+    the workflow and invokes the part again (the check), so no worker invocation holds the start-up budget."""
+    waiting = set()
+    for operation, machine in machines(stateful, stateless).items():
+        for _, state, block in all_states(machine["Definition"]["States"]):
+            if state["Type"] != "Choice" or not state["Choices"][0].get("Variable", "").startswith(
+                "$.progress."
+            ):
+                continue
+            part = state["Default"]
+            waits = [choice for choice in state["Choices"] if choice["Variable"] == "$.progress.wait"]
+            if operation not in PAUSING_OPERATIONS:
+                assert not waits and not [s for s in block.values() if s["Type"] == "Wait"], operation
+                continue
+            assert state["Choices"][0]["Variable"] == "$.progress.done"  # a finished part never waits
+            (wait,) = waits
+            assert wait["BooleanEquals"] is True
+            assert block[wait["Next"]] == {"Type": "Wait", "Seconds": STARTUP_CHECK_SECONDS, "Next": part}
+            assert block[part]["Parameters"]["step"] == "part"
+            waiting.add(operation)
+    assert waiting == PAUSING_OPERATIONS == {"smoke"}
+
+
 def test_each_step_invokes_the_worker_for_its_operation_and_retries_throttling(
     stateful: Template, stateless: Template
 ) -> None:
@@ -407,8 +435,13 @@ def test_no_result_writer_reads_a_path(stateful: Template, stateless: Template) 
 def test_the_paths_check_finds_every_kind_of_path() -> None:
     writer = {"Parameters": {"Bucket": "b", "Prefix.$": "$.run"}, "Arguments": {"Prefix": "{% $run %}"}}
 
-    assert list(paths_in(writer)) == ["ResultWriter.Parameters.Prefix.$", "ResultWriter.Arguments.Prefix: {% $run %}"]
-    assert list(result_writers({"States": {"M": {"ItemProcessor": {"States": {"N": {"ResultWriter": 1}}}}}})) == [1]
+    assert list(paths_in(writer)) == [
+        "ResultWriter.Parameters.Prefix.$",
+        "ResultWriter.Arguments.Prefix: {% $run %}",
+    ]
+    assert list(
+        result_writers({"States": {"M": {"ItemProcessor": {"States": {"N": {"ResultWriter": 1}}}}}})
+    ) == [1]
 
 
 def test_the_maps_results_are_never_a_runs_records() -> None:

@@ -396,9 +396,53 @@ def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_th
             assert summary["verdict"] == "pass" and status == 0, summary
             # a canary not indexed within its step's wait says why it waited on (one started later needs no note)
             waited = [t for t in summary["targets"] if t["steps"]["indexed"] > 20]
-            assert waited and all(any("is new" in note for note in t["notes"]) for t in waited), summary["targets"]
+            assert waited and all(any("is new" in note for note in t["notes"]) for t in waited), summary[
+                "targets"
+            ]
         else:
             assert_verdict(status, summary, "indexed", "stream not flowing")
+        assert stack.canary_items() == [] and stack.canary_documents() == []
+
+
+def test_a_check_interrupted_after_the_canarys_first_version_starts_the_canary_over(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A check that found its canary indexed went on (the update) and was then retried by the workflow (here after
+    a TransientFailure, which it retries like Lambda's own errors): the retry
+    finds the table's canary past version 1, so it starts over with a fresh canary, as any interrupted attempt
+    does, instead of waiting for a version 1 that can no longer come."""
+    import boto3
+    from ops import smoke
+    from ops.index import TransientFailure
+
+    real = smoke.run_canary
+    interrupted: list[str] = []
+
+    def once(
+        env: object, settings: object, tools: object, part: dict, cursor: dict, *, run_id: str
+    ) -> object:
+        polling = stack.clock.monotonic() > starts + STARTUP_CHECK_SECONDS  # the canary is indexed by now
+        if cursor.get("awaiting") and polling and part["name"] not in interrupted:
+            interrupted.append(part["name"])
+            table = boto3.resource("dynamodb", region_name="ca-central-1").Table(part["table"])
+            table.update_item(
+                Key={"pk": cursor["pk"], "sk": cursor["sk"]},
+                UpdateExpression="SET canaryVersion = :two",
+                ExpressionAttributeValues={":two": 2},
+            )
+            stack.poller.poll_all()  # the update reaches the index before the retry looks
+            raise TransientFailure("the domain throttled after the canary was updated")
+        return real(env, settings, tools, part, cursor, run_id=run_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(smoke, "run_canary", once)
+    starts = 300.0
+    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20, startup_minutes=7) as stack:
+        stack.poller.starts = dict.fromkeys(stack.poller.streams, starts)
+
+        status, summary, _ = run(stack, capsys)
+
+        assert summary["verdict"] == "pass" and status == 0, summary
+        assert interrupted and summary["leftBehind"] == []
         assert stack.canary_items() == [] and stack.canary_documents() == []
 
 

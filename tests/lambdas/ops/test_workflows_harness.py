@@ -110,7 +110,10 @@ def test_results_within_the_payload_quota_stay_in_the_state(sfn: Any) -> None:
 
 def test_a_result_writer_writes_the_results_to_s3_and_the_state_keeps_where(sfn: Any) -> None:
     items = items_over_the_quota()
-    writer = {"Resource": "arn:aws:states:::s3:putObject", "Parameters": {"Bucket": BUCKET, "Prefix": "maps/run"}}
+    writer = {
+        "Resource": "arn:aws:states:::s3:putObject",
+        "Parameters": {"Bucket": BUCKET, "Prefix": "maps/run"},
+    }
 
     map_state = padded_map(ResultWriter=writer)
     del map_state["States"]["Map"]["ResultSelector"]  # the state keeps the writer's answer

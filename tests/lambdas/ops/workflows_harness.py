@@ -333,7 +333,6 @@ class MotoGaps:
         monkeypatch.setattr(s3_writer, "_handle_put_object", staticmethod(put_results))
 
 
-
 PAYLOAD_QUOTA = (
     256 * 1024
 )  # bytes of a state's input or output, as UTF-8 JSON ("Step Functions service quotas")
