@@ -412,8 +412,9 @@ def test_a_check_interrupted_after_the_canarys_first_version_starts_the_canary_o
     finds the table's canary past version 1, so it starts over with a fresh canary, as any interrupted attempt
     does, instead of waiting for a version 1 that can no longer come."""
     import boto3
-    from ops import smoke
     from ops.index import TransientFailure
+
+    from ops import smoke
 
     real = smoke.run_canary
     interrupted: list[str] = []
