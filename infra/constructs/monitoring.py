@@ -83,7 +83,7 @@ class WatchedHeartbeat:
     """The heartbeat's alarms: two per source table (its label in alarm names, the table), on the sync's
     ``HeartbeatLagSeconds`` and the schedules' ``HeartbeatsDue`` (infra/constructs/heartbeat.py);
     ``startup_seconds`` is how long a new event source mapping may take to start polling
-    (``ops.smoke_startup_seconds``), which ``HeartbeatMissing`` waits out."""
+    (``ops.smoke_startup_minutes``, in seconds), which ``HeartbeatMissing`` waits out."""
 
     settings: HeartbeatSettings
     tables: Sequence[tuple[str, dynamodb.ITable]]

@@ -20,8 +20,8 @@ from refdata.keys import parse_key
 from refdata.reserved import HEARTBEAT_AT, heartbeat_key, is_heartbeat
 
 from infra.config import (
-    MAX_SMOKE_STARTUP_SECONDS,
-    SMOKE_WAIT_SECONDS,
+    MAX_SMOKE_STARTUP_MINUTES,
+    MIN_SMOKE_STARTUP_MINUTES,
     ConfigError,
     EnvironmentConfig,
     HeartbeatSettings,
@@ -242,7 +242,7 @@ def missing_periods(config: EnvironmentConfig) -> int:
     (the next heartbeat, its indexing and the periods' alignment), and at least ``alarm_periods``."""
     interval = 60 * config.heartbeat.interval_minutes
     periods = config.heartbeat.alarm_periods
-    while (periods - 1) * interval < config.ops.smoke_startup_seconds + 2 * interval:
+    while (periods - 1) * interval < 60 * config.ops.smoke_startup_minutes + 2 * interval:
         periods += 1
     return periods
 
@@ -347,14 +347,14 @@ def test_both_heartbeat_alarms_of_every_table_feed_the_composite(
 
 def test_heartbeat_missing_evaluates_within_cloudwatchs_day_for_every_setting_config_accepts() -> None:
     """CloudWatch evaluates at most a day (EvaluationPeriods × Period ≤ 86,400 s). Config bounds alarm_periods ×
-    interval_minutes to a day, and the start-up budget to MAX_SMOKE_STARTUP_SECONDS: over every combination config
+    interval_minutes to a day, and the start-up budget to MAX_SMOKE_STARTUP_MINUTES: over every combination config
     accepts, HeartbeatMissing's periods stay within it too, so it needs no validation of its own."""
     for interval in range(1, 61):
         for periods in range(2, 11):
             if periods * interval > 1440:
                 continue
             settings = HeartbeatSettings(interval_minutes=interval, alarm_periods=periods)
-            for startup in (SMOKE_WAIT_SECONDS + 1, MAX_SMOKE_STARTUP_SECONDS):
+            for startup in (60 * MIN_SMOKE_STARTUP_MINUTES, 60 * MAX_SMOKE_STARTUP_MINUTES):
                 assert settings.missing_alarm_periods(startup) * interval * 60 <= 86400, (interval, periods)
 
 
@@ -447,7 +447,9 @@ def test_a_first_deploy_pages_no_one_however_cloudwatch_reads_what_its_guide_lea
     interval = 60 * config.heartbeat.interval_minutes
     for plan in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, plan.label)
-        for written_from, due_from, polling_from in first_deploys(interval, config.ops.smoke_startup_seconds):
+        for written_from, due_from, polling_from in first_deploys(
+            interval, 60 * config.ops.smoke_startup_minutes
+        ):
             until = (
                 max(written_from, polling_from)
                 + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
@@ -491,7 +493,7 @@ def test_heartbeat_missings_periods_outlast_a_first_deploy_and_catch_a_stop_for_
     (the environments' own are replayed from their templates above)."""
     for minutes in (1, 2, 3, 5, 7, 10, 15, 30, 60):
         interval = 60 * minutes
-        for budget in (SMOKE_WAIT_SECONDS + 1, 300, 400, MAX_SMOKE_STARTUP_SECONDS):
+        for budget in sorted({60 * MIN_SMOKE_STARTUP_MINUTES, 300, 420, 60 * MAX_SMOKE_STARTUP_MINUTES}):
             periods = HeartbeatSettings(interval_minutes=minutes).missing_alarm_periods(budget)
             alarm = AlarmDefinition(
                 interval,
@@ -568,10 +570,12 @@ def test_an_added_table_pages_no_one_and_its_neighbours_alarms_and_the_composite
     for added in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, added.label)
         until = (
-            float(config.ops.smoke_startup_seconds)
+            float(60 * config.ops.smoke_startup_minutes)
             + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
         )
-        for written_from, due_from, polling_from in first_deploys(interval, config.ops.smoke_startup_seconds):
+        for written_from, due_from, polling_from in first_deploys(
+            interval, 60 * config.ops.smoke_startup_minutes
+        ):
             metrics = heartbeat_metrics(
                 interval,
                 written_from=written_from,
@@ -610,7 +614,7 @@ def test_a_recreated_mapping_pages_no_one_while_the_new_one_starts_within_the_st
     interval = 60 * config.heartbeat.interval_minutes
     for plan in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, plan.label)
-        for polling_from in startup_cases(config.ops.smoke_startup_seconds):
+        for polling_from in startup_cases(60 * config.ops.smoke_startup_minutes):
             until = polling_from + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
             for phase in (0.0, interval / 2, interval - 1.0):
                 metrics = heartbeat_metrics(
