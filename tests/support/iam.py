@@ -34,6 +34,8 @@ from boto3.dynamodb.conditions import ConditionExpressionBuilder
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
+# Services whose IAM prefix is not their signing name.
+IAM_PREFIXES = {"monitoring": "cloudwatch"}
 # Operations that AWS authorizes under an action of another name (Service Authorization Reference).
 OPERATION_ACTIONS = {
     ("s3", "ListObjectsV2"): "ListBucket",
@@ -85,8 +87,25 @@ def _listed(value: Any) -> list[Any]:
 
 
 def _like(pattern: str, value: str) -> bool:
-    """IAM's wildcard match: `*` any run of characters (including `/` and `:`), `?` one character."""
+    """IAM's wildcard match within one string: `*` any run of characters (including `/` and `:`), `?` one
+    character (actions and string conditions; ARNs match part by part: `_arn_like`)."""
     return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
+
+
+def _arn_like(pattern: str, value: str) -> bool:
+    """ArnLike/ArnEquals: "Each of the six colon-delimited components of the ARN is checked separately" (IAM User
+    Guide, Condition operators), so a wildcard never spans a colon between them; the sixth, the resource, runs to
+    the end of the ARN, colons and all. A value that is not an ARN matches nothing."""
+    wanted, actual = pattern.split(":", 5), value.split(":", 5)
+    if len(wanted) != 6 or len(actual) != 6:
+        return False
+    return all(_like(part, got) for part, got in zip(wanted, actual, strict=True))
+
+
+def _resource_like(pattern: str, resource: str) -> bool:
+    """A `Resource` element: `*` is every resource; otherwise wildcards match "within any ARN segment (the parts
+    separated by colons)" (IAM User Guide, IAM JSON policy elements: Resource), as the ARN operators do."""
+    return pattern == "*" or _arn_like(pattern, resource)
 
 
 def _number(value: Any) -> float:
@@ -102,10 +121,10 @@ _OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
     "StringNotEqualsIgnoreCase": (lambda actual, wanted: actual.lower() == wanted.lower(), True),
     "StringLike": (lambda actual, wanted: _like(wanted, actual), False),
     "StringNotLike": (lambda actual, wanted: _like(wanted, actual), True),
-    "ArnEquals": (lambda actual, wanted: _like(wanted, actual), False),
-    "ArnLike": (lambda actual, wanted: _like(wanted, actual), False),
-    "ArnNotEquals": (lambda actual, wanted: _like(wanted, actual), True),
-    "ArnNotLike": (lambda actual, wanted: _like(wanted, actual), True),
+    "ArnEquals": (lambda actual, wanted: _arn_like(wanted, actual), False),
+    "ArnLike": (lambda actual, wanted: _arn_like(wanted, actual), False),
+    "ArnNotEquals": (lambda actual, wanted: _arn_like(wanted, actual), True),
+    "ArnNotLike": (lambda actual, wanted: _arn_like(wanted, actual), True),
     "Bool": (lambda actual, wanted: actual.lower() == wanted.lower(), False),
     "NumericEquals": (lambda actual, wanted: _number(actual) == _number(wanted), False),
     "NumericNotEquals": (lambda actual, wanted: _number(actual) == _number(wanted), True),
@@ -153,7 +172,7 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
 
 @dataclass(frozen=True)
 class Request:
-    principal: str  # the role's ARN
+    principal: str  # the role's ARN, or a service principal (`states.amazonaws.com`) assuming a role
     action: str
     resource: str
     context: Mapping[str, Any]
@@ -161,8 +180,13 @@ class Request:
     resource_account: str | None = None  # the account that owns the resource; the caller's when None
 
     @property
+    def service(self) -> bool:
+        return not self.principal.startswith("arn:")
+
+    @property
     def account(self) -> str:
-        return self.principal.split(":")[4]
+        """The caller's account (a service principal belongs to none)."""
+        return "" if self.service else self.principal.split(":")[4]
 
     @property
     def same_account(self) -> bool:
@@ -174,6 +198,9 @@ def _principal_level(principal: Any, request: Request) -> str | None:
     "account" (the caller's account, which only delegates to the account's own policies), or None."""
     if principal == "*":
         return "direct"
+    if request.service:
+        services = _listed(principal.get("Service", [])) if isinstance(principal, Mapping) else []
+        return "direct" if request.principal in services else None
     names = _listed(principal.get("AWS", [])) if isinstance(principal, Mapping) else []
     if "*" in names or request.principal in names or (request.session and request.session in names):
         return "direct"
@@ -192,10 +219,10 @@ def _matches(statement: Mapping[str, Any], request: Request) -> bool:
     elif any(_like(a.lower(), request.action.lower()) for a in _listed(statement["NotAction"])):
         return False
     if "Resource" in statement:
-        if not any(_like(r, request.resource) for r in _listed(statement["Resource"])):
+        if not any(_resource_like(r, request.resource) for r in _listed(statement["Resource"])):
             return False
     elif "NotResource" in statement and any(
-        _like(r, request.resource) for r in _listed(statement["NotResource"])
+        _resource_like(r, request.resource) for r in _listed(statement["NotResource"])
     ):
         return False
     return all(
@@ -207,6 +234,13 @@ def _matches(statement: Mapping[str, Any], request: Request) -> bool:
 
 def _statements(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [] if not document else _listed(document.get("Statement", []))
+
+
+# Called with every decision `decide` makes: (identity, resource policy, request, resource policy required, decision).
+# tests/support/iam_oracle.py records them for the independent check at the session's end.
+DECISION_OBSERVERS: list[
+    Callable[[Sequence[Mapping[str, Any]], Mapping[str, Any] | None, Request, bool, str], None]
+] = []
 
 
 def decide(
@@ -224,7 +258,20 @@ def decide(
     - across accounts, both must allow (the resource policy may name the caller or its account);
     - a role's trust policy and a KMS key policy (`resource_policy_required`) must allow in every case: naming the
       caller allows, naming the account delegates to the identity policies, and the identity policies alone never
-      suffice."""
+      suffice;
+    - a service principal (a service assuming a role) is allowed only by a resource policy naming it."""
+    decision = _evaluate(identity, resource_policy, request, resource_policy_required)
+    for observe in DECISION_OBSERVERS:
+        observe(identity, resource_policy, request, resource_policy_required, decision)
+    return decision
+
+
+def _evaluate(
+    identity: Sequence[Mapping[str, Any]],
+    resource_policy: Mapping[str, Any] | None,
+    request: Request,
+    resource_policy_required: bool,
+) -> str:
     identity_statements = [s for doc in identity for s in _statements(doc)]
     resource_statements = [
         (statement, _principal_level(statement.get("Principal"), request))
@@ -238,7 +285,9 @@ def decide(
     levels = {
         level for s, level in resource_statements if s["Effect"] == "Allow" and level and _matches(s, request)
     }
-    if not request.same_account:
+    if request.service:  # a service has no identity policies: the resource (trust) policy must name it
+        allowed = "direct" in levels
+    elif not request.same_account:
         allowed = identity_allows and bool(levels)
     elif resource_policy_required:
         allowed = "direct" in levels or ("account" in levels and identity_allows)
@@ -421,7 +470,8 @@ class SdkCalls:
     def _check(
         self, role: str, client: BaseClient, operation: str, params: dict[str, Any], send: Callable[[], Any]
     ):
-        prefix = client.meta.service_model.signing_name
+        signing_name = client.meta.service_model.signing_name
+        prefix = IAM_PREFIXES.get(signing_name, signing_name)
         call, context = self.authorize(
             role, client.meta.service_model.service_name, prefix, operation, params
         )
@@ -479,6 +529,8 @@ class SdkCalls:
         }
         if operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
             context["s3:prefix"] = params["Prefix"]
+        if prefix == "cloudwatch" and "Namespace" in params:
+            context["cloudwatch:namespace"] = params["Namespace"]
         if prefix == "dynamodb":
             leading = leading_keys(operation, params)
             if leading is not None:
@@ -486,7 +538,9 @@ class SdkCalls:
         for resource in resources:
             self._require(call, Request(role, action, resource, context), prefix)
         for extra_action, resource in self._implied(prefix, operation, params):
-            extra = dict(context)
+            # A request to another service carries the global keys, never the call's own service's (an S3 or KMS
+            # request made for a DynamoDB call has no dynamodb:LeadingKeys).
+            extra = {key: value for key, value in context.items() if key.startswith("aws:")}
             if extra_action.startswith("kms:"):  # the service calls KMS on the caller's behalf
                 extra |= {
                     "kms:ViaService": f"{prefix}.{self.region}.amazonaws.com",
@@ -564,6 +618,8 @@ class SdkCalls:
             return [self._fill(prefix, action, "function", FunctionName=function)]
         if prefix == "cloudformation":
             return [f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{params['StackName']}/*"]
+        if prefix == "cloudwatch" and operation == "PutMetricData":
+            return ["*"]  # metric data is no resource: only cloudwatch:namespace scopes it
         if prefix == "states":
             for name in ("stateMachineArn", "executionArn"):
                 if name in params:
@@ -669,7 +725,8 @@ class HttpCalls:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         found = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
-        key, prefix = found.groups() if found else ("", "unsigned")
+        key, signing_name = found.groups() if found else ("", "unsigned")
+        prefix = IAM_PREFIXES.get(signing_name, signing_name)
         operation, params = self._operation(environ, prefix)
         role = self.calls.keys.get(key)
         try:
@@ -678,7 +735,7 @@ class HttpCalls:
                 why = "no role has this access key" if role is None else "the request is not read here"
                 self.calls._violate(call, environ.get("PATH_INFO", ""), why)
                 raise _denied(operation or "?", why)
-            self.calls.authorize(role, prefix, prefix, operation, params)
+            self.calls.authorize(role, signing_name, prefix, operation, params)
         except ClientError as error:
             return self._refusal(prefix, str(error.response["Error"]["Message"]), start_response)
         return self.app(environ, start_response)
