@@ -4,5 +4,6 @@ pytest_plugins = (
     "tests.support.real_sleep",
     "tests.support.coverage",
     "tests.support.assembly",
+    "tests.support.iam_oracle",
     "tests.support.engine_node",
 )
