@@ -10,7 +10,11 @@ DynamoDB accepts items OpenSearch can never index. The engine refuses, for every
   OpenSearch configures it: the whole request is refused; DynamoDB allows 64 KB names);
 - names the document parser cannot split into an object path: empty, `.`, `.a`, `a..b`, a part of only spaces
   (a trailing dot is dropped, as Java's `String.split` drops it: `a.` is `a`);
-- one path used both as a value and as an object (`label` beside `label.sub`, `[{"a": 1}, {"a": {"b": 1}}]`).
+- one path used both as a value and as an object (`label` beside `label.sub`, `[{"a": 1}, {"a": {"b": 1}}]`);
+- one new path given values of two kinds in one document (`["555", 1]`, `[{"a": true}, {"a": 2}]`): each value asks
+  the dynamic mapping for its own type (a string `text`, a number `double`, a boolean `boolean`), and the engine
+  refuses the document ("mapper [phones] cannot be changed from type [text] to [double]"). A field the template maps
+  explicitly, or that earlier documents mapped, coerces instead; this check sees only the template.
 
 `check_item` walks an item (plain JSON or the boto3 resource API's values: Decimal, sets, bytes) the way the engine's
 document parser maps it dynamically, against the fields an index template maps explicitly (`mapped`, the template's
@@ -73,7 +77,11 @@ class _Marker:
 LEAF: Final = _Marker("leaf")
 OPAQUE: Final = _Marker("opaque")
 _ABSENT: Final = _Marker("absent")
-Node = Any  # LEAF | OPAQUE | dict[str, Node] (a mapped object's children)
+# A value this item maps dynamically, by the type the index templates give it (refdata.mappings).
+_TEXT: Final = _Marker("text")
+_DOUBLE: Final = _Marker("double")
+_BOOLEAN: Final = _Marker("boolean")
+Node = Any  # LEAF | OPAQUE | _TEXT | _DOUBLE | _BOOLEAN | dict[str, Node] (a mapped object's children)
 
 
 def mapped_tree(properties: Mapping[str, Any]) -> tuple[dict[str, Node], int]:
@@ -122,6 +130,7 @@ def split_path(name: str) -> list[str]:
 
 
 _SCALARS: Final = frozenset({str, int, float, bool, Decimal})
+_DYNAMIC: Final = {str: _TEXT, int: _DOUBLE, float: _DOUBLE, Decimal: _DOUBLE, bool: _BOOLEAN}
 
 
 def _dotted(path: tuple[str, ...]) -> str:
@@ -158,7 +167,7 @@ class _Walk:
                 node = own.get(name, _ABSENT)
                 if node is _ABSENT:
                     if kind in _SCALARS:
-                        own[name] = LEAF
+                        own[name] = _DYNAMIC[kind]
                         added += STRING_FIELDS if kind is str else 1
                         continue
                     if kind is dict:
@@ -166,7 +175,7 @@ class _Walk:
                         child_mapped, child_own = self.as_object(_ABSENT, name, own, child, child)
                         self.object(member, child_mapped, child_own, child, arrays)
                         continue
-                elif node is LEAF and kind in _SCALARS:
+                elif kind in _SCALARS and node is _DYNAMIC[kind]:
                     continue
             elif node is OPAQUE or (node is LEAF and kind in _SCALARS):
                 continue
@@ -184,8 +193,15 @@ class _Walk:
         kind = type(value)
         if kind in _SCALARS:
             if node is _ABSENT:
-                own[name] = LEAF
+                own[name] = _DYNAMIC[kind]
                 self.added += STRING_FIELDS if kind is str else 1
+            elif node is _TEXT or node is _DOUBLE or node is _BOOLEAN:
+                if node is not _DYNAMIC[kind]:
+                    raise DocumentLimitError(
+                        FIELD_CONFLICT,
+                        f"[{_dotted((*path, name))}] is given a {node} value and a {_DYNAMIC[kind]} value: its "
+                        "dynamic mapping cannot be both",
+                    )
             elif node is not LEAF and node is not OPAQUE:
                 raise DocumentLimitError(
                     FIELD_CONFLICT, f"[{_dotted((*path, name))}] is an object, so it cannot also hold a value"
@@ -204,7 +220,9 @@ class _Walk:
                     f"deep at [{_dotted((*path, name))}]",
                 )
             for element in value:  # every element is the same field; the first to map it decides its kind
-                if type(element) in _SCALARS and (node is LEAF or node is OPAQUE):
+                if type(element) in _SCALARS and (
+                    node is LEAF or node is OPAQUE or node is _DYNAMIC[type(element)]
+                ):
                     continue
                 self.value(name, element, node, own, path, arrays + 1)
                 if node is _ABSENT:
@@ -249,7 +267,7 @@ class _Walk:
         self, node: Node, name: str, own: dict[str, Any], path: tuple[str, ...], wanted: tuple[str, ...]
     ) -> tuple[Mapping[str, Node], dict[str, Any]]:
         """The object at `path` that `node` stands for (added now when absent); a conflict when it is a value's."""
-        if node is LEAF:
+        if node is LEAF or node is _TEXT or node is _DOUBLE or node is _BOOLEAN:
             beneath = (
                 "so it cannot also be an object"
                 if wanted == path

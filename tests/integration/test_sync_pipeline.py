@@ -109,20 +109,24 @@ def test_numbers_are_held_as_the_engine_holds_them_with_the_exact_text_beside(
     assert properties["exactNumbers"] == {"type": "object", "enabled": False}
 
 
-def test_a_list_mixing_strings_and_numbers_is_refused_by_the_engine_and_dead_lettered_with_its_reason(
+def test_a_list_mixing_strings_and_numbers_is_dead_lettered_with_its_reason_before_the_engine_refuses_it(
     pipeline: Pipeline,
 ) -> None:
     """DynamoDB lists may mix types; the engine refuses a dynamically mapped array that mixes a string and a number
-    (each value asks for its own field type). The record is not lost: it reaches the dead-letter queue with the
-    engine's reason."""
+    (each value asks for its own field type: tests/lambdas/refdata/test_refdata_limits_engine.py). The sync's check
+    says so before the bulk request (the writer refuses such an item before any call), and the record is not lost:
+    it reaches the dead-letter queue with the reason."""
     pipeline.put(ZONE, "0000000001", phones={"L": [{"S": "555"}, {"N": "1"}]})
 
     final, _ = pipeline.deliver(pipeline.read_stream())
 
     assert list(final.values()) == ["dead-lettered"]
     (message,) = pipeline.dlq_messages()
-    assert message["reasonKind"] == "document-rejected"
-    assert "mapper [phones] cannot be changed from type" in message["reason"]
+    assert message["reasonKind"] == "field-conflict"
+    assert "[phones] is given a text value and a double value" in message["reason"]
+    assert not any(
+        "555" in request.body.decode(errors="replace") for request in pipeline.server.requests_to("_bulk")
+    )
 
 
 def test_ttl_expiry_writes_a_tombstone(pipeline: Pipeline) -> None:

@@ -279,11 +279,13 @@ def test_what_search_could_never_index_is_refused_before_any_call(schema, nowher
     too_deep: dict = {"leaf": 1}
     for _ in range(25):
         too_deep = {"next": too_deep}
-    cases = {  # refdata.limits: depth, an invalid field name, the total of fields, one path as value and object
+    cases = {  # refdata.limits: depth, an invalid field name, the total of fields, one path as value and object,
+        # one new path given two kinds of value (DynamoDB lists may mix them: the engine refuses the document)
         "depth": {"nested": too_deep},
         "field name": {"a..b": 1},
         "total fields": {f"field{i}": "text" for i in range(600)},
         "value and object": {"label": "x", "label.sub": "y"},
+        "two kinds in one list": {"phones": ["555", Decimal(1)]},
     }
     for attributes in cases.values():
         with pytest.raises(WriteError, match="search could never index it"):

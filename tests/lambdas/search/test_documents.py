@@ -84,10 +84,12 @@ ALL_TYPES = {
     "tags": {"SS": ["trail", "lake", "camp"]},
     "sizes": {"NS": ["10", "2.5", "-1"]},
     "blobs": {"BS": ["Aw==", "AQ=="]},
-    # A list's elements are one field to the engine: values, or objects, never both (refdata.limits).
+    # A list's elements are one field to the engine: values of one kind (strings, numbers or booleans), or objects,
+    # never two (refdata.limits; tests/lambdas/refdata/test_refdata_limits_engine.py asks the engine).
     "nested": {
         "M": {
-            "list": {"L": [{"S": "a"}, {"N": "1"}, {"L": []}]},
+            "list": {"L": [{"S": "a"}, {"S": "b"}, {"L": []}]},
+            "numbers": {"L": [{"N": "1"}, {"L": [{"N": "2.5"}]}]},
             "maps": {"L": [{"M": {"deep": {"BOOL": True}}}]},
         }
     },
@@ -121,7 +123,7 @@ def test_every_attribute_type_becomes_plain_json() -> None:
     assert doc["tags"] == ["camp", "lake", "trail"]
     assert doc["sizes"] == [-1, 2.5, 10]
     assert doc["blobs"] == ["AQ==", "Aw=="]
-    assert doc["nested"] == {"list": ["a", 1, []], "maps": [{"deep": True}]}
+    assert doc["nested"] == {"list": ["a", "b", []], "numbers": [1, [2.5]], "maps": [{"deep": True}]}
     assert doc["empty"] == {}
 
 
