@@ -165,7 +165,8 @@ def test_without_a_template_only_the_items_own_fields_count() -> None:
 
 
 # Property: the check before sending refuses exactly what the loopback server's document parser and mapping limits
-# refuse (strings only as values, so that no value-type conflict, which the check leaves to the engine, comes up).
+# refuse (strings only as values: the stand-in does not model a path given two kinds of value, which
+# test_refdata_limits_engine.py checks against the real engine).
 names = st.sampled_from(["a", "b", "c", "a.b", "b.c", "a.", ".a", "a..b", "geometryUrl", "pk"])
 values = st.recursive(
     st.none() | st.just("x"),
