@@ -5,4 +5,5 @@ pytest_plugins = (
     "tests.support.coverage",
     "tests.support.assembly",
     "tests.support.engine_node",
+    "tests.support.secured_node",
 )
