@@ -226,7 +226,9 @@ def test_oversize_document_is_dead_lettered_and_the_rest_split_under_the_cap(pip
     pipeline.assert_index_equals_dynamodb()
 
 
-def test_a_geometry_the_engine_cannot_index_is_dead_lettered_with_the_engines_reason(pipeline: Pipeline) -> None:
+def test_a_geometry_the_engine_cannot_index_is_dead_lettered_with_the_engines_reason(
+    pipeline: Pipeline,
+) -> None:
     # Well-formed GeoJSON that passes the sync's own check, but a ring that crosses itself: the engine cannot
     # tessellate it and refuses the document.
     bowtie = [[0, 0], [2, 2], [2, 0], [0, 2], [0, 0]]
@@ -239,7 +241,9 @@ def test_a_geometry_the_engine_cannot_index_is_dead_lettered_with_the_engines_re
     assert sorted(final.values()) == ["dead-lettered", "indexed"]
     (message,) = pipeline.dlq_messages()
     assert (message["documentId"], message["reasonKind"]) == (doc_id("0000000001"), "mapping-rejected")
-    assert "mapper_parsing_exception: failed to parse field [geometry] of type [geo_shape]" in message["reason"]
+    assert (
+        "mapper_parsing_exception: failed to parse field [geometry] of type [geo_shape]" in message["reason"]
+    )
     assert "Unable to Tessellate shape" in message["reason"]  # the engine's own words
     assert pipeline.server.document("geozone", doc_id("0000000001")) is None
 
