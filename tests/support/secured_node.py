@@ -36,7 +36,7 @@ from tests.support.engine_node import HEAP, EngineNode
 from tests.support.engine_setup import LOG_CONFIG, EngineSetupError, java_home
 from tests.support.secured_setup import CLASSES, LAUNCHER_CLASS, LIB
 
-FIXTURE = "secured"
+FIXTURE, MODULE_FIXTURE = "secured", "secured_for_module"
 PROXY_ADDRESS = "127.0.0.2"  # the only source address the plugin takes a user from (Linux routes 127/8 on lo)
 # Who the suite's own housekeeping (wipe, inspection) acts as: mapped to all_access in the initial configuration.
 SUITE_ARN = "arn:aws:iam::000000000000:role/refdata-tests-housekeeping"
@@ -225,7 +225,7 @@ def session_node() -> SecuredNode:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+    if any({FIXTURE, MODULE_FIXTURE} & set(getattr(item, "fixturenames", ())) for item in session.items):
         session_node()
 
 
@@ -242,3 +242,11 @@ def secured() -> Iterator[SecuredNode]:
     node = session_node().wait_ready()
     node.wipe()
     yield node
+
+
+@pytest.fixture(scope="module")
+def secured_for_module() -> SecuredNode:
+    """The secured node, emptied once for a module whose tests only read what its module-scoped fixtures put."""
+    node = session_node().wait_ready()
+    node.wipe()
+    return node
