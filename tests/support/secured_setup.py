@@ -49,6 +49,10 @@ CACHE = ENGINE_CACHE / "secured"
 LIB = CACHE / "lib"
 CLASSES = CACHE / "classes"
 PLUGIN_GROUP, PLUGIN_ARTIFACT = "org.opensearch.plugin", "opensearch-security"
+# The engine versions `org.opensearch.plugin:opensearch-security` is published for on the registry (its metadata,
+# read 2026-12-05; 3.3.x.0 was refused). The secured node's version, pom.xml's `opensearch.version`, must be the
+# nearest of these at or above the engine's (tests/support/test_secured_node.py checks it): update both together.
+PLUGIN_PUBLISHED_FOR = ("2.11.1", "2.19.3", "2.19.4", "3.4.0")
 SECURED_VERSION = re.search(r"<opensearch\.version>([^<]+)<", POM.read_text())[1]  # type: ignore[index]
 _LOCK_HEADER = (
     "# Every artifact the secured test node loads: group:artifact:version and SHA-256 (tests/support/secured_setup.py).\n"
