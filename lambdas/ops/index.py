@@ -159,6 +159,11 @@ class IndexClient:
         """One atomic `POST _aliases`: every action applies, or none does."""
         self._api.send("POST", "_aliases", {"actions": list(actions)})
 
+    def refresh(self, index: str) -> None:
+        """Make every write to `index` so far visible to searches and counts (the engine refreshes on its own only
+        every `index.refresh_interval`, a second by default)."""
+        self._api.send("POST", f"{path_segment(index)}/_refresh")
+
     def live_count(self, index: str) -> int:
         """Documents in `index` that readers would see (tombstones excluded)."""
         return self.count(index, read_alias_filter())

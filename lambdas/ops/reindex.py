@@ -146,6 +146,7 @@ class Reindex:
         if run["dryRun"]:
             return summary | {"readAliasActions": run.get("readAliasActions", []), "status": DONE}
         target = run["target"]
+        env.client.refresh(target)  # the count covers every document the backfill wrote
         summary["indexLiveDocuments"] = env.client.live_count(target)
         if not merged.finished or merged.failure_count > int(run.get("maxRejected", 0)):
             return summary | {"status": WORK_LEFT}  # the read alias stays where it is; fix, then rerun

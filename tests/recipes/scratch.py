@@ -1,7 +1,8 @@
 """A scratch copy of the working tree to apply a change to, and the commands people run there.
 
-The copy holds every file git would (tracked and untracked, not ignored), shares the set-up (.venv, node_modules:
-symlinks, never re-installed) and is a git repository of its own, so what a change touched is ``git status``.
+The copy holds every file git would (tracked and untracked, not ignored), shares the set-up (.venv, node_modules and
+the test engine's .cache/engine: symlinks, never re-installed) and is a git repository of its own, so what a change
+touched is ``git status``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # make treats the set-up as done: the copy's files are newer than the shared .venv's stamp.
 MAKE = ["make", "--no-print-directory", "-o", ".venv/.installed", "-o", "node_modules/.installed"]
+MAKE += ["-o", ".cache/engine/.installed"]
 GIT = {"GIT_AUTHOR_NAME": "recipe", "GIT_AUTHOR_EMAIL": "recipe@example.invalid"}
 GIT |= {"GIT_COMMITTER_NAME": "recipe", "GIT_COMMITTER_EMAIL": "recipe@example.invalid"}
 
@@ -37,7 +39,8 @@ class Scratch:
             if source.is_file():
                 (root / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, root / name)
-        for shared in (".venv", "node_modules"):
+        (root / ".cache").mkdir(exist_ok=True)
+        for shared in (".venv", "node_modules", ".cache/engine"):
             (root / shared).symlink_to(ROOT / shared)
         if (ROOT / ".mypy_cache").is_dir():  # a warm type-check cache, as a developer's tree has
             shutil.copytree(ROOT / ".mypy_cache", root / ".mypy_cache")

@@ -13,13 +13,13 @@ from moto import mock_aws  # noqa: E402
 from ops_harness import (  # noqa: E402
     ADMIN_KEY,
     ADMIN_ROLE_ARN,
-    FGAC,
     REGION,
     OpsEnv,
 )
 
 from infra.environments import environments  # noqa: E402
 from tests.support.aws import moto_role_of_access_key, use_fake_aws  # noqa: E402
+from tests.support.engine_node import EngineNode  # noqa: E402
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch  # noqa: E402
 
 
@@ -37,8 +37,9 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def ops_env(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpsEnv]:
-    yield from _ops_env(monkeypatch, FGAC)
+def ops_env(aws_env: None, monkeypatch: pytest.MonkeyPatch, engine: EngineNode) -> Iterator[OpsEnv]:
+    """The tools, as the FGAC admin role (every permission), against the real engine behind the domain front."""
+    yield from _ops_env(monkeypatch, LoopbackOpenSearch(region=REGION, engine=engine))
 
 
 @pytest.fixture
@@ -48,11 +49,11 @@ def assumed_env(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpsE
     fgac = FineGrainedAccessControl(
         ADMIN_ROLE_ARN, lambda key: ADMIN_ROLE_ARN if key == ADMIN_KEY else moto_role_of_access_key(key)
     )
-    yield from _ops_env(monkeypatch, fgac)
+    yield from _ops_env(monkeypatch, LoopbackOpenSearch(region=REGION, fgac=fgac))
 
 
-def _ops_env(monkeypatch: pytest.MonkeyPatch, fgac: FineGrainedAccessControl) -> Iterator[OpsEnv]:
-    with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=fgac) as server:
+def _ops_env(monkeypatch: pytest.MonkeyPatch, front: LoopbackOpenSearch) -> Iterator[OpsEnv]:
+    with mock_aws(), front as server:
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN_KEY)  # the tools run as the FGAC admin role
         env = OpsEnv(server)
         env.create_table()

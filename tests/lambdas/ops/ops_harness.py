@@ -194,7 +194,10 @@ class OpsEnv:
             },
         ]
         body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
-        response = self.transport.request("POST", "_bulk", body, {"Content-Type": NDJSON_CONTENT_TYPE})
+        # The test makes the change visible to searches at once (a refresh), as it could on a domain; the sync does
+        # not refresh.
+        path = "_bulk?refresh=true"
+        response = self.transport.request("POST", path, body, {"Content-Type": NDJSON_CONTENT_TYPE})
         (entry,) = response.json()["items"]
         assert entry["update"]["status"] < 300, entry
         return str(entry["update"]["result"])
