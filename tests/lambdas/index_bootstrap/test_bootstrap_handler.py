@@ -26,7 +26,6 @@ from search.readers import read_role_definitions
 
 from tests.support.aws import moto_role_of_access_key
 from tests.support.engine_node import EngineNode
-from tests.support.secured_node import SecuredNode
 from tests.support.opensearch_server import (
     ROUTE_ALIASES,
     ROUTE_BULK,
@@ -39,6 +38,7 @@ from tests.support.opensearch_server import (
     FineGrainedAccessControl,
     LoopbackOpenSearch,
 )
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,6 @@ from infra.environments import environments
 from ops import cli
 from tests.support.iam import SdkCalls
 from tests.support.opensearch_server import LoopbackOpenSearch
-from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -98,11 +97,9 @@ class SmokeWorld:
 
 
 @pytest.fixture(params=sorted(environments()))
-def smoke(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
-) -> Iterator[SmokeWorld]:
+def smoke(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeWorld]:
     config = environments()[request.param]
-    for world, calls, clock, gaps, server in deployed_environment(config, monkeypatch, secured):
+    for world, calls, clock, gaps, server in deployed_environment(config, monkeypatch, None):
         yield SmokeWorld(world, calls, clock, gaps, server, monkeypatch)
         handler.reset()
 
@@ -132,8 +129,8 @@ LAYOUT = max(environments().values(), key=lambda config: len(config.source_table
 
 
 @pytest.fixture
-def layout(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeWorld]:
-    for world, calls, clock, gaps, server in deployed_environment(LAYOUT, monkeypatch, secured):
+def layout(monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeWorld]:
+    for world, calls, clock, gaps, server in deployed_environment(LAYOUT, monkeypatch, None):
         yield SmokeWorld(world, calls, clock, gaps, server, monkeypatch)
         handler.reset()
 
