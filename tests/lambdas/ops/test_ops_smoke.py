@@ -20,6 +20,7 @@ from smoke_harness import SYNC_KEY, SmokeStack, smoke_stack
 from infra.config import EnvironmentConfig
 from infra.environments import environments
 from ops import cli
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +39,10 @@ def config(request: pytest.FixtureRequest) -> EnvironmentConfig:
 
 
 @pytest.fixture
-def passing(config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
-    with smoke_stack(config, monkeypatch, wait_seconds=20) as stack:
+def passing(
+    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
+) -> Iterator[SmokeStack]:
+    with smoke_stack(config, monkeypatch, secured, wait_seconds=20) as stack:
         yield stack
 
 
@@ -81,17 +84,17 @@ COMPONENTS = {"stream not flowing", "sync erroring", "document refused", "alias 
 
 
 @pytest.fixture
-def failing(monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
+def failing(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeStack]:
     """A step that is to time out waits five (virtual) seconds, ten polls of the mappings: the other tables'
     canaries, which must pass in the same run, arrive at their first."""
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=5.0) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=5.0) as stack:
         yield stack
 
 
 @pytest.fixture
-def flowing(monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
+def flowing(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeStack]:
     """Every wait succeeds (the canary arrives at the first poll), the failure comes from something else."""
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
         yield stack
 
 
@@ -320,7 +323,7 @@ def test_a_later_run_sweeps_what_a_stalled_pipeline_delivered_after_its_run(
 
 
 def test_a_part_that_crashed_is_cleaned_up_by_finish(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     """A worker killed mid-canary runs no cleanup of its own: its canary's key, saved before the write, is cleaned
     up by the run's finish. (One part at a time, so no other part is still running when finish does.)"""
@@ -338,7 +341,7 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
     monkeypatch.setattr(smoke, "run_canary", crash)
     serial = replace(LAYOUT, ops=replace(LAYOUT.ops, max_concurrency=1))
 
-    with smoke_stack(serial, monkeypatch, wait_seconds=5.0) as stack:
+    with smoke_stack(serial, monkeypatch, secured, wait_seconds=5.0) as stack:
         status, summary, _ = run(stack, capsys)
 
         assert status == 2 and summary["verdict"].startswith("FAILED (smoke run): ")
@@ -349,7 +352,7 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
 
 
 def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves_nothing(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     """An invocation that wrote its canary and then failed in a way the workflow retries (here a TransientFailure):
     the retry must not refuse its own canary as another writer's. It cleans that one up and runs a fresh one."""
@@ -372,7 +375,7 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
         return real(env, settings, tools, part, cursor, run_id=run_id)  # type: ignore[arg-type]
 
     monkeypatch.setattr(smoke, "run_canary", once)
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
         status, summary, _ = run(stack, capsys)
 
         assert summary["verdict"] == "pass", summary
@@ -382,11 +385,11 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
 
 @pytest.mark.parametrize("startup", [400.0, 0.0])
 def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_the_startup_budget(
-    startup: float, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    startup: float, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     """A new event source mapping may take several minutes to start polling (Lambda Developer Guide): the first wait
     lasts until the start-up budget after the mapping was modified. Without one, the first deploy fails."""
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20, startup_seconds=startup) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_seconds=startup) as stack:
         stack.poller.starts = dict.fromkeys(stack.poller.streams, 300.0)  # five minutes on the run's clock
 
         status, summary, _ = run(stack, capsys)
@@ -402,7 +405,7 @@ def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_th
 
 
 def test_two_runs_at_once_share_nothing_and_both_pass(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     import threading
 
@@ -411,7 +414,7 @@ def test_two_runs_at_once_share_nothing_and_both_pass(
     def one() -> None:
         results.append(cli.main(["smoke", "--env", stack.config.name, "--region", "ca-central-1"]))
 
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
         threads = [threading.Thread(target=one) for _ in range(2)]
         for thread in threads:
             thread.start()

@@ -805,13 +805,11 @@ ADMIN_KEY = "AKIDADMIN"  # the test's own calls sign as the FGAC admin (and are 
 
 
 def deployed_environment(
-    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, node: SecuredNode | None
+    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, node: SecuredNode
 ) -> Iterator[tuple[World, SdkCalls, Clock, MotoGaps, LoopbackOpenSearch]]:
     """An environment as deployed: the domain front before the secured node (the admin role its FGAC master,
     requests signed with moto's STS session keys acting as the role assumed, the security plugin deciding what each
-    role may do), its stacks in moto, every checked call; the test fails on any IAM violation. With no node, the
-    stand-in and its emulated FGAC: the smoke run's tests, whose waits on virtual time do not yet meet a real
-    engine's refresh."""
+    role may do), its stacks in moto, every checked call; the test fails on any IAM violation."""
     use_fake_aws(monkeypatch, config.region)
     admin = config.role_arn(config.platform_role_name("search-admin"))
     fgac = FineGrainedAccessControl(
