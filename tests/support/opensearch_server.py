@@ -59,6 +59,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from tests.support.domain_principals import UNRESTRICTED, FineGrainedAccessControl, Subject
 from tests.support.engine_node import EngineNode
 from tests.support.engine_proxy import Forwarded, ItemError, forward, forward_bulk
 from tests.support.iam import DomainAccess
@@ -75,13 +76,7 @@ from tests.support.opensearch_scripts import (
     missing_script,
     run_update_script,
 )
-from tests.support.opensearch_security import (
-    UNRESTRICTED,
-    Authorizer,
-    FineGrainedAccessControl,
-    Subject,
-    matches,
-)
+from tests.support.opensearch_security import Authorizer, matches
 from tests.support.secured_node import SecuredNode
 
 __all__ = [
@@ -1832,8 +1827,9 @@ class LoopbackOpenSearch:
 
     `credentials` (access key, secret key), or a map of access key to secret key, makes it verify signatures,
     not only their presence.
-    `fgac` turns on fine-grained access control: each signed request acts as the IAM role its access key
-    belongs to (see tests/support/opensearch_security.py).
+    `fgac` attributes each signed request to the IAM role its access key belongs to
+    (tests/support/domain_principals.py); with a secured `engine` (tests/support/secured_node.py) the request is
+    forwarded as that role and the security plugin decides.
     `auto_create_index` is the node's `action.auto_create_index` (a `PUT _cluster/settings` overrides it).
     `max_body_bytes` emulates Amazon OpenSearch Service's per-instance-type request size limit (HTTP 413).
     """
