@@ -49,7 +49,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.lock $(VENV)/.installed
 
 node_modules/.installed: package-lock.json
 	@node -e 'const m = +process.versions.node.split(".")[0]; if (m < 20) { console.error(`Node ${process.versions.node}: Node 22 or 24 is required (20 still works)`); process.exit(1) }'
-	$(call step,CDK CLI from package-lock.json)
+	$(call step,CDK CLI and the tests' IAM oracle from package-lock.json)
 	@npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
@@ -116,7 +116,7 @@ test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run ever
 
 # Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy and runs
 # the suite there, and plants a finding, an error annotation and a missing context value under `make synth`.
-recipes: setup ## prove the README's routine-change recipes and the synth gate on scratch copies (about 13 min)
+recipes: setup $(CHECKOV_VENV)/.installed $(ENGINE) ## prove the README's routine-change recipes and the synth gate on scratch copies (about 13 min)
 	$(call step,README recipes and the synth gate on scratch copies)
 	@# One recipe at a time: each runs its tests on every core, and two at once overload the machine.
 	@$(BIN)/python -m pytest -m recipe -p no:cacheprovider -v -rP tests/recipes

@@ -1,11 +1,13 @@
 """The proof loop: what a change costs to prove on this machine. `make test` on a set-up checkout (warm: the type
 checker's and the heavy tools' caches from an earlier run) and on a fresh clone of HEAD (no cache), with the CPU it
 used; synth with PYTHONDONTWRITEBYTECODE=1 set (as in CI), against the same command with no byte code to read
-(PYTHONPYCACHEPREFIX pointing at an empty folder: what every process paid before set-up compiled)."""
+(PYTHONPYCACHEPREFIX pointing at an empty folder: what every process paid before set-up compiled); and the IAM
+oracle's share of the warm run (its summary line: tests/support/iam_oracle.py)."""
 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -25,10 +27,14 @@ TARGETS = {
     "cdk synth": 8.0,
     "app": 6.0,
 }
+ORACLE = re.compile(
+    r"IAM oracle: (?P<decisions>\d+) decisions of the double \((?P<distinct>\d+) distinct\) put to iam-simulate in "
+    r"(?P<seconds>[\d.]+) s \((?P<cpu>[\d.]+) s of Node CPU\) over (?P<processes>\d+) process"
+)
 
 
-def timed(command: Sequence[str], cwd: Path = ROOT, **environ: str) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of every process it started) of one run; fails on a non-zero exit."""
+def timed(command: Sequence[str], cwd: Path = ROOT, **environ: str) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of every process it started, its output) of one run; fails on a non-zero exit."""
     env = {
         **os.environ,
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -46,7 +52,7 @@ def timed(command: Sequence[str], cwd: Path = ROOT, **environ: str) -> tuple[flo
         raise RuntimeError(
             f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
         )
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
 
 
 def fresh_clone(directory: Path) -> Path:
@@ -81,12 +87,25 @@ def synth_rows() -> list[str]:
     return rows
 
 
+def oracle_row(output: str) -> str:
+    """The IAM oracle's line of a `make test` run: what it checked, and the seconds its processes took together."""
+    found = ORACLE.search(output)
+    if not found:
+        raise RuntimeError("`make test` printed no IAM oracle line")
+    seconds, cpu, distinct = float(found["seconds"]), float(found["cpu"]), int(found["distinct"])
+    return (
+        f"| the IAM oracle in it: {found['decisions']} decisions of the IAM double ({distinct} distinct) put to "
+        f"iam-simulate at the session's end in {found['processes']} processes, {distinct / cpu:.0f} cases per CPU "
+        f"second (seconds summed over the processes) | {seconds:.1f} | {cpu:.1f} | | |"
+    )
+
+
 def run() -> str:
     subprocess.run(["make", *MADE, "test"], cwd=ROOT, capture_output=True, check=True)  # warms the caches
-    warm_wall, warm_cpu = timed(["make", *MADE, "test"])
+    warm_wall, warm_cpu, warm_output = timed(["make", *MADE, "test"])
     with tempfile.TemporaryDirectory() as directory:
         clone = fresh_clone(Path(directory))
-        fresh_wall, fresh_cpu = timed(["make", *MADE, "test"], cwd=clone)
+        fresh_wall, fresh_cpu, _ = timed(["make", *MADE, "test"], cwd=clone)
     synth = synth_rows()
     tests = [
         ("make test", "`make test` on a set-up checkout", warm_wall, warm_cpu),
@@ -108,6 +127,7 @@ def run() -> str:
                 f"{'met' if wall <= TARGETS[key] else '**missed**'} ({wall / TARGETS[key]:.2f}× the target) |"
                 for key, label, wall, cpu in tests
             ),
+            oracle_row(warm_output),
             "",
             "| command | with byte code s | without (baseline) s | ratio | target |",
             "|---|---:|---:|---:|---|",

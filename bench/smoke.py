@@ -132,9 +132,9 @@ loopback OpenSearch server (not a real OpenSearch) with FGAC. The baseline, meas
 stack: one ordinary item's put until the read alias returns it. Median of {REPEATS} runs per environment after a
 warm-up run; the ratio is the CLI's wall time over the baseline. The steps' times are on the harness's virtual clock
 (each poll of the smoke run advances it 0.5 s, whatever the machine's speed): they count polls, not seconds. On a
-real environment the smoke run polls every second and each wait is bounded by 120 s (the first by a new mapping's
-start-up, 400 s after it was modified), so a passing run there takes a few seconds per step, and a failing one at
-most one wait longer.
+real environment the smoke run polls every second and each wait is bounded by 120 s (the first, for a new mapping,
+goes on in the workflow until its start-up budget after it was modified, `ops.smoke_startup_minutes`), so a passing
+run there takes a few seconds per step, and a failing one at most one wait longer.
 
 {body}
 

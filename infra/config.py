@@ -675,13 +675,26 @@ MAX_INLINE_MAP_CONCURRENCY = 40
 SCHEDULE_EXPRESSION = re.compile(r"^(cron\([^()]+\)|rate\(\d+ (minute|minutes|hour|hours|day|days)\))$")
 
 
-# Each step of a smoke canary waits this long; the worker's 15 minutes hold the start-up budget, two more waits and
-# the 240 s the run keeps for its cleanup (lambdas/ops/smoke.py).
+# Each step of a smoke canary waits this long inside one worker invocation; its three waits and the 240 s the run
+# keeps for its cleanup fit the worker's 15 minutes (lambdas/ops/smoke.py). For a new event source mapping the first
+# wait goes on in the smoke workflow, a check every 30 s, until the start-up budget (``ops.smoke_startup_minutes``)
+# is spent: more than one step's wait (else it allows nothing), at most an hour. AWS says a new mapping "may take
+# several minutes to start polling"; HeartbeatMissing waits the budget out before it pages (a pipeline that stops
+# silently pages that much later in every environment), and an hour of checks is about 1,100 events of its part's
+# 25,000-event history (infra/constructs/ops_workflows.py, STARTUP_CHECK_SECONDS).
 SMOKE_WAIT_SECONDS = 120
-MAX_SMOKE_STARTUP_SECONDS = 900 - 240 - 2 * SMOKE_WAIT_SECONDS - 1
+MIN_SMOKE_STARTUP_MINUTES = SMOKE_WAIT_SECONDS // 60 + 1
+MAX_SMOKE_STARTUP_MINUTES = 60
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(
+    frozen=True,
+    kw_only=True,
+    renamed={
+        "smoke_startup_seconds": "'smoke_startup_minutes': the smoke run's start-up budget is in whole minutes "
+        f"({MIN_SMOKE_STARTUP_MINUTES}-{MAX_SMOKE_STARTUP_MINUTES}; the former default, 400 s, is 7)"
+    },
+)
 class OpsSettings:
     """The ops workflows (reindex, reconcile, redrive, tombstone purge; docs/operations.md).
 
@@ -701,11 +714,11 @@ class OpsSettings:
     scan_read_units_per_second: int = 400
     scan_max_hours: int = 2
     worker_memory_mb: int = 1024
-    # The post-deploy smoke run's start-up budget: its first wait lasts until this long after a table's event source
-    # mapping was last modified, since a new mapping "may take several minutes to start polling" (Lambda Developer
-    # Guide). With the smoke run's two other waits (120 s each) and its cleanup it must fit one worker invocation.
-    # HeartbeatMissing waits it out too (HeartbeatSettings.missing_alarm_periods).
-    smoke_startup_seconds: int = 400
+    # The post-deploy smoke run's start-up budget, in minutes: its first wait goes on in the smoke workflow until this
+    # long after a table's event source mapping was last modified, since a new mapping "may take several minutes to
+    # start polling" (Lambda Developer Guide). HeartbeatMissing waits it out too
+    # (HeartbeatSettings.missing_alarm_periods).
+    smoke_startup_minutes: int = 7
     # EventBridge Scheduler expression (UTC) of the tombstone purge.
     purge_schedule: str = "cron(17 3 * * ? *)"
 
@@ -745,11 +758,10 @@ class OpsSettings:
         _require(1 <= self.scan_max_hours <= 24, f"{path}.scan_max_hours", "must be 1-24")
         _require(512 <= self.worker_memory_mb <= 10240, f"{path}.worker_memory_mb", "must be 512-10240")
         _require(
-            SMOKE_WAIT_SECONDS < self.smoke_startup_seconds <= MAX_SMOKE_STARTUP_SECONDS,
-            f"{path}.smoke_startup_seconds",
-            f"must be {SMOKE_WAIT_SECONDS + 1}-{MAX_SMOKE_STARTUP_SECONDS}: longer than one smoke wait "
-            f"({SMOKE_WAIT_SECONDS} s), and short enough that it, the two other waits and the cleanup fit the worker's "
-            "15 minutes",
+            MIN_SMOKE_STARTUP_MINUTES <= self.smoke_startup_minutes <= MAX_SMOKE_STARTUP_MINUTES,
+            f"{path}.smoke_startup_minutes",
+            f"must be {MIN_SMOKE_STARTUP_MINUTES}-{MAX_SMOKE_STARTUP_MINUTES} (minutes): longer than one smoke wait "
+            f"({SMOKE_WAIT_SECONDS} s), and at most an hour, since HeartbeatMissing waits it out before it pages",
         )
         _require(
             bool(SCHEDULE_EXPRESSION.fullmatch(self.purge_schedule)),
@@ -762,12 +774,13 @@ class OpsSettings:
 class HeartbeatSettings:
     """The heartbeat (infra/constructs/heartbeat.py; docs/sync.md, *Heartbeat*): every ``interval_minutes`` an
     EventBridge Scheduler schedule rewrites one heartbeat item per source table, and the sync emits the time from
-    that write to the index accepting it. Two alarms per table watch it (infra/constructs/monitoring.py):
-    ``HeartbeatLag`` fires when the heartbeats that arrive reach the index ``lag_alarm_seconds`` or more after their
-    write, in each of ``alarm_periods`` consecutive intervals (an interval without a heartbeat is not its concern);
-    ``HeartbeatMissing`` fires when no heartbeat arrives for ``missing_alarm_periods(ops.smoke_startup_seconds)``
-    consecutive intervals: longer than a new event source mapping may take to start polling plus one interval, so a
-    deploy that creates or recreates a mapping does not page while the smoke run still waits for it.
+    that write to the index accepting it; a second schedule counts each heartbeat due. Two alarms per table watch
+    them (infra/constructs/monitoring.py), neither breaching on missing data: ``HeartbeatLag`` fires when the
+    heartbeats that arrive reach the index ``lag_alarm_seconds`` or more after their write, in each of
+    ``alarm_periods`` consecutive intervals; ``HeartbeatMissing`` fires when heartbeats are due and none is indexed
+    in each of ``missing_alarm_periods(60 × ops.smoke_startup_minutes)`` consecutive intervals: longer than a new event
+    source mapping may take to start polling plus two intervals, so a deploy that creates or recreates a mapping
+    does not page while the smoke run still waits for it.
     """
 
     interval_minutes: int = 1
@@ -793,11 +806,14 @@ class HeartbeatSettings:
         )
 
     def missing_alarm_periods(self, startup_seconds: int) -> int:
-        """``HeartbeatMissing``'s evaluation periods: the intervals that cover a new mapping's start-up
-        (``startup_seconds``, the smoke run's budget ``ops.smoke_startup_seconds``) plus one interval (the first
-        heartbeat after it may land in the next one), and at least ``alarm_periods``."""
+        """``HeartbeatMissing``'s evaluation periods N, at least ``alarm_periods``. It pages only once N periods in a
+        row held a heartbeat due and none indexed, which takes more than N - 1 intervals from the first heartbeat
+        due; that first count comes after the mapping exists, and the first heartbeat is indexed within the
+        mapping's start-up (``startup_seconds``, the smoke run's budget ``ops.smoke_startup_minutes`` in seconds), one
+        interval for the next heartbeat and one more for its indexing and the periods' alignment: N - 1 intervals
+        must cover ``startup_seconds`` plus two intervals."""
         interval = 60 * self.interval_minutes
-        return max(self.alarm_periods, math.ceil((startup_seconds + interval) / interval))
+        return max(self.alarm_periods, math.ceil(startup_seconds / interval) + 3)
 
 
 # The search roles infra/constructs/search_access.py names `<domain name>-<purpose>`.

@@ -661,13 +661,27 @@ def schedule(ctx: Context, logical_id: str, resource: Mapping[str, Any]) -> list
             per=1e6,
         )
     ]
-    if props(resource).get("Target", {}).get("Arn") == HEARTBEAT_TARGET:
+    target = props(resource).get("Target", {}).get("Arn")
+    if target == HEARTBEAT_TARGET:
         items += _heartbeat_writes(ctx, logical_id, resource, runs)
+    if target == HEARTBEAT_DUE_TARGET:
+        items.append(
+            ctx.charge(
+                "CloudWatch metrics",
+                f"{construct(logical_id)}: PutMetricData of each heartbeat due",
+                runs,
+                "requests",
+                "cloudwatch.requests",
+                per=1e3,
+            )
+        )
     return items
 
 
 HEARTBEAT_TARGET = "arn:aws:scheduler:::aws-sdk:dynamodb:putItem"  # infra/constructs/heartbeat.py
+HEARTBEAT_DUE_TARGET = "arn:aws:scheduler:::aws-sdk:cloudwatch:putMetricData"  # infra/constructs/heartbeat.py
 HEARTBEAT_METRIC = "HeartbeatLagSeconds"  # stream_sync/heartbeat.py
+HEARTBEAT_DUE_METRIC = "HeartbeatsDue"  # infra/constructs/heartbeat.py
 HEARTBEAT_LOG_KIB = 1.5  # the sync's log lines for a batch of one record: summary, EMF, heartbeat EMF
 
 
@@ -753,22 +767,22 @@ def _heartbeat_metrics(resource: Mapping[str, Any]) -> set[str]:
     return {
         repr((metric.get("Namespace"), metric.get("MetricName"), metric.get("Dimensions")))
         for metric in metrics
-        if metric.get("MetricName") == HEARTBEAT_METRIC
+        if metric.get("MetricName") in (HEARTBEAT_METRIC, HEARTBEAT_DUE_METRIC)
     }
 
 
 def heartbeat_cost(stacks: list[Stack], workload: Workload, prices: PriceTable) -> list[LineItem]:
-    """The heartbeat's share of an environment's estimate: its schedules, writes, sync invocations and log lines,
-    its alarms and its metric (one per table)."""
+    """The heartbeat's share of an environment's estimate: its schedules (the writes and the counts due), writes,
+    sync invocations, log lines and PutMetricData requests, its alarms and its metrics (two per table)."""
     items: list[LineItem] = []
-    metrics: set[str] = set()  # its alarms read one metric per table (HeartbeatLag and HeartbeatMissing)
+    metrics: set[str] = set()  # its alarms read two metrics per table (HeartbeatLag and HeartbeatMissing)
     for stack in stacks:
         ctx = Context(stack=stack, environment=stacks, workload=workload, prices=prices)
         for logical_id, resource in stack.resources.items():
             kind = resource.get("Type")
-            if (
-                kind == "AWS::Scheduler::Schedule"
-                and props(resource).get("Target", {}).get("Arn") == HEARTBEAT_TARGET
+            if kind == "AWS::Scheduler::Schedule" and props(resource).get("Target", {}).get("Arn") in (
+                HEARTBEAT_TARGET,
+                HEARTBEAT_DUE_TARGET,
             ):
                 items += schedule(ctx, logical_id, resource)
             elif kind == "AWS::CloudWatch::Alarm" and (read := _heartbeat_metrics(resource)):
@@ -778,7 +792,7 @@ def heartbeat_cost(stacks: list[Stack], workload: Workload, prices: PriceTable) 
         items.append(
             LineItem(
                 "CloudWatch metrics",
-                f"{HEARTBEAT_METRIC} (one per table)",
+                f"{HEARTBEAT_METRIC} and {HEARTBEAT_DUE_METRIC} (two per table)",
                 Quantity(len(metrics), "metrics"),
                 len(metrics) * prices["cloudwatch.custom_metric"],
             )
@@ -1002,8 +1016,9 @@ def document(
         "## The heartbeat",
         "",
         "What the heartbeat (docs/sync.md, *Heartbeat*) adds to each environment, already inside the estimate above:",
-        "a schedule per table, each run's item write, the sync invocation and log lines its stream record causes",
-        "(at worst one invocation per heartbeat), the two alarms per table and its metric.",
+        "two schedules per table (the heartbeat's write and its count due), each run's item write, the sync invocation",
+        "and log lines its stream record causes (at worst one invocation per heartbeat), each count's PutMetricData",
+        "request, the two alarms per table and their two metrics.",
         "",
         *summary_table(heartbeats, "heartbeat"),
     ]

@@ -4,7 +4,8 @@ Config records (infra/config.py) are frozen, keyword-only dataclasses declared w
 module: the standard library's dataclass plus two checks a person editing ``infra/environments.py`` needs.
 
 - Building a record with a field it does not have fails at once, naming the nearest valid field
-  (``NetworkSettings: unknown field 'max_az' (did you mean 'max_azs'?)``).
+  (``NetworkSettings: unknown field 'max_az' (did you mean 'max_azs'?)``), or, for a field the record declares
+  ``renamed``, what it became (``OpsSettings: field 'smoke_startup_seconds' is now 'smoke_startup_minutes': ...``).
 - ``check_types(record, path)``, run by ``EnvironmentConfig`` over its whole tree before any rule, checks each
   field's value against its annotation and names it by its full path (``dev.network.max_azs: must be an integer,
   not '2' (str)``). An enum accepts its members and their values (``"retain"`` becomes ``RemovalPolicy.RETAIN``);
@@ -55,8 +56,9 @@ def _takes(cls: type, value: Any, field_name: str) -> bool:
 
 
 @dataclass_transform(field_specifiers=(dataclasses.field,))
-def dataclass(cls: type[T] | None = None, /, **options: Any) -> Any:
-    """``dataclasses.dataclass`` whose ``__init__`` refuses unknown and missing fields with a ConfigError."""
+def dataclass(cls: type[T] | None = None, /, *, renamed: dict[str, str] | None = None, **options: Any) -> Any:
+    """``dataclasses.dataclass`` whose ``__init__`` refuses unknown and missing fields with a ConfigError;
+    ``renamed``: a former field's name -> what it is now (the error says so)."""
 
     def wrap(cls: type[T]) -> type[T]:
         made = dataclasses.dataclass(cls, **options)
@@ -71,6 +73,8 @@ def dataclass(cls: type[T] | None = None, /, **options: Any) -> Any:
         @functools.wraps(init)
         def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
             for key, value in kwargs.items():
+                if key not in names and renamed and key in renamed:
+                    raise ConfigError(f"{made.__name__}: field {key!r} is now {renamed[key]}")
                 if key not in names:
                     hint = nearest(key, names, functools.partial(_takes, made, value))
                     raise ConfigError(f"{made.__name__}: unknown field {key!r}{hint}")

@@ -4,6 +4,7 @@ pytest_plugins = (
     "tests.support.real_sleep",
     "tests.support.coverage",
     "tests.support.assembly",
+    "tests.support.iam_oracle",
     "tests.support.engine_node",
     "tests.support.secured_node",
 )

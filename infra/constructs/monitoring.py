@@ -26,6 +26,7 @@ from stream_sync.telemetry import FATE_METRICS
 
 from infra.config import HeartbeatSettings, MonitoringSettings, SearchSettings
 from infra.constructs.dashboard import Graph, OperationsDashboard, Section
+from infra.constructs.heartbeat import DUE_METRIC, dimensions
 
 RUNBOOK = "docs/runbook.md"
 DOMAIN_NAMESPACE = "AWS/ES"
@@ -80,8 +81,9 @@ TABLE_OPERATIONS = (
 @dataclass(frozen=True)
 class WatchedHeartbeat:
     """The heartbeat's alarms: two per source table (its label in alarm names, the table), on the sync's
-    ``HeartbeatLagSeconds`` (infra/constructs/heartbeat.py); ``startup_seconds`` is how long a new event source
-    mapping may take to start polling (``ops.smoke_startup_seconds``), which ``HeartbeatMissing`` waits out."""
+    ``HeartbeatLagSeconds`` and the schedules' ``HeartbeatsDue`` (infra/constructs/heartbeat.py);
+    ``startup_seconds`` is how long a new event source mapping may take to start polling
+    (``ops.smoke_startup_minutes``, in seconds), which ``HeartbeatMissing`` waits out."""
 
     settings: HeartbeatSettings
     tables: Sequence[tuple[str, dynamodb.ITable]]
@@ -552,27 +554,50 @@ class Monitoring(Construct):
     def _watch_heartbeat(
         self, heartbeat: WatchedHeartbeat, function: lambda_.IFunction, namespace: str
     ) -> Section:
-        """Each table's heartbeat, in two alarms with one meaning each. ``HeartbeatLag``: the heartbeats that arrive
-        are slow (missing data is not breaching: an interval without one is the other alarm's concern).
-        ``HeartbeatMissing``: none arrives (the metric's sample count, missing data breaching), for longer than a
-        new mapping may take to start polling plus one interval, so a deploy that creates or recreates a mapping
-        does not page; it is how a disabled or stuck mapping, a sync that fails or is never invoked, an expired
-        iterator or a blocked index shows."""
+        """Each table's heartbeat, in two alarms with one meaning each, neither of which breaches on missing data (so
+        neither pages for the periods before a table's first heartbeat: a new environment, an added table).
+        ``HeartbeatLag``: the heartbeats that arrive are slow. ``HeartbeatMissing``: heartbeats are due (the
+        schedule's count, which does not pass through the pipeline) and none is indexed, in each of its evaluation
+        periods: longer than a new mapping may take to start polling plus two intervals, so a deploy that creates or
+        recreates a mapping does not page; it is how a disabled or stuck mapping, a sync that fails or is never
+        invoked, an expired iterator, a blocked index or a heartbeat that is not written shows."""
         settings = heartbeat.settings
         period = Duration.minutes(settings.interval_minutes)
         missing_periods = settings.missing_alarm_periods(heartbeat.startup_seconds)
         lags = []
+        counts: list[cloudwatch.IMetric] = []
         alarms = []
         for label, table in heartbeat.tables:
             lag = cloudwatch.Metric(
                 namespace=namespace,
                 metric_name=HEARTBEAT_METRIC,
-                dimensions_map={"Environment": self._environment, "Table": table.table_name},
+                dimensions_map=dimensions(self._environment, table.table_name),
                 statistic="Maximum",
                 period=period,
             )
-            lags.append(lag.with_(label=f"Heartbeat lag {label or 'main table'}"))
+            due = cloudwatch.Metric(
+                namespace=namespace,
+                metric_name=DUE_METRIC,
+                dimensions_map=dimensions(self._environment, table.table_name),
+                statistic="SampleCount",
+                period=period,
+            )
+            indexed = lag.with_(statistic="SampleCount")
             whose = f"the {label} table" if label else "the main table"
+            lags.append(lag.with_(label=f"Heartbeat lag {label or 'main table'}"))
+            counts += [
+                due.with_(label=f"Due ({label or 'main table'})"),
+                indexed.with_(label=f"Indexed ({label or 'main table'})"),
+            ]
+            # MATH: "When comparison operators are used between two time series, and only one of the time series has
+            # a value for a particular time stamp, the function treats the missing value in the other time series
+            # as 0": a period with a heartbeat due and none indexed is 1 (breaching), one with both is 0.
+            unindexed = cloudwatch.MathExpression(
+                expression="due > indexed",
+                using_metrics={"due": due, "indexed": indexed},
+                label=f"Heartbeats due, none indexed ({label or 'main table'})",
+                period=period,
+            )
             alarms += [
                 self._alarm(
                     "HeartbeatLag",
@@ -586,15 +611,15 @@ class Monitoring(Construct):
                 ),
                 self._alarm(
                     "HeartbeatMissing",
-                    lag.with_(statistic="SampleCount"),
+                    unindexed,
                     subject=label or None,
                     threshold=1,
-                    comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
                     evaluation_periods=missing_periods,
-                    missing=cloudwatch.TreatMissingData.BREACHING,
-                    summary=f"No heartbeat of {whose} reached the index for {missing_periods} intervals of "
-                    f"{settings.interval_minutes} min (longer than a new event source mapping takes to start "
-                    f"polling, {heartbeat.startup_seconds} s, plus one interval): the pipeline has stopped.",
+                    missing=EVENT,
+                    summary=f"In each of {missing_periods} intervals of {settings.interval_minutes} min, a heartbeat "
+                    f"of {whose} was due and none reached the index (longer than a new event source mapping takes "
+                    f"to start polling, {heartbeat.startup_seconds} s, plus two intervals): the pipeline has "
+                    "stopped.",
                 ),
             ]
         iterator_age = cloudwatch.MathExpression(
@@ -610,7 +635,8 @@ class Monitoring(Construct):
                 "Heartbeat lag beside iterator age (s)",
                 [*lags, iterator_age],
                 threshold=settings.lag_alarm_seconds,
-            )
+            ),
+            Graph("Heartbeats due and indexed (per interval)", counts),
         ]
         return Section("Heartbeat (end-to-end lag)", graphs, alarms)
 

@@ -10,22 +10,24 @@ the export's ``manifest-files.json``, one child execution per data file) → **P
 plan's parts: scan segments, point-in-time slices, consumers, indices) → **Finish** (adds the parts up, does the last
 step, writes the summary) → succeed, or **RunFailed** when the summary says failed. Each part is a loop: **Part**
 works until its time is nearly up and answers ``done``; a step that fails (including after its retries) goes to
-**FinishAfterFailure**, which still writes the summary with what failed.
+**FinishAfterFailure**, which still writes the summary with what failed. A smoke part may answer ``wait`` instead (a
+canary waiting for its table's new event source mapping): its loop waits ``STARTUP_CHECK_SECONDS`` and invokes it
+again, so the start-up budget (config ``ops.smoke_startup_minutes``) is the workflow's, never one invocation's.
 
 Both maps are distributed: each part's loop runs in a child execution with its own history, so however long a
 part works its loop never fills the run's 25,000-event history (a child's loop is bounded by the run's timeout:
 a part answers "not done" only after about 11 minutes of work). The export is polled at most
-``EXPORT_MAX_POLLS`` times. Each map's ``ResultWriter`` writes its children's results to the ops bucket
-(``runs/<operation>/<run id>/maps/files|parts/<map run id>/``: ``manifest.json`` and the result files): held in the
-state they would count against Step Functions' 256 KiB payload quota, and an export of enough files would fail
-the run with ``States.DataLimitExceeded``, which no catch-all catches. The state keeps only where they are
-(``$.filesRun``, ``$.partsRun``); nothing reads them back: **Finish** adds up the parts' states in the run's
-records.
+``EXPORT_MAX_POLLS`` times. Each map's ``ResultWriter`` writes its children's results to the ops bucket under a
+literal prefix (``runs/<operation>/_maps/files|parts/``; Step Functions adds ``<map run id>/``, which separates runs:
+``manifest.json`` and the result files): held in the state they would count against Step Functions' 256 KiB payload
+quota, and an export of enough files would fail the run with ``States.DataLimitExceeded``, which no catch-all
+catches. The state keeps only where they are (``$.filesRun``, ``$.partsRun``); nothing reads them back: **Finish**
+adds up the parts' states in the run's records.
 
 Maps run ``ops.max_concurrency`` parts at once, and with ``reserve_concurrency`` the worker's reserved
 concurrency is that for each of ``ops.concurrent_runs`` runs: a long run leaves the others (the nightly purge, the
 post-deploy smoke run) their workers, and the domain sees at most that many. Each state machine has its own role: it may invoke the worker,
-start and stop its own children, write their results under its runs' ``maps/`` (and use the data key the ops
+start and stop its own children, write their results under its operation's ``_maps/`` (and use the data key the ops
 bucket encrypts with), and (reindex, reconcile) export its tables. A
 throttled part (``TransientFailure``: OpenSearch or DynamoDB still throttling after the worker's own retries) and a
 throttled invocation (``Lambda.TooManyRequestsException``) are retried with backoff from the part's last saved
@@ -61,8 +63,15 @@ DEADLINE_MARGIN_SECONDS = 240  # a part stops starting pages with this much of i
 # well inside the tombstone purge's bound (an export run refuses older snapshots)
 RUN_TIMEOUT = Duration.days(7)
 EXPORT_POLL_SECONDS = 120
+# How often the smoke workflow checks whether a canary waiting for its table's new event source mapping has been
+# indexed (a paused part: lambdas/ops/smoke.py). Each check adds 9 events to its part's own history (the Wait's 2,
+# the Task's 5, the Choice's 2): at config's longest start-up budget, 60 minutes, 120 checks and about 1,100 events,
+# well inside the 25,000.
+STARTUP_CHECK_SECONDS = 30
+PAUSING_OPERATIONS = frozenset({"smoke"})  # whose parts may pause for the workflow to wait (PartState.paused)
 EXPORT_MAX_POLLS = 720  # a day of polling: about 9,400 history events, well inside the 25,000
 TOKEN_MARK = "${Token["
+MAP_RESULTS = "_maps"  # runs/<operation>/_maps/: the distributed maps' results (map_results_prefix)
 # What a distributed map's result writer needs of the ops bucket ("ResultWriter (Map)", IAM policies): it writes
 # its children's results under the run's prefix in parts, and aborts an unfinished upload.
 RESULT_WRITER_ACTIONS = (
@@ -290,9 +299,9 @@ class OpsWorkflows(Construct):
             )
             acknowledge(
                 policy,
-                "A distributed map writes its children's results under runs/<operation>/<run id>/maps/ (run ids exist "
-                "only at run time, and Step Functions names the files by the map run): the grant is to those maps' "
-                "results of this operation only.",
+                "A distributed map writes its children's results under runs/<operation>/_maps/, in a folder Step "
+                "Functions names by the map run's id at run time: the grant is to this operation's maps' results "
+                "only.",
                 f"AwsSolutions-IAM5[Resource::{finding_resource(self, self._map_results(operation))}]",
             )
             if operation in TABLE_OPERATIONS:
@@ -352,7 +361,7 @@ class OpsWorkflows(Construct):
 
     def _map_results(self, operation: str) -> str:
         """Where this operation's distributed maps write their results (`map_results_prefix`), in every run."""
-        return self.ops_bucket.arn_for_objects(f"runs/{operation}/*/maps/*")
+        return self.ops_bucket.arn_for_objects(f"runs/{operation}/{MAP_RESULTS}/*")
 
     def _schedule_purge(self, expression: str, prefix: str, key: Any, removal_policy: RemovalPolicy) -> None:
         """EventBridge Scheduler starts the purge workflow (input ``{}``: the execution's name is the run id)."""
@@ -493,7 +502,13 @@ def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
     """A map's item processor: invoke the worker on one part until it answers done; end with {} (the part's results
     are in its state in the ops bucket; the map's result writer writes each child's output). A part that fails for good has its error saved on its state first
     (`part-failed`): the map itself only fails with States.ExceedToleratedFailureThreshold, and the summary names
-    each failed part's own error."""
+    each failed part's own error. A pausing operation's part that answers `wait` is invoked again after
+    `STARTUP_CHECK_SECONDS` (a wait no invocation's 15 minutes cap)."""
+    choices = [{"Variable": "$.progress.done", "BooleanEquals": True, "Next": f"{label}PartFinished"}]
+    waits: dict[str, Any] = {}
+    if operation in PAUSING_OPERATIONS:
+        choices.append({"Variable": "$.progress.wait", "BooleanEquals": True, "Next": f"{label}PartWait"})
+        waits[f"{label}PartWait"] = {"Type": "Wait", "Seconds": STARTUP_CHECK_SECONDS, "Next": f"{label}Part"}
     return {
         "StartAt": f"{label}Part",
         "States": {
@@ -526,13 +541,8 @@ def _part_loop(worker_arn: str, operation: str, label: str) -> dict[str, Any]:
                 "ErrorPath": "$.error.Error",
                 "CausePath": "$.error.Cause",
             },
-            f"{label}PartDone": {
-                "Type": "Choice",
-                "Choices": [
-                    {"Variable": "$.progress.done", "BooleanEquals": True, "Next": f"{label}PartFinished"}
-                ],
-                "Default": f"{label}Part",
-            },
+            f"{label}PartDone": {"Type": "Choice", "Choices": choices, "Default": f"{label}Part"},
+            **waits,
             f"{label}PartFinished": {"Type": "Pass", "Result": {}, "End": True},
         },
     }
@@ -551,19 +561,22 @@ class Targets:
     max_concurrency: int
 
 
-def map_results_prefix(operation: str, run_id: str, map_name: str) -> str:
-    """Where a run's distributed map writes its children's results: Step Functions adds `<map run id>/` with the
-    map run's `manifest.json` and its result files (`SUCCEEDED_0.json`, ...)."""
-    return f"runs/{operation}/{run_id}/maps/{map_name}"
+def map_results_prefix(operation: str, map_name: str) -> str:
+    """Where every run of `operation` has its distributed map `map_name` write its children's results. Literal: AWS
+    documents only a literal `Bucket` and `Prefix` in a `ResultWriter`. Step Functions adds the map run's id, which
+    separates runs ("ResultWriter (Map)": `"Key": "csvProcessJobs/<map run id>/manifest.json"` for the prefix
+    `csvProcessJobs`), and writes `manifest.json` and the result files (`SUCCEEDED_0.json`, ...) there. Under
+    `runs/<operation>/` (the run records' lifecycle), in a folder no run's records can be: no run id starts with
+    `_` (ops.runs.RUN_ID)."""
+    return f"runs/{operation}/{MAP_RESULTS}/{map_name}"
 
 
 def _result_writer(operation: str, map_name: str, targets: Targets) -> dict[str, Any]:
     """A distributed map's results go to the ops bucket, never into the state: whatever their number, the state
     keeps only where they are (`MapRunArn`, `ResultWriterDetails`), well inside the 256 KiB payload quota."""
-    prefix = map_results_prefix(operation, "{}", map_name)
     return {
         "Resource": f"arn:{targets.partition}:states:::s3:putObject",
-        "Parameters": {"Bucket": targets.ops_bucket, "Prefix.$": f"States.Format('{prefix}', $.plan.runId)"},
+        "Parameters": {"Bucket": targets.ops_bucket, "Prefix": map_results_prefix(operation, map_name)},
     }
 
 

@@ -34,7 +34,7 @@ from infra.iam import attach_policy
 from infra.nag import acknowledge, finding_resource
 
 # What the ops worker gets for the smoke run (lambdas/ops/smoke.py, SmokeSettings) and the policy that lets it.
-SMOKE_VARIABLES = ("EVENT_SOURCE_MAPPINGS", "SMOKE_READERS", "SMOKE_WAIT_SECONDS", "SMOKE_STARTUP_SECONDS")
+SMOKE_VARIABLES = ("EVENT_SOURCE_MAPPINGS", "SMOKE_READERS", "SMOKE_WAIT_SECONDS", "SMOKE_STARTUP_MINUTES")
 SMOKE_WORKER_POLICY = "SmokeWorkerSmokePolicy"
 
 
@@ -96,7 +96,7 @@ class SmokeAccess(Construct):
         stack_names: Sequence[str],
         runner_role_name: str,
         deploy_role_arn: str,
-        startup_seconds: int,
+        startup_minutes: int,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -153,8 +153,8 @@ class SmokeAccess(Construct):
             ),
         )
         worker.add_environment("SMOKE_WAIT_SECONDS", str(SMOKE_WAIT_SECONDS))
-        # A first deploy's start-up budget (config: ops.smoke_startup_seconds).
-        worker.add_environment("SMOKE_STARTUP_SECONDS", str(startup_seconds))
+        # A first deploy's start-up budget (config: ops.smoke_startup_minutes).
+        worker.add_environment("SMOKE_STARTUP_MINUTES", str(startup_minutes))
         mapping_arns = [
             f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:event-source-mapping:"
             f"{mapping.event_source_mapping_id}"

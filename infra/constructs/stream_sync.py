@@ -141,6 +141,8 @@ class StreamSync(Construct):
         )
         # The id of each table's mapping (its metrics' EventSourceMappingUUID), in the order of `tables`.
         self.mapping_ids: list[str] = []
+        # Each table's mapping, in the same order (what must exist before the heartbeat counts its heartbeats due).
+        self.mappings: list[lambda_.CfnEventSourceMapping] = []
         for synced in tables:
             source = sources.DynamoEventSource(
                 synced.table,
@@ -163,3 +165,4 @@ class StreamSync(Construct):
             assert isinstance(resource, lambda_.CfnEventSourceMapping)
             resource.maximum_retry_attempts = UNBOUNDED_RETRIES
             self.mapping_ids.append(source.event_source_mapping_id)
+            self.mappings.append(resource)

@@ -17,6 +17,7 @@ from infra.constructs.ops_bucket import OpsBucket
 from infra.constructs.search_access import SearchAccess
 from infra.constructs.search_domain import SearchDomain
 from infra.constructs.single_table import SingleTable
+from infra.constructs.team_access import TeamAccess
 from infra.handoff import Handoff
 from infra.retention import retention
 
@@ -112,6 +113,35 @@ class StatefulStack(Stack):
             "SearchSyncRoleArn",
             value=self.search_access.sync_role.role_arn,
             description="Mapped by the index bootstrap to the write-only 'refdata_stream_sync' FGAC role",
+        )
+        self.team_access = TeamAccess(
+            self,
+            "TeamAccess",
+            tables=list(self.tables.values()),
+            geometry_bucket=self.geometry_bucket,
+            key=self.key,
+            domain_arn=self.search.domain_arn,
+            read_roles=config.search.read_roles,
+        )
+        CfnOutput(
+            self,
+            "WriterPolicyArn",
+            value=self.team_access.writer_policy.managed_policy_arn,
+            description="Attach to an application's writer role (of this account): items, counters, geometries "
+            "and the data key through DynamoDB and S3 (docs/client.md)",
+        )
+        CfnOutput(
+            self,
+            "ReaderPolicyArns",
+            value=self.to_json_string(dict(self.team_access.reader_policy_arns)),
+            description="Each read role's policy, as JSON {read role: policy ARN}: attach it to that read role's "
+            "IAM roles of this account (docs/operations.md, Read roles)",
+        )
+        CfnOutput(
+            self,
+            "DataKeyArn",
+            value=self.key.key_arn,
+            description="The data key every table and bucket is encrypted with (the writer's policy grants its use)",
         )
         self.handoff = Handoff(
             self,

@@ -119,10 +119,14 @@ class StatelessStack(Stack):
             "Heartbeat",
             settings=config.heartbeat,
             tables=[
-                HeartbeatTable(plan.label, handed.tables[plan.construct_id], plan.indexable_schemas[0])
-                for plan in config.source_tables
+                HeartbeatTable(
+                    plan.label, handed.tables[plan.construct_id], plan.indexable_schemas[0], mapping
+                )
+                for plan, mapping in zip(config.source_tables, self.sync.mappings, strict=True)
             ],
             key=handed.key,
+            environment=config.name,
+            metrics_namespace=METRICS_NAMESPACE,
         )
         self.smoke = SmokeAccess(
             self,
@@ -140,7 +144,7 @@ class StatelessStack(Stack):
             stack_names=[stateful.stack_name, self.stack_name],
             runner_role_name=config.smoke_runner_role_name,
             deploy_role_arn=config.deploy_role_arn,
-            startup_seconds=config.ops.smoke_startup_seconds,
+            startup_minutes=config.ops.smoke_startup_minutes,
         )
         self.monitoring = Monitoring(
             self,
@@ -171,7 +175,7 @@ class StatelessStack(Stack):
             heartbeat=WatchedHeartbeat(
                 config.heartbeat,
                 [(plan.label, handed.tables[plan.construct_id]) for plan in config.source_tables],
-                startup_seconds=config.ops.smoke_startup_seconds,
+                startup_seconds=60 * config.ops.smoke_startup_minutes,
             ),
         )
         CfnOutput(self, "DeadLetterQueueUrl", value=self.sync.dead_letter_queue.queue_url)

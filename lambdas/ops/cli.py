@@ -25,8 +25,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from botocore.credentials import DeferredRefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError
 from refdata.registry import REGISTRY, Schema
 from stream_sync.config import ConfigError
@@ -216,6 +218,36 @@ def deployed_region(args: argparse.Namespace) -> str:
     return str(known[args.env].region)
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def assumed_session(
+    session: Any, role_arn: str, *, session_name: str, clock: Callable[[], datetime] = utc_now
+) -> Any:
+    """A boto3 session acting as `role_arn`, assumed through `session`, whose credentials botocore renews before
+    they expire (`DeferredRefreshableCredentials`: fetched on first use; renewed from 15 minutes before the
+    expiry, and blocking from 10), so a run that outlives one role session (at most an hour for the smoke runner
+    role) never signs with expired keys. `clock` is the refresh's notion of now (a test advances it)."""
+    import boto3
+    import botocore.session
+
+    sts = session.client("sts")
+
+    def fetch() -> dict[str, str]:
+        issued = sts.assume_role(RoleArn=role_arn, RoleSessionName=session_name)["Credentials"]
+        return {
+            "access_key": issued["AccessKeyId"],
+            "secret_key": issued["SecretAccessKey"],
+            "token": issued["SessionToken"],
+            "expiry_time": issued["Expiration"].isoformat(),
+        }
+
+    assumed = botocore.session.Session()
+    assumed._credentials = DeferredRefreshableCredentials(fetch, "assume-role", time_fetcher=clock)
+    return boto3.Session(botocore_session=assumed, region_name=session.region_name)
+
+
 def run_deployed(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     import boto3
 
@@ -224,16 +256,7 @@ def run_deployed(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     region = deployed_region(args)
     session = boto3.Session(region_name=region)
     if getattr(args, "assume_role", None):
-        issued = session.client("sts").assume_role(
-            RoleArn=args.assume_role, RoleSessionName=f"ops-{args.command}"
-        )
-        credentials = issued["Credentials"]
-        session = boto3.Session(
-            region_name=region,
-            aws_access_key_id=credentials["AccessKeyId"],
-            aws_secret_access_key=credentials["SecretAccessKey"],
-            aws_session_token=credentials["SessionToken"],
-        )
+        session = assumed_session(session, args.assume_role, session_name=f"ops-{args.command}")
     deployment = deployed.resolve(session.client("cloudformation"), args.env)
     sfn, s3 = session.client("stepfunctions"), session.client("s3")
     subject = args.schema.name if getattr(args, "schema", None) is not None else None

@@ -15,7 +15,7 @@ from typing import Any
 
 from refdata.indexnames import index_name, index_pattern, index_version, read_alias, write_alias
 from refdata.queries import TIEBREAKER
-from refdata.transport import OpenSearchTransport, path_segment
+from refdata.transport import OpenSearchTransport, Response, path_segment
 from search.admin import JsonApi
 from search.indices import read_alias_filter
 
@@ -24,6 +24,15 @@ PAGE_SIZE = 500
 
 class OpsError(Exception):
     """OpenSearch refused a step or the cluster is not in a state the tool can work from."""
+
+
+POINT_IN_TIME_GONE = "search_context_missing_exception"
+
+
+class PointInTimeGone(OpsError):
+    """A search through a point in time the engine no longer holds (past its keep-alive, or lost with its node in a
+    restart or a blue/green deployment). The engine answers 404 `search_phase_execution_exception` ("all shards
+    failed") whose root causes, one per shard, are `search_context_missing_exception`."""
 
 
 class TransientFailure(OpsError):
@@ -214,7 +223,10 @@ class IndexClient:
             body["slice"] = {"id": part, "max": parts}
         if after is not None:
             body["search_after"] = list(after)
-        hits = json.loads(self._api.send("POST", "_search", body).body)["hits"]["hits"]
+        response = self._api.request("POST", "_search", body)
+        if response.status == 404 and _root_cause_types(response) == {POINT_IN_TIME_GONE}:
+            raise PointInTimeGone(f"POST _search failed: {response.error_reason()}")
+        hits = json.loads(self._api.checked("POST", "_search", response).body)["hits"]["hits"]
         return [Hit(hit["_id"], hit["_source"], hit.get("sort")) for hit in hits]
 
     def search_page(
@@ -260,3 +272,13 @@ class IndexClient:
         )
         items = self._api.bulk(lines).json()["items"]
         return [item["delete"] for item in items]
+
+
+def _root_cause_types(response: Response) -> set[str]:
+    """The `type` of each root cause of an error answer (empty when it has none)."""
+    try:
+        error = json.loads(response.body).get("error")
+    except (ValueError, AttributeError):
+        return set()
+    causes = error.get("root_cause") if isinstance(error, dict) else None
+    return {str(cause.get("type")) for cause in causes or [] if isinstance(cause, dict)}

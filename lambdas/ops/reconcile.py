@@ -55,7 +55,7 @@ from search.indices import read_alias_filter
 from stream_sync.redrive import item_reader
 from stream_sync.sync import Fate, Ports
 
-from ops.index import Hit, OpsError, TransientFailure
+from ops.index import Hit, OpsError, PointInTimeGone, TransientFailure
 from ops.reindex import indexable
 from ops.runs import Merged, PartState, Run
 from ops.sources import choose_source, table_pages
@@ -67,7 +67,6 @@ Kind = Literal["missing", "stale", "deleted"]
 KINDS: Final[tuple[Kind, ...]] = ("missing", "stale", "deleted")
 # A point in time's keep-alive, renewed by every page read through it; a slice idle longer opens another.
 POINT_IN_TIME_KEEP_ALIVE: Final = "1h"
-POINT_IN_TIME_GONE: Final = "search_context_missing_exception"
 BATCH_GET_KEYS: Final = 100  # BatchGetItem's limit per request
 _ORDERING_FIELDS: Final = frozenset({"stream_seq", "tombstone"})
 _DEREFERENCED: Final = "<geometry dereferenced from geometryUrl>"
@@ -244,8 +243,8 @@ class Reconcile:
                     part=int(state.part["number"]),
                     parts=int(state.part["of"]),
                 )
-            except OpsError as error:
-                if POINT_IN_TIME_GONE not in str(error) or fresh:
+            except PointInTimeGone:
+                if fresh:
                     raise
                 pit = None  # expired or lost with its node: a new one, read after the same keys
                 continue

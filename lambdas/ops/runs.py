@@ -7,6 +7,7 @@ and the laptop CLI showing progress all read the same place:
     runs/<operation>/<run id>/parts/<part>.json  each part's cursor, counts, listed ids, failures, done
     runs/<operation>/<run id>/summary.json       what finish concluded
     exports/<operation>/<run id>/...             the DynamoDB export of an export-sourced run
+    runs/<operation>/_maps/<map>/<map run id>/   a workflow's distributed map results (Step Functions writes them)
 
 `--local` runs keep the same records in memory (`MemoryRunStore`).
 """
@@ -127,6 +128,9 @@ class PartState:
     failures: list[dict[str, Any]] = field(default_factory=list)
     failure_count: int = 0
     error: str | None = None  # why the part stopped unfinished (a --local run; a workflow retries instead)
+    # The operation waits for something outside (the smoke run, for a new event source mapping): this invocation
+    # ends, the workflow waits, then invokes the part again from the cursor the operation set. Not saved.
+    paused: bool = False
 
     def list(self, kind: str, ids: Iterable[str]) -> None:
         listed = self.listed.setdefault(kind, [])

@@ -6,12 +6,19 @@ smoke workflow, whose worker runs inside the VPC like the other ops operations. 
 the table that holds it, each with its own canary (refdata.reserved: a reserved scope, a key unique to the run):
 
     write             put the canary through the key conventions (globalid.create_item), every declared attribute set
-    indexed           wait until the read alias returns it, version 1
+    indexed           wait until the read alias returns it, version 1 (for a new event source mapping, in the workflow)
     reader-live       each configured read role that names the schema (signed as its probe role) sees nothing of it
     updated           update it (version 2), wait until the read alias returns version 2
     tombstone         delete it, wait until the write index holds its tombstone and the read alias hides it
     reader-tombstone  no read role sees the tombstone
     cleanup           delete the item and every document of the canary's id (conditionally on what was read)
+
+Each wait lasts at most the step's wait (`SMOKE_WAIT_SECONDS`) inside one invocation. A new event source mapping
+"may take several minutes to start polling" (Lambda Developer Guide): when the canary is not indexed in time and its
+table's mapping was modified less than the start-up budget ago (`SMOKE_STARTUP_MINUTES`, config
+`ops.smoke_startup_minutes`), the part pauses (`PartState.paused`) with the canary in place, the workflow waits
+(infra/constructs/ops_workflows.py, `STARTUP_CHECK_SECONDS`) and invokes it again to check, until the canary is
+indexed or the budget is spent: no invocation's 15 minutes cap that wait.
 
 Each step is timed. The first step that fails ends the part with a verdict naming the step and the component:
 
@@ -61,7 +68,7 @@ from ops.writes import BACKFILL_SEQ, Write, WriteResult, apply_writes, repair_se
 
 STEPS: Final = ("write", "indexed", "reader-live", "updated", "tombstone", "reader-tombstone", "cleanup")
 DEFAULT_WAIT_SECONDS: Final = 120.0
-DEFAULT_STARTUP_SECONDS: Final = 400.0
+DEFAULT_STARTUP_MINUTES: Final = 7
 DEFAULT_POLL_SECONDS: Final = 1.0
 # Far beyond a run's longest wait: a canary this old belongs to no running run.
 SWEEP_AGE_SECONDS: Final = 3600
@@ -103,8 +110,9 @@ class SmokeSettings:
     wait_seconds: float = DEFAULT_WAIT_SECONDS
     poll_seconds: float = DEFAULT_POLL_SECONDS
     # A new event source mapping "may take several minutes to start polling" (Lambda Developer Guide): the first
-    # wait lasts until this long after the mapping was last modified, if that is later than its own end.
-    startup_seconds: float = DEFAULT_STARTUP_SECONDS
+    # wait goes on in the workflow until this long after the mapping was last modified, if that is later than its
+    # own end.
+    startup_seconds: float = DEFAULT_STARTUP_MINUTES * 60.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SmokeSettings:
@@ -131,7 +139,7 @@ class SmokeSettings:
         try:
             wait = parsed_env(environ, "SMOKE_WAIT_SECONDS", float, DEFAULT_WAIT_SECONDS)
             poll = parsed_env(environ, "SMOKE_POLL_SECONDS", float, DEFAULT_POLL_SECONDS)
-            startup = parsed_env(environ, "SMOKE_STARTUP_SECONDS", float, DEFAULT_STARTUP_SECONDS)
+            startup = 60 * parsed_env(environ, "SMOKE_STARTUP_MINUTES", float, float(DEFAULT_STARTUP_MINUTES))
         except ConfigError as error:
             raise OpsError(str(error)) from None
         return cls(
@@ -221,6 +229,8 @@ class CanaryReport:
     notes: list[str] = field(default_factory=list)
     swept: int = 0
     wrote: bool = False  # the canary's item was put
+    # Set when the canary waits for its table's new event source mapping: what the next invocation goes on with.
+    awaiting: dict[str, Any] | None = None
 
 
 class Smoke:
@@ -261,6 +271,10 @@ class Smoke:
         if not cursor:
             cursor = _plan(run, state.part)
             yield {"step": "plan", **cursor}, cursor
+        elif cursor.get("awaiting"):
+            # The workflow waited for the table's new event source mapping: check again, and go on if it delivered.
+            yield {"step": "check", **cursor}, {**cursor, "finished": True}
+            return
         elif not cursor.get("finished"):
             # A retried invocation: an earlier one may have written this canary (a conditional create would then
             # refuse it as another writer's). That one is cleaned up and a fresh key planned, saved before use.
@@ -305,7 +319,18 @@ class Smoke:
             fresh = cursor["fresh"]
             state.list("canaries", [document_id(fresh["pk"], fresh["sk"])])
             return
+        if cursor["step"] == "check" and not _first_version_stored(env, state.part, cursor):
+            # An earlier attempt of this check went on past the first version and was interrupted: back to the plan,
+            # which the next invocation cleans up and replaces, as for any interrupted attempt.
+            state.cursor = {key: value for key, value in cursor.items() if key not in ("step", "awaiting")}
+            state.paused = True
+            return
         report = run_canary(env, settings, tools, state.part, cursor, run_id=str(run["runId"]))
+        if report.awaiting is not None:
+            state.cursor = {key: value for key, value in cursor.items() if key != "step"}
+            state.cursor["awaiting"] = report.awaiting
+            state.paused = True
+            return
         state.items += 1
         state.matched += report.failure is None and not report.left
         for step, seconds in report.steps.items():
@@ -432,36 +457,56 @@ def run_canary(
     *,
     run_id: str,
 ) -> CanaryReport:
-    """The canary's lifecycle (module doc), always ending with its cleanup and a sweep of old leftovers."""
+    """The canary's lifecycle (module doc), or its part from the check after a pause (`cursor["awaiting"]`),
+    ending with its cleanup and a sweep of old leftovers; or paused again (`report.awaiting`), the canary kept."""
     schema, table_name = str(part["name"]), str(part["table"])
     pk, sk = str(cursor["pk"]), str(cursor["sk"])
     report = CanaryReport(schema, table_name, document_id(pk, sk))
     lifecycle = Lifecycle(env, settings, tools, report, pk, sk, dict(cursor.get("attributes") or {}), run_id)
+    awaiting = cursor.get("awaiting")
+    ended = True
     try:
-        lifecycle.run()
+        ended = lifecycle.resume(awaiting) if awaiting else lifecycle.run()
     except SmokeError as failure:
         report.failure = failure
     except OpsError as failure:  # the domain refused or did not answer one of the smoke run's own requests
         report.failure = SmokeError(lifecycle.step, "search domain", str(failure))
     finally:
-        started = tools.monotonic()
-        try:
-            flowing = report.wrote and report.failure is not None and report.failure.component not in STALLED
-            report.left = cleanup(
-                env,
-                tools,
-                schema,
-                table_name,
-                pk,
-                sk,
-                settle_seconds=max(settings.wait_seconds, SETTLE_FLOOR_SECONDS) if flowing else 0.0,
-                poll_seconds=settings.poll_seconds,
-            )
-            report.swept = sweep(env, tools, schema, table_name)
-        except Exception as failure:  # whatever stopped the cleanup is reported, never swallowed
-            report.left = [f"{report.doc_id}: cleanup failed: {failure!r:.300}"]
-        report.steps["cleanup"] = tools.monotonic() - started
+        if ended:
+            _clean_up_after(env, settings, tools, report, pk, sk)
+    if not ended:
+        report.awaiting = lifecycle.awaiting
     return report
+
+
+def _clean_up_after(
+    env: Env, settings: SmokeSettings, tools: Tools, report: CanaryReport, pk: str, sk: str
+) -> None:
+    """The canary's cleanup and the sweep of old leftovers, timed as the `cleanup` step."""
+    started = tools.monotonic()
+    try:
+        flowing = report.wrote and report.failure is not None and report.failure.component not in STALLED
+        report.left = cleanup(
+            env,
+            tools,
+            report.schema,
+            report.table,
+            pk,
+            sk,
+            settle_seconds=max(settings.wait_seconds, SETTLE_FLOOR_SECONDS) if flowing else 0.0,
+            poll_seconds=settings.poll_seconds,
+        )
+        report.swept = sweep(env, tools, report.schema, report.table)
+    except Exception as failure:  # whatever stopped the cleanup is reported, never swallowed
+        report.left = [f"{report.doc_id}: cleanup failed: {failure!r:.300}"]
+    report.steps["cleanup"] = tools.monotonic() - started
+
+
+def _first_version_stored(env: Env, part: Mapping[str, Any], cursor: Mapping[str, Any]) -> bool:
+    """Whether the table holds the canary as its first step wrote it (version 1), as a check expects."""
+    keys = {"pk": {"S": str(cursor["pk"])}, "sk": {"S": str(cursor["sk"])}}
+    item = env.dynamodb.get_item(TableName=str(part["table"]), Key=keys, ConsistentRead=True).get("Item")
+    return item is not None and item.get(CANARY_VERSION, {}).get("N") == "1"
 
 
 def _plan(run: Mapping[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
@@ -492,17 +537,60 @@ class Lifecycle:
         self.step = "write"
         self.view = self.alias
         self.write_index = ""
+        self.awaiting: dict[str, Any] | None = (
+            None  # what a pause keeps for the check after the workflow's wait
+        )
 
-    def run(self) -> None:
+    def run(self) -> bool:
+        """Every step; False when the canary waits for its table's new event source mapping (`awaiting`)."""
         self._check_aliases()
         table = self.tools.table(self.report.table)
         self._timed("write", lambda: self._table("put", lambda: create_item(table, self._item())))
         self.report.wrote = True
-        self._timed("indexed", lambda: self._wait_for(1, self._startup_allowance()))
+        self.step = "indexed"
+        since, started = self.tools.now(), self.tools.monotonic()
+        if not self._arrives(1, self.settings.wait_seconds):
+            until = self._startup_deadline()
+            if until is None:
+                raise self._not_arrived(1, self.settings.wait_seconds)
+            self.awaiting = {
+                "since": since,
+                "until": until,
+                "steps": self.report.steps,
+                "notes": self.report.notes,
+            }
+            return False
+        self.report.steps["indexed"] = self.tools.monotonic() - started
+        self._after_indexed(table)
+        return True
+
+    def resume(self, awaiting: Mapping[str, Any]) -> bool:
+        """After the workflow's wait: on with the steps once the canary is indexed; False while the start-up budget
+        lasts; past it, what is wrong."""
+        self.report.steps.update(awaiting["steps"])
+        self.report.notes.extend(awaiting["notes"])
+        self._check_aliases()
+        self.report.wrote = True
+        self.step = "indexed"
+        since = float(awaiting["since"])
+        if not self._arrived(1):
+            if self.tools.now() < float(awaiting["until"]):
+                self.awaiting = dict(awaiting)
+                return False
+            raise self._not_arrived(1, round(self.tools.now() - since))
+        self.report.steps["indexed"] = self.tools.now() - since
+        self._after_indexed(self.tools.table(self.report.table))
+        return True
+
+    def _after_indexed(self, table: Any) -> None:
         self._timed("reader-live", self._readers)
         self._timed("updated", lambda: self._update(table))
         self._timed("tombstone", lambda: self._delete(table))
         self._timed("reader-tombstone", self._readers)
+
+    def _note(self, text: str) -> None:
+        if text not in self.report.notes:
+            self.report.notes.append(text)
 
     def _update(self, table: Any) -> None:
         changes = {CANARY_VERSION: 2, **self._attributes(2)}
@@ -542,7 +630,7 @@ class Lifecycle:
         self.write_index = write_index
         if state.read_holders != (write_index,):
             self.view = write_index
-            self.report.notes.append(
+            self._note(
                 f"a mapping change is in progress (read alias on {', '.join(state.read_holders)}, write index "
                 f"{write_index}): searchability checked on {write_index}"
             )
@@ -579,44 +667,54 @@ class Lifecycle:
             return not shown and stored is not None and stored.get("tombstone") is True
         return shown and live is not None and live.source.get(CANARY_VERSION) == version
 
-    def _startup_allowance(self) -> float:
-        """How long the first wait may last: the step's wait, or longer while the table's event source mapping is
-        younger than the start-up budget (a first deploy: the mapping may not have started polling yet)."""
+    def _startup_deadline(self) -> float | None:
+        """Until when (epoch seconds) the first version may still arrive: the start-up budget after the table's event
+        source mapping was last modified, when that is still ahead (a first deploy: the mapping may not have started
+        polling yet); else None."""
         uuid = self.settings.mappings.get(self.report.table)
         if uuid is None:
-            return self.settings.wait_seconds
+            return None
         try:
             modified = self.tools.lambda_.get_event_source_mapping(UUID=uuid).get("LastModified")
-        except Exception:  # the wait goes on with its own length; a diagnosis would say what is wrong
-            return self.settings.wait_seconds
+        except Exception:  # no allowance; the diagnosis says what is wrong
+            return None
         if modified is None:
-            return self.settings.wait_seconds
+            return None
         stamp = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
-        left = stamp + self.settings.startup_seconds - self.tools.now()
-        if left > self.settings.wait_seconds:
-            self.report.notes.append(
-                f"the event source mapping of table {self.report.table} is new (modified "
-                f"{self.tools.now() - stamp:.0f} s ago): the canary may take up to {left:.0f} s to be indexed"
-            )
-        return max(self.settings.wait_seconds, left)
+        until = stamp + self.settings.startup_seconds
+        now = self.tools.now()
+        if until <= now:
+            return None
+        self._note(
+            f"the event source mapping of table {self.report.table} is new (modified {now - stamp:.0f} s ago): "
+            f"the smoke workflow checks for the canary until {until - now:.0f} s from now"
+        )
+        return until
 
-    def _wait_for(self, version: int | None, seconds: float | None = None) -> None:
-        """Until the read view shows `version` (None: the tombstone), or the wait (`seconds`, by default the step's)
-        is up: then what is wrong."""
-        seconds = self.settings.wait_seconds if seconds is None else seconds
+    def _wait_for(self, version: int | None) -> None:
+        """Until the read view shows `version` (None: the tombstone), or the step's wait is up: then what is wrong."""
+        if not self._arrives(version, self.settings.wait_seconds):
+            raise self._not_arrived(version, self.settings.wait_seconds)
+
+    def _arrives(self, version: int | None, seconds: float) -> bool:
+        """Whether the read view shows `version` within `seconds`, polling."""
         deadline = self.tools.monotonic() + seconds
         while not self._arrived(version):
             if self.tools.monotonic() >= deadline:
-                what = f"version {version}" if version is not None else "its tombstone"
-                component, reason = diagnose(
-                    self.env, self.settings, self.tools, self.report, self.pk, self.sk, self.write_index
-                )
-                raise SmokeError(
-                    self.step,
-                    component,
-                    f"the canary {self.report.doc_id} did not show {what} within {seconds:g} s: {reason}",
-                )
+                return False
             self.tools.sleep(self.settings.poll_seconds)
+        return True
+
+    def _not_arrived(self, version: int | None, seconds: float) -> SmokeError:
+        what = f"version {version}" if version is not None else "its tombstone"
+        component, reason = diagnose(
+            self.env, self.settings, self.tools, self.report, self.pk, self.sk, self.write_index
+        )
+        return SmokeError(
+            self.step,
+            component,
+            f"the canary {self.report.doc_id} did not show {what} within {seconds:g} s: {reason}",
+        )
 
     def _readers(self) -> None:
         readers = [reader for reader in self.settings.readers if self.schema in reader.schemas]

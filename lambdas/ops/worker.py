@@ -11,7 +11,8 @@ Event (built by the state machine, infra/constructs/ops_workflows.py):
 
 The function signs every OpenSearch request as the FGAC admin role (ADMIN_ROLE_ARN, assumed through the STS VPC
 endpoint) and keeps each run's records in the ops bucket (OPS_BUCKET). A `part` step works until
-DEADLINE_MARGIN_SECONDS remain and answers `{"done": false}` for the state machine to invoke it again; a
+DEADLINE_MARGIN_SECONDS remain and answers `{"done": false, "wait": false}` for the state machine to invoke it
+again (`"wait": true`: a paused part, which the smoke workflow invokes again after its wait); a
 `TransientFailure` (OpenSearch or DynamoDB still throttling after the client's retries) fails the step for the
 state machine to retry with backoff, from the part's last saved page.
 """
@@ -155,7 +156,7 @@ def handle(
             ports=env.ports(),
             deadline=lambda: remaining_seconds() < margin,
         )
-        return {"done": state.done}
+        return {"done": state.done, "wait": state.paused}
     if step == "part-failed":  # a part's retries ran out: its own error, for the summary (see finish_run)
         state = run.part(event["part"])
         state.error = _error_text(event.get("error"))

@@ -101,7 +101,8 @@ class Operation(Protocol):
         ...
 
     def process(self, env: Env, run: dict[str, Any], state: PartState, page: Any, ports: Ports) -> None:
-        """Apply one page, counting into `state`; raise TransientFailure to have the page retried later."""
+        """Apply one page, counting into `state`; raise TransientFailure to have the page retried later. A workflow
+        part may pause instead (`state.paused`, having set `state.cursor` to go on from)."""
         ...
 
     def finish(self, env: Env, run: dict[str, Any], merged: Merged, error: str | None) -> dict[str, Any]:
@@ -130,6 +131,9 @@ def run_part(
         return state
     for page, cursor in operation.pages(env, record, state):
         operation.process(env, record, state, page, ports)
+        if state.paused:  # the workflow waits, then invokes the part again: from the cursor the operation set
+            run.save_part(state)
+            return state
         state.cursor = cursor
         state.done = cursor is None
         run.save_part(state)

@@ -155,14 +155,14 @@ Adding a schema is one `Schema(...)` entry in `SHIPPED` in `lambdas/refdata/regi
 | `registry` | schemas, their search attributes and visibility, `REGISTRY`, `indexable_schemas()`, `schema_of_pk(pk)` |
 | `keys` | `build_pk`, `build_sk`, `parse_pk`, `parse_sk`, `build_key`/`parse_key`, `pk_prefix`, `sk_prefix`, `document_id`/`parse_document_id` |
 | `counters` | `next_value(table, pk)`, `next_key(table, schema, pk_values)` |
-| `globalid` | `create_item`, `replace_item`, `update_attributes`, `lookup(table, global_id)` |
+| `globalid` | `create_item` (`new_item` then `put_new`: a retried put that finds its own item succeeds), `replace_item`, `update_attributes`, `lookup(table, global_id)` |
 | `sharding` | `shard_of`, `sharded_pk`, `shard_pks`, `query_all_shards` (merged, paginated) |
 | `vertical` | `split`/`assemble`, `put_entity`, `add_comment`, `load_entity` |
 | `item_size` | `item_size(item)`, `check_item(item)` |
 | `numbers` | `parse_number_text` (DynamoDB's number grammar and range), `range_error` |
 | `limits` | `check_item(item, mapped)`: what the search engine could never index (depth, total fields, name length, names, one path as value and object), before a put |
 | `geometry` | `validate`, `envelope`, `centroid`, `canonical_bytes`, `content_key` |
-| `offload` | `prepare_item`, `write_item`, `fetch_geometry`, `load_geometry` |
+| `offload` | `plan_item` (no I/O) and `upload`, `prepare_item`, `write_item`, `fetch_geometry`, `load_geometry` |
 
 ```python
 from refdata import counters, offload

@@ -49,8 +49,9 @@ def is_conditional_failure(error: Exception) -> bool:
     )
 
 
-def create_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
-    """Put a new item (never overwriting), giving it a fresh globalId if its schema has one."""
+def new_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The item a create stores (no I/O): its keys checked, a fresh globalId if its schema has one, its values and
+    size checked (`refdata.item_size`)."""
     schema = schema_of(item)
     if GLOBAL_ID in item:
         raise GlobalIdError(f"globalId is assigned at creation, not given ({item['pk']!r} {item['sk']!r})")
@@ -58,31 +59,67 @@ def create_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
     if schema.global_id:
         stored[GLOBAL_ID] = str(uuid.uuid4())
     check_item(stored)
-    try:
-        table.put_item(Item=stored, ConditionExpression="attribute_not_exists(pk)")
-    except Exception as error:
-        if is_conditional_failure(error):
-            raise ItemExistsError(f"item {item['pk']!r} {item['sk']!r} already exists") from error
-        raise
     return stored
 
 
-def replace_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
-    """Replace an existing item whole; for globalId schemas the item must carry the stored globalId."""
+def put_new(table: Any, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """Put `stored` (from `new_item`) unless an item has its key. The SDK retries a put whose answer was lost (a
+    timeout, a dropped connection) although its first attempt may have written the item: the retry then fails its
+    condition. DynamoDB hands back the item that failed it (`ReturnValuesOnConditionCheckFailure`), so a stored item
+    equal to this one, fresh globalId included, is this create's own write and the create succeeded; any other item is
+    another's (`ItemExistsError`)."""
+    try:
+        table.put_item(
+            Item=dict(stored),
+            ConditionExpression="attribute_not_exists(pk)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except Exception as error:
+        if is_conditional_failure(error):
+            if _failed_on(error) == stored:
+                return dict(stored)
+            raise ItemExistsError(f"item {stored['pk']!r} {stored['sk']!r} already exists") from error
+        raise
+    return dict(stored)
+
+
+def _failed_on(error: Exception) -> dict[str, Any] | None:
+    """The item a conditional failure returned (`ALL_OLD`), as the resource layer's values (the error carries it in
+    the wire format); None when it returned none."""
+    wire = getattr(error, "response", {}).get("Item")
+    if not wire:
+        return None
+    from boto3.dynamodb.types import TypeDeserializer  # only a boto3 call can have failed
+
+    deserialize = TypeDeserializer().deserialize
+    return {name: deserialize(value) for name, value in wire.items()}
+
+
+def create_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
+    """Put a new item (never overwriting another's), giving it a fresh globalId if its schema has one."""
+    return put_new(table, new_item(item))
+
+
+def replacement_condition(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The condition a whole-item replacement is put under (no I/O): the item exists, and for globalId schemas with
+    the globalId the item carries; checks its keys, values and size."""
     schema = schema_of(item)
     check_item(item)
     if schema.global_id:
         if not isinstance(item.get(GLOBAL_ID), str):
             raise GlobalIdError(f"replacing {item['pk']!r} {item['sk']!r} needs its stored globalId")
-        condition: dict[str, Any] = {
+        return {
             "ConditionExpression": "#globalId = :globalId",
             "ExpressionAttributeNames": {"#globalId": GLOBAL_ID},
             "ExpressionAttributeValues": {":globalId": item[GLOBAL_ID]},
         }
-    elif GLOBAL_ID in item:
+    if GLOBAL_ID in item:
         raise GlobalIdError(f"schema {schema.name!r} items have no globalId")
-    else:
-        condition = {"ConditionExpression": "attribute_exists(pk)"}
+    return {"ConditionExpression": "attribute_exists(pk)"}
+
+
+def put_replacement(table: Any, item: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[str, Any]:
+    """Put `item` under `condition` (from `replacement_condition`)."""
     try:
         table.put_item(Item=dict(item), **condition)
     except Exception as error:
@@ -94,12 +131,22 @@ def replace_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
     return dict(item)
 
 
-def update_attributes(table: Any, pk: str, sk: str, changes: Mapping[str, Any]) -> dict[str, Any]:
-    """SET the given attributes on an existing item; keys and globalId cannot be changed this way."""
+def replace_item(table: Any, item: Mapping[str, Any]) -> dict[str, Any]:
+    """Replace an existing item whole; for globalId schemas the item must carry the stored globalId."""
+    return put_replacement(table, item, replacement_condition(item))
+
+
+def check_update(pk: str, sk: str, changes: Mapping[str, Any]) -> None:
+    """What `update_attributes` refuses (no I/O): keys off the conventions, no change, the keys or globalId."""
     schema_of({"pk": pk, "sk": sk})
     forbidden = sorted(set(changes) & (KEY_ATTRIBUTES | {GLOBAL_ID}))
     if forbidden or not changes:
         raise GlobalIdError(f"update of {pk!r} {sk!r} must set other attributes than {forbidden or 'none'}")
+
+
+def update_attributes(table: Any, pk: str, sk: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """SET the given attributes on an existing item; keys and globalId cannot be changed this way."""
+    check_update(pk, sk, changes)
     names = {f"#a{i}": name for i, name in enumerate(changes)}
     values = {f":v{i}": value for i, value in enumerate(changes.values())}
     assignments = ", ".join(f"#a{i} = :v{i}" for i in range(len(changes)))

@@ -42,13 +42,14 @@ def geometry_url(bucket: str, data: bytes) -> str:
     return f"s3://{bucket}/{content_key(data)}"
 
 
-def prepare_item(s3: Any, bucket: str, item: Mapping[str, Any], *, threshold: int) -> dict[str, Any]:
-    """The item to store: derived bbox and location added, geometry uploaded and replaced by its URL
-    when the inline item would be larger than `threshold` bytes. Items without geometry pass as they are."""
+def plan_item(bucket: str, item: Mapping[str, Any], *, threshold: int) -> tuple[dict[str, Any], bytes | None]:
+    """The item to store and the geometry bytes to upload first (None when it stays inline), with no I/O: derived
+    bbox and location added; the geometry replaced by its URL when the inline item would be larger than `threshold`
+    bytes. Everything that can fail is checked here. Items without geometry pass as they are."""
     if not 0 < threshold < MAX_ITEM_BYTES:
         raise ValueError(f"threshold must be between 1 and {MAX_ITEM_BYTES - 1} bytes, got {threshold}")
     if GEOMETRY not in item:
-        return dict(item)
+        return dict(item), None
     geometry = item[GEOMETRY]
     min_lon, min_lat, max_lon, max_lat = envelope(geometry)
     lon, lat = centroid(geometry)
@@ -57,10 +58,15 @@ def prepare_item(s3: Any, bucket: str, item: Mapping[str, Any], *, threshold: in
     inline = {**base, **_dynamo({**derived, GEOMETRY: geometry})}
     if item_size(inline) <= threshold:
         check_item(inline)
-        return inline
+        return inline, None
     data = canonical_bytes(geometry)
     offloaded = {**base, **_dynamo(derived), GEOMETRY_URL: geometry_url(bucket, data)}
     check_item(offloaded)
+    return offloaded, data
+
+
+def upload(s3: Any, bucket: str, data: bytes) -> None:
+    """Put a geometry's canonical bytes at their content address (`plan_item`'s URL)."""
     s3.put_object(
         Bucket=bucket,
         Key=content_key(data),
@@ -68,7 +74,14 @@ def prepare_item(s3: Any, bucket: str, item: Mapping[str, Any], *, threshold: in
         ContentType="application/geo+json",
         ChecksumSHA256=base64.b64encode(hashlib.sha256(data).digest()).decode("ascii"),
     )
-    return offloaded
+
+
+def prepare_item(s3: Any, bucket: str, item: Mapping[str, Any], *, threshold: int) -> dict[str, Any]:
+    """The item to store (`plan_item`), its geometry uploaded when it is offloaded."""
+    planned, data = plan_item(bucket, item, threshold=threshold)
+    if data is not None:
+        upload(s3, bucket, data)
+    return planned
 
 
 def write_item(

@@ -1,4 +1,4 @@
-"""The one way application code writes items: checked before the call, created conditionally, numbered by the
+"""The one way application code writes items: checked before any call, created conditionally, numbered by the
 atomic counter where the schema says so, the geometry offloaded when the item would pass the size limit, and sent
 to the table that holds the item's schema.
 
@@ -9,20 +9,24 @@ to the table that holds the item's schema.
 
 The key comes from the schema (`refdata.registry`): a counter sort key is taken from the partition's counter (never
 given), a UUID field left out is a fresh UUID, a sharded pk gets its shard from the sharding attribute. A create
-never overwrites an item (another writer's or its own retry's: `ItemExistsError`), gives a globalId schema's item
-its globalId, and refuses what `refdata.checks` refuses. Replacing an item whole keeps its globalId; an update sets
-attributes of an existing item; a delete removes an existing one. Needs boto3 (the `aws` extra).
+never overwrites another's item (`ItemExistsError`), and a put the SDK retried after its lost answer is recognised as
+its own write; it gives a globalId schema's item its globalId. Every refusal comes before any call and is a
+`WriteError` (the conventions' own errors are its cause): keys, the platform's attributes, values, size, what search
+could never index, and schemas this client does not know yet (`ClientTooOldError`). Replacing an item whole keeps its
+globalId; an update sets attributes of an existing item; a delete removes an existing one. Needs boto3 (the `aws`
+extra).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from refdata import globalid, offload
+from refdata import __version__, globalid, offload
 from refdata.checks import (
     GEOMETRY,
     STORED_PLATFORM_ATTRIBUTES,
@@ -32,22 +36,55 @@ from refdata.checks import (
     check_indexable,
     check_key,
 )
-from refdata.counters import next_key
+from refdata.counters import next_value
+from refdata.geometry import GeometryError
+from refdata.item_size import ItemSizeError, check_item
 from refdata.keys import build_pk, build_sk
-from refdata.registry import COUNTER, REGISTRY, CounterSk, Kind, get_schema, schema_of_pk
+from refdata.registry import (
+    COUNTER,
+    REGISTRY,
+    SEPARATOR,
+    CounterSk,
+    KeyConventionError,
+    Kind,
+    Schema,
+    get_schema,
+    schema_of_pk,
+)
 from refdata.sharding import sharded_pk
 
 # Geometries are offloaded when the inline item would pass this many bytes: a margin below DynamoDB's 400 KB, since
 # its sizing rule for numbers is approximate (refdata.item_size).
 OFFLOAD_ABOVE_BYTES: Final = 300 * 1024
+# What the conventions raise for an item they refuse; the writer refuses it as a WriteError caused by one of them.
+CONVENTION_ERRORS: Final = (KeyConventionError, ItemSizeError, GeometryError, globalid.GlobalIdError)
+
+
+class ClientTooOldError(WriteError):
+    """A write to a schema the platform has (its `SchemaTables` names it) that this client's registry does not
+    declare yet: a newer refdata-client knows its keys."""
+
+
+@contextmanager
+def refusing(what: str) -> Iterator[None]:
+    """Checks before any call: what the conventions refuse becomes a WriteError naming `what` (the cause kept)."""
+    try:
+        yield
+    except WriteError:
+        raise
+    except CONVENTION_ERRORS as error:
+        raise WriteError(f"{what}: {error}") from error
 
 
 @dataclass(frozen=True)
 class Tables:
     """Which table holds each schema, `{schema: table name}`: the environment's stateful stack outputs it as
-    `SchemaTables` (`Tables.parse`). A schema no table holds is refused before any call."""
+    `SchemaTables` (`Tables.parse`). A schema no table holds is refused before any call. `newer` are the schemas the
+    platform routes that this client does not know (added after its release): they are kept apart, so the client
+    keeps writing every schema it knows, and a write to one of them says to upgrade."""
 
     holders: Mapping[str, str]
+    newer: frozenset[str] = field(default=frozenset())
 
     def __post_init__(self) -> None:
         for name, table in self.holders.items():
@@ -58,14 +95,18 @@ class Tables:
 
     @classmethod
     def parse(cls, text: str) -> Tables:
-        """The stack output `SchemaTables` (JSON)."""
+        """The stack output `SchemaTables` (JSON): the schemas this client knows, and apart those it does not."""
         try:
             holders = json.loads(text)
         except ValueError as error:
             raise WriteError(f"SchemaTables is not JSON: {error}") from None
         if not isinstance(holders, dict):
             raise WriteError(f"SchemaTables must be a JSON object of schema to table name, got {text[:80]!r}")
-        return cls(holders)
+        for name, table in holders.items():
+            if not isinstance(table, str) or not table:
+                raise WriteError(f"SchemaTables[{name!r}]: a table name is a non-empty string, got {table!r}")
+        known = {name: table for name, table in holders.items() if name in REGISTRY}
+        return cls(known, frozenset(holders) - frozenset(known))
 
     @classmethod
     def of(cls, main: str, others: Mapping[str, Sequence[str]] | None = None) -> Tables:
@@ -82,12 +123,29 @@ class Tables:
 
     def table_for(self, schema_name: str) -> str:
         """The table holding `schema_name`'s items."""
-        get_schema(schema_name)
+        if schema_name in self.newer:
+            raise ClientTooOldError(
+                f"schema {schema_name!r} is newer than refdata-client {__version__}: the platform's SchemaTables "
+                f"names it, this client's registry does not; upgrade refdata-client to a release after "
+                f"{__version__} that declares it"
+            )
+        with refusing(f"schema {schema_name!r}"):
+            get_schema(schema_name)
         if schema_name not in self.holders:
             raise WriteError(
                 f"no table holds schema {schema_name!r} here (Tables holds {sorted(self.holders)})"
             )
         return self.holders[schema_name]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An item checked and ready to send: what to store, the geometry bytes to upload first, a replacement's
+    condition (None for a create)."""
+
+    item: dict[str, Any]
+    upload: bytes | None = None
+    condition: Mapping[str, Any] | None = None
 
 
 class Writer:
@@ -115,60 +173,66 @@ class Writer:
     def _table(self, pk: str) -> Any:
         return self._dynamodb.Table(self.tables.table_for(schema_of_pk(pk).name))
 
-    def new_key(
-        self, schema_name: str, key: Mapping[str, object], attributes: Mapping[str, Any]
-    ) -> tuple[str, str]:
-        """(pk, sk) of a new item: counter sort keys from the partition's counter, missing UUID fields fresh."""
-        schema = get_schema(schema_name)
-        values = dict(key)
-        for key_field in schema.pk_fields + schema.sk_fields:
-            if key_field.kind is Kind.UUID and key_field.name not in values:
-                values[key_field.name] = str(uuid.uuid4())
-        if schema.sharding is not None:
-            return sharded_pk(schema_name, {**attributes, **values}), build_sk(schema_name, values)
-        if isinstance(schema.sk, CounterSk):
-            if schema.sk.field_name in values:
-                raise WriteError(
-                    f"{schema_name}: {schema.sk.field_name!r} comes from the counter, not the caller"
-                )
-            table = self._dynamodb.Table(self.tables.table_for(schema_name))
-            return next_key(table, schema_name, values)
-        return build_pk(schema_name, values), build_sk(schema_name, values)
-
     def create(
         self, schema_name: str, key: Mapping[str, object], attributes: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """Create a new item of `schema_name` from its key field values and attributes; returns what was stored."""
-        check_attributes(schema_name, attributes, allowed=WRITABLE_PLATFORM_ATTRIBUTES - {"pk", "sk"})
-        pk, sk = self.new_key(schema_name, key, attributes)
-        return self.create_item({**attributes, "pk": pk, "sk": sk})
+        """Create a new item of `schema_name` from its key field values and attributes; returns what was stored.
+
+        A counter sort key is numbered only once everything else about the item has passed its checks; a number
+        is never used twice (an increment the SDK retried after its lost answer skips one)."""
+        with refusing(schema_name):
+            self.tables.table_for(schema_name)
+            check_attributes(schema_name, attributes, allowed=WRITABLE_PLATFORM_ATTRIBUTES - {"pk", "sk"})
+            schema = get_schema(schema_name)
+            values = dict(key)
+            for key_field in schema.pk_fields + schema.sk_fields:
+                if key_field.kind is Kind.UUID and key_field.name not in values:
+                    values[key_field.name] = str(uuid.uuid4())
+            counter_field = None
+            if schema.sharding is not None:
+                pk = sharded_pk(schema_name, {**attributes, **values})
+            else:
+                pk = build_pk(schema_name, values)
+                if isinstance(schema.sk, CounterSk):
+                    counter_field = schema.sk.field_name
+                    if counter_field in values:
+                        raise WriteError(
+                            f"{schema_name}: {counter_field!r} comes from the counter, not the caller"
+                        )
+                    values[counter_field] = 0  # checked at its width; the counter gives the number
+            prepared = self._prepare(
+                {**attributes, "pk": pk, "sk": build_sk(schema_name, values)}, create=True
+            )
+        if counter_field is not None:
+            number = next_value(self._table(pk), pk)
+            prepared = replace(
+                prepared,
+                item={**prepared.item, "sk": build_sk(schema_name, {**values, counter_field: number})},
+            )
+        return self._send(prepared)
 
     def create_item(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """Create an item whose pk and sk are given (never overwriting)."""
-        schema = check_key(item)
-        pk = str(item["pk"])
-        check_attributes(pk, item, allowed=WRITABLE_PLATFORM_ATTRIBUTES)
-        check_indexable(pk, schema, item)
-        return self._write(item, create=True)
+        return self._send(self._prepare(item, create=True))
 
     def replace(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """Replace an existing item whole (a globalId schema's item must carry its stored globalId)."""
-        schema = check_key(item)
-        pk = str(item["pk"])
-        check_attributes(pk, item, allowed=WRITABLE_PLATFORM_ATTRIBUTES | STORED_PLATFORM_ATTRIBUTES)
-        check_indexable(pk, schema, item)
-        return self._write(item, create=False)
+        return self._send(self._prepare(item, create=False))
 
     def update(self, pk: str, sk: str, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Set attributes of an existing item (its geometry changes by `replace`, which offloads it)."""
-        schema = check_key({"pk": pk, "sk": sk})
-        check_attributes(pk, changes, allowed=WRITABLE_PLATFORM_ATTRIBUTES - {"pk", "sk", GEOMETRY})
-        check_indexable(pk, schema, changes)
+        with refusing(repr(pk)):
+            schema = self._check_key({"pk": pk, "sk": sk})
+            check_attributes(pk, changes, allowed=WRITABLE_PLATFORM_ATTRIBUTES - {"pk", "sk", GEOMETRY})
+            check_indexable(pk, schema, changes)
+            globalid.check_update(pk, sk, changes)
+            check_item({**changes, "pk": pk, "sk": sk})  # the values DynamoDB stores (no floats)
         return globalid.update_attributes(self._table(pk), pk, sk, changes)
 
     def delete(self, pk: str, sk: str) -> None:
         """Delete an existing item; `KeyError` when there is none."""
-        check_key({"pk": pk, "sk": sk})
+        with refusing(repr(pk)):
+            self._check_key({"pk": pk, "sk": sk})
         try:
             self._table(pk).delete_item(Key={"pk": pk, "sk": sk}, ConditionExpression="attribute_exists(pk)")
         except Exception as error:
@@ -176,12 +240,35 @@ class Writer:
                 raise KeyError(f"no item {pk!r} {sk!r}") from error
             raise
 
-    def _write(self, item: Mapping[str, Any], *, create: bool) -> dict[str, Any]:
-        table = self._table(str(item["pk"]))
-        if GEOMETRY not in item:
-            return globalid.create_item(table, item) if create else globalid.replace_item(table, item)
-        if self._s3 is None or self.bucket is None:
-            raise WriteError(f"{item['pk']!r}: an item with a geometry needs the writer's bucket")
-        return offload.write_item(
-            table, self._s3, self.bucket, item, threshold=self.offload_above, create=create
-        )
+    def _check_key(self, item: Mapping[str, Any]) -> Schema:
+        """The item's schema (`check_key`); a schema newer than this client is refused as such."""
+        prefix = str(item.get("pk", "")).split(SEPARATOR, 1)[0]
+        if prefix in self.tables.newer:
+            self.tables.table_for(prefix)
+        return check_key(item)
+
+    def _prepare(self, item: Mapping[str, Any], *, create: bool) -> Prepared:
+        """Every check of a create or a replacement, no call: the item as it will be stored."""
+        with refusing(repr(item.get("pk"))):
+            schema = self._check_key(item)
+            pk = str(item["pk"])
+            allowed = WRITABLE_PLATFORM_ATTRIBUTES | (frozenset() if create else STORED_PLATFORM_ATTRIBUTES)
+            check_attributes(pk, item, allowed=allowed)
+            check_indexable(pk, schema, item)
+            data = None
+            if GEOMETRY in item:
+                if self._s3 is None or self.bucket is None:
+                    raise WriteError(f"{pk!r}: an item with a geometry needs the writer's bucket")
+                item, data = offload.plan_item(self.bucket, item, threshold=self.offload_above)
+            if create:
+                return Prepared(globalid.new_item(item), data)
+            return Prepared(dict(item), data, condition=globalid.replacement_condition(item))
+
+    def _send(self, prepared: Prepared) -> dict[str, Any]:
+        if prepared.upload is not None:
+            assert self._s3 is not None and self.bucket is not None
+            offload.upload(self._s3, self.bucket, prepared.upload)
+        table = self._table(str(prepared.item["pk"]))
+        if prepared.condition is None:
+            return globalid.put_new(table, prepared.item)
+        return globalid.put_replacement(table, prepared.item, prepared.condition)

@@ -39,7 +39,10 @@ class JsonApi:
 
     def send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
         """The response of a successful call; any other final answer raises ``error``."""
-        response = self.request(method, path, body)
+        return self.checked(method, path, self.request(method, path, body))
+
+    def checked(self, method: str, path: str, response: Response) -> Response:
+        """`response` if it succeeded; else it raises ``error`` (or ``transient``) as `send` does."""
         if not response.ok:
             raise self._failure(response)(f"{method} {path} failed: {response.error_reason()}")
         return response

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from refdata.registry import REGISTRY
 
 from infra.config import (
     INVERTED_INDEX,
+    MAX_SMOKE_STARTUP_MINUTES,
+    MIN_SMOKE_STARTUP_MINUTES,
+    SMOKE_WAIT_SECONDS,
     CapacityMode,
     ConfigError,
     EnvironmentConfig,
     GsiSettings,
+    OpsSettings,
     Projection,
     ProvisionedCapacity,
     ReadRole,
@@ -692,8 +697,11 @@ def test_invalid_sync_setting_names_its_field(
         ("worker_memory_mb", 256),
         ("purge_schedule", "every day"),
         ("purge_schedule", "rate(1 fortnight)"),
-        ("smoke_startup_seconds", 120),  # no longer than one step's wait: no start-up allowance
-        ("smoke_startup_seconds", 421),  # with the other waits and the cleanup, past 15 minutes
+        (
+            "smoke_startup_minutes",
+            MIN_SMOKE_STARTUP_MINUTES - 1,
+        ),  # no longer than one step's wait: no allowance
+        ("smoke_startup_minutes", MAX_SMOKE_STARTUP_MINUTES + 1),  # HeartbeatMissing would wait over an hour
     ],
 )
 def test_invalid_ops_settings_name_their_field(config: EnvironmentConfig, field: str, value: object) -> None:
@@ -791,12 +799,69 @@ def test_deploy_role_that_is_not_one_named_role_is_rejected(config: EnvironmentC
         replace(config, deploy_role=role)
 
 
-def test_the_longest_smoke_start_up_budget_and_the_runs_other_waits_fit_one_worker_invocation() -> None:
-    """The smoke run's first wait (the start-up budget), its two other waits and the 240 s it keeps for its cleanup
-    fit the ops worker's 15-minute timeout, at the largest budget config accepts."""
-    from ops.smoke import DEFAULT_WAIT_SECONDS
+def test_the_smoke_runs_waits_and_cleanup_fit_one_worker_invocation_and_its_start_up_wait_is_the_workflows() -> (
+    None
+):
+    """The smoke run's three step waits and the 240 s it keeps for its cleanup fit the ops worker's 15 minutes; the
+    start-up budget is waited out by the workflow (a check every STARTUP_CHECK_SECONDS), so however long config
+    allows, no invocation holds it, and its checks stay well inside a part's 25,000-event history (9 events each)."""
+    from ops.smoke import DEFAULT_STARTUP_MINUTES, DEFAULT_WAIT_SECONDS
 
-    from infra.config import MAX_SMOKE_STARTUP_SECONDS, SMOKE_WAIT_SECONDS
+    from infra.constructs.ops_workflows import STARTUP_CHECK_SECONDS
 
     assert SMOKE_WAIT_SECONDS == DEFAULT_WAIT_SECONDS
-    assert MAX_SMOKE_STARTUP_SECONDS + 2 * SMOKE_WAIT_SECONDS + 240 < 15 * 60
+    assert OpsSettings().smoke_startup_minutes == DEFAULT_STARTUP_MINUTES
+    assert 3 * SMOKE_WAIT_SECONDS + 240 < 15 * 60
+    assert MIN_SMOKE_STARTUP_MINUTES * 60 > SMOKE_WAIT_SECONDS
+    assert 9 * (MAX_SMOKE_STARTUP_MINUTES * 60 // STARTUP_CHECK_SECONDS) < 25_000 // 10
+
+
+def test_the_former_seconds_field_is_refused_with_what_it_became() -> None:
+    with pytest.raises(
+        ConfigError, match=r"'smoke_startup_seconds' is now 'smoke_startup_minutes'"
+    ) as refused:
+        OpsSettings(smoke_startup_seconds=400)  # type: ignore[call-arg]
+
+    assert f"{MIN_SMOKE_STARTUP_MINUTES}-{MAX_SMOKE_STARTUP_MINUTES}" in str(refused.value)
+
+
+STARTUP_DOCS = ("README.md", "docs/operations.md", "docs/runbook.md", "docs/sync.md")
+
+
+def startup_budget_statements(text: str) -> dict[str, list[tuple[int, ...]]]:
+    """What the paragraphs naming `ops.smoke_startup_minutes` say of it: ranges (`3-60 minutes`), maxima (`up to 60
+    minutes`), defaults (`7 minutes by default`)."""
+    found: dict[str, list[tuple[int, ...]]] = {"range": [], "max": [], "default": []}
+    for paragraph in re.split(r"\n\s*\n", text):
+        if "ops.smoke_startup_minutes" not in paragraph:
+            continue
+        flat = " ".join(paragraph.split())
+        found["range"] += [(int(a), int(b)) for a, b in re.findall(r"(\d+)-(\d+) minutes", flat)]
+        found["max"] += [(int(a),) for a in re.findall(r"up to (\d+) minutes", flat)]
+        found["default"] += [(int(a),) for a in re.findall(r"(\d+) minutes by default", flat)]
+    return found
+
+
+@pytest.mark.parametrize("doc", STARTUP_DOCS)
+def test_the_docs_state_the_start_up_budgets_bounds_and_default_as_validation_has_them(doc: str) -> None:
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    stated = startup_budget_statements(text)
+
+    assert set(stated["range"]) <= {(MIN_SMOKE_STARTUP_MINUTES, MAX_SMOKE_STARTUP_MINUTES)}, stated
+    assert set(stated["max"]) <= {(MAX_SMOKE_STARTUP_MINUTES,)}, stated
+    assert set(stated["default"]) <= {(OpsSettings().smoke_startup_minutes,)}, stated
+    if doc == "docs/runbook.md":  # where an operator raising the budget reads its bounds
+        assert stated["range"] and stated["max"] and stated["default"], stated
+
+
+def test_the_bounds_the_docs_state_are_accepted(config: EnvironmentConfig) -> None:
+    """Inclusive: the docs' `3-60 minutes` are both valid (one past them: test_invalid_ops_settings_name_their_field)."""
+    for minutes in (MIN_SMOKE_STARTUP_MINUTES, MAX_SMOKE_STARTUP_MINUTES):
+        ops = replace(config.ops, smoke_startup_minutes=minutes)
+        assert replace(config, ops=ops).ops.smoke_startup_minutes == minutes
+
+
+def test_the_statements_check_reads_ranges_maxima_and_defaults() -> None:
+    text = "a\n\n`ops.smoke_startup_minutes`, 7 minutes by default, 3-60\nminutes, up to 60 minutes\n\nup to 9 minutes"
+
+    assert startup_budget_statements(text) == {"range": [(3, 60)], "max": [(60,)], "default": [(7,)]}

@@ -146,7 +146,8 @@ def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_me
         tables
         * runs
         * (
-            prices["scheduler.invocations"] / 1e6  # the schedule
+            2 * prices["scheduler.invocations"] / 1e6  # the schedules: the write and the count due
+            + prices["cloudwatch.requests"] / 1e3  # the count's PutMetricData
             + invocation  # the sync invocation its stream record causes (100 ms assumed)
             + prices["xray.traces"] / 1e6  # traced
             + 1.5 / 2**20 * prices["logs.ingestion"]  # its log lines
@@ -155,8 +156,8 @@ def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_me
     expected += (
         on_demand * runs * prices["dynamodb.write_request"] / 1e6
     )  # provisioned tables absorb the writes
-    # Two alarms per table (HeartbeatLag, HeartbeatMissing) on its one metric.
-    expected += tables * (2 * prices["cloudwatch.alarm_metric"] + prices["cloudwatch.custom_metric"])
+    # Two alarms per table: HeartbeatLag on the lag, HeartbeatMissing on the lag's count and the count due.
+    expected += tables * (3 * prices["cloudwatch.alarm_metric"] + 2 * prices["cloudwatch.custom_metric"])
 
     heartbeat = cost.heartbeat_cost(stacks, cost.Workload(), prices)
 

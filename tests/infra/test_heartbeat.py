@@ -1,8 +1,11 @@
 """The heartbeat in every environment (infra/constructs/heartbeat.py): a schedule per source table writing exactly
 that table's heartbeat item at the configured interval, a role that may write nothing else, an event filter that
-admits the item, the sync's environment name, two alarms per table (a slow heartbeat; no heartbeat for longer
-than a new mapping's start-up: a replayed deploy's timeline pages neither, a stopped pipeline pages the second), the
-dashboard graph beside iterator age; only stateless resources; and the heartbeat's config validated by field."""
+admits the item, the sync's environment name; a second schedule per table counting each heartbeat due, after the
+table's mapping and heartbeat schedule exist, with a role that may publish nothing else; two alarms per table (a
+slow heartbeat; heartbeats due and none indexed for longer than a new mapping's start-up), neither breaching on
+missing data. Replays on an injected clock, under the CloudWatch guide's rules (tests/support/alarm_evaluation.py)
+and every reading of what it leaves open: a first deploy, an added table and a recreated mapping page no one, a
+stopped pipeline pages. The dashboard graphs; only stateless resources; the heartbeat's config validated by field."""
 
 from __future__ import annotations
 
@@ -17,13 +20,22 @@ from refdata.keys import parse_key
 from refdata.reserved import HEARTBEAT_AT, heartbeat_key, is_heartbeat
 
 from infra.config import (
-    MAX_SMOKE_STARTUP_SECONDS,
-    SMOKE_WAIT_SECONDS,
+    MAX_SMOKE_STARTUP_MINUTES,
+    MIN_SMOKE_STARTUP_MINUTES,
     ConfigError,
     EnvironmentConfig,
     HeartbeatSettings,
 )
-from infra.constructs.heartbeat import PUT_ITEM_TARGET, SCHEDULED_TIME, heartbeat_item, rate
+from infra.constructs.heartbeat import (
+    DUE_METRIC,
+    PUT_ITEM_TARGET,
+    PUT_METRIC_DATA_TARGET,
+    SCHEDULED_TIME,
+    due_metric_data,
+    heartbeat_item,
+    rate,
+)
+from tests.infra.conftest import table_ids
 from tests.infra.test_monitoring import alarms_by_name, dashboard
 from tests.infra.test_ops_workflows import handed_table_arns
 from tests.infra.test_stream_sync import (
@@ -36,29 +48,48 @@ from tests.infra.test_stream_sync import (
     resolve,
     schema_tables,
     stream_arns,
+    sync_function,
 )
-from tests.support.alarm_evaluation import ALARM, AlarmDefinition, state
+from tests.support.alarm_evaluation import (
+    INSUFFICIENT_DATA,
+    OK,
+    AlarmDefinition,
+    History,
+    NoOperand,
+    any_of,
+    replay,
+)
 from tests.support.template import Template
 
 SCHEDULE = "AWS::Scheduler::Schedule"
 
 
-def heartbeat_schedules(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, Any]:
-    """Construct id of each source table -> the properties of the one schedule that writes its heartbeat."""
-    by_table = {
-        arn["Fn::GetAtt"][0]: construct_id for construct_id, arn in stream_arns(stateful, config).items()
-    }
-    found: dict[str, Any] = {}
-    for schedule in stateless.find_resources(SCHEDULE).values():
-        target = schedule["Properties"]["Target"]
-        if target["Arn"] != PUT_ITEM_TARGET:
+def schedules_of(
+    stateful: Template, stateless: Template, config: EnvironmentConfig, target: str
+) -> dict[str, tuple[str, Any]]:
+    """Construct id of each source table -> (logical id, properties) of the one schedule of ``target`` that names
+    the table in its input."""
+    by_table = {logical_id: construct_id for construct_id, logical_id in table_ids(stateful, config).items()}
+    found: dict[str, tuple[str, Any]] = {}
+    for logical_id, schedule in stateless.find_resources(SCHEDULE).items():
+        properties = schedule["Properties"]
+        if properties["Target"]["Arn"] != target:
             continue
         # The input's table name is a CloudFormation expression: read it as SCHEMA_TABLES is read.
-        table_id = schema_tables(stateful, stateless, {"Fn::Join": ["", [*_input_parts(target["Input"])]]})
-        construct_id = by_table[table_id["TableName"]]
-        assert construct_id not in found, f"two heartbeats for {construct_id}"
-        found[construct_id] = schedule["Properties"]
+        named = json.dumps(
+            schema_tables(
+                stateful, stateless, {"Fn::Join": ["", [*_input_parts(properties["Target"]["Input"])]]}
+            )
+        )
+        (construct_id,) = [c for table, c in by_table.items() if json.dumps(table) in named]
+        assert construct_id not in found, f"two schedules of {target} for {construct_id}"
+        found[construct_id] = (logical_id, properties)
     return found
+
+
+def heartbeat_schedules(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, Any]:
+    """Construct id of each source table -> the properties of the one schedule that writes its heartbeat."""
+    return {c: p for c, (_, p) in schedules_of(stateful, stateless, config, PUT_ITEM_TARGET).items()}
 
 
 def table_arns(stateful: Template, config: EnvironmentConfig) -> dict[str, Any]:
@@ -171,9 +202,14 @@ def heartbeat_alarm(stateless: Template, config: EnvironmentConfig, kind: str, l
 
 
 def assert_reads_the_tables_heartbeat(
-    stateful: Template, stateless: Template, config: EnvironmentConfig, properties: Any, construct_id: str
+    stateful: Template,
+    stateless: Template,
+    config: EnvironmentConfig,
+    properties: Any,
+    construct_id: str,
+    metric: str = "HeartbeatLagSeconds",
 ) -> None:
-    assert properties["MetricName"] == "HeartbeatLagSeconds"
+    assert properties["MetricName"] == metric
     assert properties["Period"] == 60 * config.heartbeat.interval_minutes
     dims = {d["Name"]: d["Value"] for d in resolve(stateful, stateless, properties["Dimensions"])}
     assert dims["Environment"] == config.name
@@ -201,22 +237,101 @@ def test_each_tables_heartbeat_lag_alarm_watches_the_heartbeats_that_arrive_miss
         )
 
 
-def test_each_tables_heartbeat_missing_alarm_outlasts_a_new_mappings_startup_plus_one_interval(
+def missing_periods(config: EnvironmentConfig) -> int:
+    """HeartbeatMissing's evaluation periods N: N - 1 intervals cover a new mapping's start-up plus two intervals
+    (the next heartbeat, its indexing and the periods' alignment), and at least ``alarm_periods``."""
+    interval = 60 * config.heartbeat.interval_minutes
+    periods = config.heartbeat.alarm_periods
+    while (periods - 1) * interval < 60 * config.ops.smoke_startup_minutes + 2 * interval:
+        periods += 1
+    return periods
+
+
+def test_each_tables_heartbeat_missing_alarm_compares_heartbeats_due_with_heartbeats_indexed(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
+    """Issue 32.4: missing data never breaches here (the periods before a table's first heartbeat, which a new alarm
+    evaluates, are missing); a stopped pipeline shows as real data points: a heartbeat due, none indexed."""
     interval = 60 * config.heartbeat.interval_minutes
-    periods = max(
-        config.heartbeat.alarm_periods, math.ceil((config.ops.smoke_startup_seconds + interval) / interval)
-    )
     for plan in config.source_tables:
         _, properties = heartbeat_alarm(stateless, config, "HeartbeatMissing", plan.label)
-        assert_reads_the_tables_heartbeat(stateful, stateless, config, properties, plan.construct_id)
-        assert properties["Statistic"] == "SampleCount"
-        assert (properties["ComparisonOperator"], properties["Threshold"]) == ("LessThanThreshold", 1)
-        assert properties["TreatMissingData"] == "breaching"  # a stopped pipeline publishes nothing
-        assert properties["EvaluationPeriods"] == periods
-        assert properties.get("DatapointsToAlarm", periods) == periods
-        assert periods * interval > config.ops.smoke_startup_seconds + interval - 1
+        queries = {q["Id"]: q for q in properties["Metrics"]}
+        (watched,) = [q for q in queries.values() if "Expression" in q]
+        assert watched["Expression"] == "due > indexed" and watched.get("ReturnData", True)
+        for name, metric in (("due", DUE_METRIC), ("indexed", "HeartbeatLagSeconds")):
+            stat = queries[name]["MetricStat"]
+            assert (stat["Stat"], stat["Period"], queries[name]["ReturnData"]) == (
+                "SampleCount",
+                interval,
+                False,
+            )
+            read = stat["Metric"] | {"Period": interval}
+            assert_reads_the_tables_heartbeat(stateful, stateless, config, read, plan.construct_id, metric)
+        assert properties["TreatMissingData"] == "notBreaching"
+        assert (properties["ComparisonOperator"], properties["Threshold"]) == (
+            "GreaterThanOrEqualToThreshold",
+            1,
+        )
+        assert properties["EvaluationPeriods"] == missing_periods(config)
+        assert properties.get("DatapointsToAlarm", properties["EvaluationPeriods"]) == missing_periods(config)
+
+
+def test_each_tables_heartbeats_are_counted_due_at_the_heartbeats_rate_into_the_syncs_namespace(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    found = schedules_of(stateful, stateless, config, PUT_METRIC_DATA_TARGET)
+    assert sorted(found) == sorted(plan.construct_id for plan in config.source_tables)
+    _, function = sync_function(stateless)
+    namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
+    for _, properties in found.values():
+        assert properties["ScheduleExpression"] == rate(config.heartbeat.interval_minutes)
+        assert properties["State"] == "ENABLED" and properties["FlexibleTimeWindow"] == {"Mode": "OFF"}
+        assert the_input(stateful, stateless, properties) == due_metric_data(
+            namespace, config.name, "<table>"
+        )
+
+
+def test_heartbeats_are_counted_due_only_once_the_tables_mapping_and_heartbeat_schedule_exist(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    """HeartbeatMissing's window counts from the first heartbeat due: were it counted before the mapping existed,
+    a slow deploy could spend the window before the mapping even started."""
+    due = schedules_of(stateful, stateless, config, PUT_METRIC_DATA_TARGET)
+    written = schedules_of(stateful, stateless, config, PUT_ITEM_TARGET)
+    by_stream = {json.dumps(arn): c for c, arn in stream_arns(stateful, config).items()}
+    mapping_of = {
+        by_stream[json.dumps(resolve(stateful, stateless, m["Properties"]["EventSourceArn"]))]: logical_id
+        for logical_id, m in stateless.find_resources("AWS::Lambda::EventSourceMapping").items()
+    }
+    resources = stateless.to_json()["Resources"]
+    for construct_id, (logical_id, _) in due.items():
+        after = set(resources[logical_id].get("DependsOn", []))
+        assert {mapping_of[construct_id], written[construct_id][0]} <= after, construct_id
+
+
+def test_the_due_count_role_may_publish_only_into_the_syncs_namespace(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    roles = {
+        p["Target"]["RoleArn"]["Fn::GetAtt"][0]
+        for _, p in schedules_of(stateful, stateless, config, PUT_METRIC_DATA_TARGET).values()
+    }
+    (role_id,) = roles
+    written = {
+        p["Target"]["RoleArn"]["Fn::GetAtt"][0]
+        for p in heartbeat_schedules(stateful, stateless, config).values()
+    }
+    assert role_id not in written  # the heartbeat's writer may not publish, nor the counter write
+    (policy,) = [
+        p["Properties"]
+        for p in stateless.find_resources(MANAGED_POLICY).values()
+        if p["Properties"]["Roles"] == [{"Ref": role_id}]
+    ]
+    _, function = sync_function(stateless)
+    namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
+    assert permissions(policy["PolicyDocument"]) == allow(
+        ["cloudwatch:PutMetricData"], "*", when={"StringEquals": {"cloudwatch:namespace": namespace}}
+    )
 
 
 def test_both_heartbeat_alarms_of_every_table_feed_the_composite(
@@ -232,20 +347,23 @@ def test_both_heartbeat_alarms_of_every_table_feed_the_composite(
 
 def test_heartbeat_missing_evaluates_within_cloudwatchs_day_for_every_setting_config_accepts() -> None:
     """CloudWatch evaluates at most a day (EvaluationPeriods × Period ≤ 86,400 s). Config bounds alarm_periods ×
-    interval_minutes to a day, and the start-up budget to MAX_SMOKE_STARTUP_SECONDS: over every combination config
+    interval_minutes to a day, and the start-up budget to MAX_SMOKE_STARTUP_MINUTES: over every combination config
     accepts, HeartbeatMissing's periods stay within it too, so it needs no validation of its own."""
     for interval in range(1, 61):
         for periods in range(2, 11):
             if periods * interval > 1440:
                 continue
             settings = HeartbeatSettings(interval_minutes=interval, alarm_periods=periods)
-            for startup in (SMOKE_WAIT_SECONDS + 1, MAX_SMOKE_STARTUP_SECONDS):
+            for startup in (60 * MIN_SMOKE_STARTUP_MINUTES, 60 * MAX_SMOKE_STARTUP_MINUTES):
                 assert settings.missing_alarm_periods(startup) * interval * 60 <= 86400, (interval, periods)
 
 
 # --- the alarms over a deploy's timeline (an injected clock: tests/support/alarm_evaluation.py) ------------------
 
-INDEX_DELAY = 2.0  # seconds from a heartbeat's write to its metric, once the mapping polls
+INDEX_DELAY = 2.0  # seconds from a heartbeat's write to its metric, once a mapping polls
+# What the CloudWatch guide leaves open, swept: the evaluation range's extra periods (at least one) and what a
+# comparison gives for a period in which neither metric has a value.
+NO_OPERAND: tuple[NoOperand, ...] = ("missing", "zero")
 
 
 def heartbeat_alarms(
@@ -257,67 +375,313 @@ def heartbeat_alarms(
         kind, _, subject = name.removeprefix(f"refdata-{config.name}-").partition("-")
         if kind.startswith("Heartbeat") and subject == label:
             found[kind] = AlarmDefinition.from_template(properties)
+    assert set(found) == {"HeartbeatLag", "HeartbeatMissing"}, label
     return found
 
 
-def timeline(interval: int, polling_from: float, stop: float = math.inf) -> list[tuple[float, float]]:
-    """The heartbeat metric's samples (time, lag) after a deploy at t = 0: the schedule writes every ``interval``
-    seconds from t = interval; the mapping starts polling at ``polling_from`` and reads the writes it missed
-    (TRIM_HORIZON) in one batch, which coalesces them into the newest; every write after is indexed
-    ``INDEX_DELAY`` later; nothing is indexed from ``stop`` on."""
-    writes = [interval * n for n in range(1, int((polling_from + 40 * interval) // interval) + 1)]
-    backlog = [w for w in writes if w <= polling_from]
-    samples = [(polling_from, polling_from - backlog[-1])] if backlog else []
-    samples += [(w + INDEX_DELAY, INDEX_DELAY) for w in writes if w > polling_from]
-    return [(at, lag) for at, lag in samples if at < stop]
+def ticks(first: float, interval: int, until: float) -> list[float]:
+    return (
+        [first + interval * n for n in range(int((until - first) // interval) + 1)] if first <= until else []
+    )
 
 
-def startup_cases(config: EnvironmentConfig) -> list[float]:
-    """A mapping that starts polling after 5 minutes, and one that takes the whole configured start-up budget."""
-    return sorted({min(300.0, config.ops.smoke_startup_seconds), float(config.ops.smoke_startup_seconds)})
+def heartbeat_metrics(
+    interval: int,
+    *,
+    written_from: float,
+    due_from: float,
+    polling: list[tuple[float, float]],
+    until: float,
+) -> dict[str, list[tuple[float, float]]]:
+    """One table's metrics: ``due`` (HeartbeatsDue, one a heartbeat from ``due_from``) and ``indexed``
+    (HeartbeatLagSeconds). The schedule writes every ``interval`` from ``written_from``; a mapping polls over each
+    ``(start, stop)`` of ``polling`` and reads what it missed from TRIM_HORIZON in one batch, which coalesces the
+    heartbeat's versions into the newest; a write is indexed ``INDEX_DELAY`` after it is read."""
+    newest: dict[float, float] = {}
+    for write in ticks(written_from, interval, until):
+        for start, stop in polling:
+            at = max(write, start) + INDEX_DELAY
+            if at < stop:
+                newest[at] = max(newest.get(at, write), write)
+                break
+    return {
+        "due": [(at, 1.0) for at in ticks(due_from, interval, until)],
+        "indexed": sorted((at, at - write) for at, write in newest.items() if at < until),
+    }
 
 
-def test_no_heartbeat_alarm_pages_while_a_new_mapping_starts_within_the_startup_budget(
+def fed(alarm: AlarmDefinition, metrics: dict[str, list[tuple[float, float]]]) -> Any:
+    """What an alarm reads of a table's metrics: a heartbeat alarm on one metric reads HeartbeatLagSeconds, one
+    with an expression reads both by their ids (asserted above)."""
+    return metrics["indexed"] if alarm.expression is None else metrics
+
+
+def startup_cases(budget: int) -> list[float]:
+    """A mapping that starts polling after 5 minutes, and one that takes the whole start-up budget."""
+    return sorted({min(300.0, budget), float(budget)})
+
+
+def ranges(alarms: dict[str, AlarmDefinition]) -> list[int]:
+    return sorted({1, 2, alarms["HeartbeatMissing"].evaluation_periods})
+
+
+def first_deploys(interval: int, budget: int) -> list[tuple[float, float, float]]:
+    """(first heartbeat written, first counted due, mapping polling from) after a deploy that creates the mapping
+    at t = 0. The due count is created after the heartbeat's schedule (and the mapping): at the same rate it fires
+    no earlier than an interval before the first write (their first firings after creation may differ), or later.
+    The heartbeat's schedule may be created early or after the mapping has started."""
+    cases = []
+    for polling_from in startup_cases(budget):
+        for written_from in (1.0, polling_from + 1):
+            for due_from in (max(0.0, written_from - interval + 1), written_from + interval - 1):
+                cases.append((written_from, due_from, polling_from))
+    return cases
+
+
+def test_a_first_deploy_pages_no_one_however_cloudwatch_reads_what_its_guide_leaves_open(
     stateless: Template, config: EnvironmentConfig
 ) -> None:
-    """Issue 25.1: on a first deploy (or one that recreates a mapping) no heartbeat is indexed until the mapping
-    starts polling, which "may take several minutes" and which the smoke run waits for up to
-    ``ops.smoke_startup_seconds``. No heartbeat alarm may page in that time, nor once heartbeats flow."""
+    """Issue 32.4: a new environment's alarms are created before their metrics exist and evaluate the periods
+    before (PutMetricAlarm; the guide's missing-data table). No heartbeat alarm, and not the composite over them,
+    may page while the mapping starts within the start-up budget, nor once heartbeats flow."""
     interval = 60 * config.heartbeat.interval_minutes
     for plan in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, plan.label)
-        assert alarms, plan.label
-        for polling_from in startup_cases(config):
-            samples = timeline(interval, polling_from)
-            horizon = polling_from + (max(a.evaluation_periods for a in alarms.values()) + 10) * interval
-            for kind, alarm in alarms.items():
-                for minute in range(int(horizon // 60) + 1):
-                    assert state(alarm, samples, now=60.0 * minute) != ALARM, (
-                        f"{kind}-{plan.label} pages at minute {minute} of a deploy whose mapping starts polling "
-                        f"after {polling_from:.0f} s"
+        for written_from, due_from, polling_from in first_deploys(
+            interval, 60 * config.ops.smoke_startup_minutes
+        ):
+            until = (
+                max(written_from, polling_from)
+                + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
+            )
+            metrics = heartbeat_metrics(
+                interval,
+                written_from=written_from,
+                due_from=due_from,
+                polling=[(polling_from, math.inf)],
+                until=until,
+            )
+            for created_at in (0.0, polling_from + INDEX_DELAY):
+                for extra in ranges(alarms):
+                    for no_operand in NO_OPERAND:
+                        histories = {
+                            kind: replay(
+                                alarm,
+                                fed(alarm, metrics),
+                                since=created_at,
+                                until=until,
+                                extra_range_periods=extra,
+                                no_operand=no_operand,
+                            )
+                            for kind, alarm in alarms.items()
+                        }
+                        case = (
+                            f"{plan.label or 'main'}: written from {written_from:.0f} s, due from {due_from:.0f} s, "
+                            f"polling from {polling_from:.0f} s, alarms created at {created_at:.0f} s, range "
+                            f"+{extra}, neither operand {no_operand}"
+                        )
+                        for kind, history in histories.items():
+                            assert not history.pages(before=INSUFFICIENT_DATA), f"{kind} pages: {case}"
+                        composite = any_of(list(histories.values()), since=created_at, until=until)
+                        assert not composite.pages(before=INSUFFICIENT_DATA), f"the composite pages: {case}"
+
+
+def test_heartbeat_missings_periods_outlast_a_first_deploy_and_catch_a_stop_for_every_setting_config_accepts() -> (
+    None
+):
+    """The alarm as monitoring.py builds it, for intervals and start-up budgets across the ranges config accepts
+    (the environments' own are replayed from their templates above)."""
+    for minutes in (1, 2, 3, 5, 7, 10, 15, 30, 60):
+        interval = 60 * minutes
+        for budget in sorted({60 * MIN_SMOKE_STARTUP_MINUTES, 300, 420, 60 * MAX_SMOKE_STARTUP_MINUTES}):
+            periods = HeartbeatSettings(interval_minutes=minutes).missing_alarm_periods(budget)
+            alarm = AlarmDefinition(
+                interval,
+                periods,
+                periods,
+                1,
+                "GreaterThanOrEqualToThreshold",
+                "notBreaching",
+                {"due": "SampleCount", "indexed": "SampleCount"},
+                "due > indexed",
+            )
+            for written_from, due_from, polling_from in first_deploys(interval, budget):
+                until = max(written_from, polling_from) + (periods + 4) * interval
+                metrics = heartbeat_metrics(
+                    interval,
+                    written_from=written_from,
+                    due_from=due_from,
+                    polling=[(polling_from, math.inf)],
+                    until=until,
+                )
+                for extra in (1, periods):
+                    history = replay(alarm, metrics, since=0.0, until=until, extra_range_periods=extra)
+                    assert not history.pages(before=INSUFFICIENT_DATA), (
+                        minutes,
+                        budget,
+                        written_from,
+                        due_from,
+                        polling_from,
                     )
+            stopped = heartbeat_metrics(
+                interval,
+                written_from=-86400.0,
+                due_from=-86400.0 + 7,
+                polling=[(-86400.0, 0.0)],
+                until=(periods + 2) * interval,
+            )
+            history = replay(
+                alarm,
+                stopped,
+                since=-interval * 20.0,
+                until=(periods + 2) * interval,
+                extra_range_periods=2,
+                created=False,
+            )
+            assert history.pages(before=OK), (minutes, budget)
 
 
-@pytest.mark.parametrize("extra_range_periods", [0, 2])
-def test_a_pipeline_that_stops_puts_heartbeat_missing_into_alarm_within_its_window(
-    stateless: Template, config: EnvironmentConfig, extra_range_periods: int
+def steady(interval: int, until: float) -> dict[str, list[tuple[float, float]]]:
+    """A table whose heartbeats have flowed for hours."""
+    return heartbeat_metrics(
+        interval,
+        written_from=-6 * 3600.0,
+        due_from=-6 * 3600.0 + 7,
+        polling=[(-7 * 3600.0, math.inf)],
+        until=until,
+    )
+
+
+def existing(
+    alarms: dict[str, AlarmDefinition], metrics: Any, since: float, until: float, extra: int
+) -> list[History]:
+    return [
+        replay(alarm, fed(alarm, metrics), since=since, until=until, extra_range_periods=extra, created=False)
+        for kind, alarm in alarms.items()
+    ]
+
+
+def test_an_added_table_pages_no_one_and_its_neighbours_alarms_and_the_composite_stay_ok(
+    stateless: Template, config: EnvironmentConfig
 ) -> None:
-    """Heartbeats flow, then stop (a disabled mapping, a failing sync): HeartbeatMissing pages once its evaluation
-    range holds no heartbeat, however long CloudWatch's range is beyond the evaluation periods."""
+    """Each table in turn is the one a deploy adds (its alarms, mapping and schedules created; the composite and the
+    other tables' alarms updated, their states left unchanged: PutMetricAlarm, PutCompositeAlarm)."""
+    interval = 60 * config.heartbeat.interval_minutes
+    for added in config.source_tables:
+        alarms = heartbeat_alarms(stateless, config, added.label)
+        until = (
+            float(60 * config.ops.smoke_startup_minutes)
+            + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
+        )
+        for written_from, due_from, polling_from in first_deploys(
+            interval, 60 * config.ops.smoke_startup_minutes
+        ):
+            metrics = heartbeat_metrics(
+                interval,
+                written_from=written_from,
+                due_from=due_from,
+                polling=[(polling_from, math.inf)],
+                until=until,
+            )
+            for extra in ranges(alarms):
+                histories = [
+                    replay(alarm, fed(alarm, metrics), since=0.0, until=until, extra_range_periods=extra)
+                    for kind, alarm in alarms.items()
+                ]
+                for other in config.source_tables:
+                    if other is not added:
+                        neighbours = heartbeat_alarms(stateless, config, other.label)
+                        histories += existing(neighbours, steady(interval, until), 0.0, until, extra)
+                assert {value for history in histories for _, value in history.states} <= {
+                    OK,
+                    INSUFFICIENT_DATA,
+                }
+                composite = any_of(histories, since=0.0, until=until)
+                assert not composite.pages(before=OK), (
+                    added.label,
+                    written_from,
+                    due_from,
+                    polling_from,
+                    extra,
+                )
+
+
+def test_a_recreated_mapping_pages_no_one_while_the_new_one_starts_within_the_startup_budget(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    """A deploy replaces a table's event source mapping at t = 0: the old one reads nothing more, the new one starts
+    polling within the start-up budget and reads what it missed. The schedules and alarms are left as they were."""
     interval = 60 * config.heartbeat.interval_minutes
     for plan in config.source_tables:
-        missing = heartbeat_alarms(stateless, config, plan.label)["HeartbeatMissing"]
-        polling_from = float(config.ops.smoke_startup_seconds)
-        stop = polling_from + 20 * interval
-        samples = timeline(interval, polling_from, stop)
-        assert state(missing, samples, now=stop, extra_range_periods=extra_range_periods) != ALARM
-        window = (missing.evaluation_periods + extra_range_periods + 1) * missing.period
-        paged = [
-            t
-            for t in range(int(stop), int(stop + window) + 1, 60)
-            if state(missing, samples, now=t, extra_range_periods=extra_range_periods) == ALARM
-        ]
-        assert paged, f"HeartbeatMissing-{plan.label} never pages within {window} s of the pipeline stopping"
+        alarms = heartbeat_alarms(stateless, config, plan.label)
+        for polling_from in startup_cases(60 * config.ops.smoke_startup_minutes):
+            until = polling_from + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
+            for phase in (0.0, interval / 2, interval - 1.0):
+                metrics = heartbeat_metrics(
+                    interval,
+                    written_from=-6 * 3600.0 + phase,
+                    due_from=-6 * 3600.0 + 1,
+                    polling=[(-7 * 3600.0, 0.0), (polling_from, math.inf)],
+                    until=until,
+                )
+                for extra in ranges(alarms):
+                    for no_operand in NO_OPERAND:
+                        for kind, alarm in alarms.items():
+                            history = replay(
+                                alarm,
+                                fed(alarm, metrics),
+                                since=-interval * 20.0,
+                                until=until,
+                                extra_range_periods=extra,
+                                created=False,
+                                no_operand=no_operand,
+                            )
+                            assert not history.pages(before=OK), (
+                                kind,
+                                plan.label,
+                                polling_from,
+                                phase,
+                                extra,
+                            )
+
+
+def test_a_pipeline_that_stops_pages_heartbeat_missing_and_the_composite_within_its_window(
+    stateless: Template, config: EnvironmentConfig
+) -> None:
+    """Heartbeats flow, then none is indexed any more (a disabled mapping, a failing sync, a blocked index, a
+    heartbeat no longer written): each period now holds a heartbeat due and none indexed, real breaching data
+    points, so HeartbeatMissing pages within its evaluation periods, whatever the range's length."""
+    interval = 60 * config.heartbeat.interval_minutes
+    for plan in config.source_tables:
+        alarms = heartbeat_alarms(stateless, config, plan.label)
+        periods = alarms["HeartbeatMissing"].evaluation_periods
+        stop = 0.0
+        until = stop + (periods + 2) * interval
+        metrics = heartbeat_metrics(
+            interval,
+            written_from=-6 * 3600.0,
+            due_from=-6 * 3600.0 + 7,
+            polling=[(-7 * 3600.0, stop)],
+            until=until,
+        )
+        for extra in ranges(alarms):
+            for no_operand in NO_OPERAND:
+                histories = {
+                    kind: replay(
+                        alarm,
+                        fed(alarm, metrics),
+                        since=-interval * 20.0,
+                        until=until,
+                        extra_range_periods=extra,
+                        created=False,
+                        no_operand=no_operand,
+                    )
+                    for kind, alarm in alarms.items()
+                }
+                paged = histories["HeartbeatMissing"].pages(before=OK)
+                assert paged and stop < paged[0] <= until, (plan.label, extra, no_operand)
+                composite = any_of(list(histories.values()), since=-interval * 20.0, until=until)
+                assert composite.pages(before=OK), (plan.label, extra, no_operand)
 
 
 def test_the_dashboard_shows_heartbeat_lag_beside_iterator_age(
@@ -331,6 +695,23 @@ def test_the_dashboard_shows_heartbeat_lag_beside_iterator_age(
     lags = [row for row in rows if "HeartbeatLagSeconds" in row]
     assert len(lags) == len(config.source_tables)
     assert any(isinstance(row[0], dict) and "IteratorAge" in json.dumps(rows) for row in rows)
+
+
+def test_the_dashboard_shows_each_tables_heartbeats_due_beside_those_indexed(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    """What HeartbeatMissing compares, per table: a gap between the two lines is heartbeats not indexed."""
+    body = dashboard(stateful, stateless)
+    (graph,) = [
+        w
+        for w in body["widgets"]
+        if w["properties"].get("title") == "Heartbeats due and indexed (per interval)"
+    ]
+    rows = graph["properties"]["metrics"]
+    for metric in (DUE_METRIC, "HeartbeatLagSeconds"):
+        counted = [row for row in rows if metric in row]
+        assert len(counted) == len(config.source_tables), metric
+        assert all(row[-1].get("stat") == "SampleCount" for row in counted), metric
 
 
 def test_the_heartbeat_adds_nothing_to_the_stateful_stack(stateful: Template) -> None:

@@ -17,6 +17,7 @@ from stream_sync.heartbeat import METRIC as HEARTBEAT_METRIC
 from stream_sync.telemetry import METRIC_NAMES
 
 from infra.config import EnvironmentConfig
+from infra.constructs.heartbeat import DUE_METRIC
 from infra.constructs.ops_workflows import OPERATIONS
 from tests.infra.conftest import table_ids
 from tests.infra.test_index_bootstrap import framework_dead_letter_queue_id
@@ -188,19 +189,6 @@ def expected_alarms(
             "notBreaching",
             evaluation_periods=heartbeat.alarm_periods,
         )
-        # No heartbeat is the pipeline stopping: breaching, once a new mapping's start-up plus an interval is over.
-        alarms["-".join(filter(None, ("HeartbeatMissing", plan.label)))] = Expected(
-            namespace,
-            "HeartbeatLagSeconds",
-            "SampleCount",
-            interval,
-            1,
-            "breaching",
-            evaluation_periods=max(
-                heartbeat.alarm_periods, -(-(config.ops.smoke_startup_seconds + interval) // interval)
-            ),
-            comparison="LessThanThreshold",
-        )
     return {f"refdata-{config.name}-{kind}": expected for kind, expected in alarms.items()}
 
 
@@ -211,11 +199,12 @@ MAPPING_METRICS = ("OnFailureDestinationDeliveredEventCount", "DroppedEventCount
 
 def math_alarms(config: EnvironmentConfig) -> set[str]:
     """The metric-math alarms: the domain's two, the sync's script errors over every table, and per table its system
-    errors and what its event source mapping gave up on (subject: its label)."""
+    errors, what its event source mapping gave up on and its heartbeats due but not indexed (subject: its label;
+    test_heartbeat.py)."""
     per_table = {
         "-".join(filter(None, (kind, plan.label)))
         for plan in config.source_tables
-        for kind in ("TableSystemErrors", "SyncRecordsDiscarded")
+        for kind in ("TableSystemErrors", "SyncRecordsDiscarded", "HeartbeatMissing")
     }
     return {f"refdata-{config.name}-{kind}" for kind in (*MATH_ALARMS, *per_table)}
 
@@ -528,8 +517,10 @@ def test_the_sync_alarms_read_only_metrics_the_handler_emits(stateless: Template
         "RecordsReportedForRetry",
         "ScriptErrors",
         "HeartbeatLagSeconds",
+        "HeartbeatsDue",
     }
-    assert emitted <= METRIC_NAMES | {HEARTBEAT_METRIC}  # stream_sync.heartbeat's
+    # stream_sync.heartbeat's, and the heartbeat's count of heartbeats due (its schedules publish it: test_heartbeat.py)
+    assert emitted <= METRIC_NAMES | {HEARTBEAT_METRIC, DUE_METRIC}
 
 
 def test_every_sync_metric_an_alarm_reads_names_an_environment_and_a_table(

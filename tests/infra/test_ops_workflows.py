@@ -9,14 +9,17 @@ from typing import Any
 
 import pytest
 from ops.purge import minimum_age_seconds
+from ops.runs import check_run_id
 
 from infra.config import EnvironmentConfig
 from infra.constructs.dead_letter_queue import RETENTION
-from infra.constructs.heartbeat import PUT_ITEM_TARGET
+from infra.constructs.heartbeat import PUT_ITEM_TARGET, PUT_METRIC_DATA_TARGET
 from infra.constructs.ops_workflows import (
     EXPORT_MAX_POLLS,
     LOG_DELIVERY_ACTIONS,
     OPERATIONS,
+    PAUSING_OPERATIONS,
+    STARTUP_CHECK_SECONDS,
     map_results_prefix,
 )
 from infra.constructs.ops_workflows import XRAY_ACTIONS as STATE_MACHINE_XRAY_ACTIONS
@@ -234,7 +237,7 @@ def test_the_ops_worker_role_may_only_assume_the_admin_role(stateful: Template) 
     (policy,) = [
         p["Properties"]
         for p in stateful.find_resources(MANAGED_POLICY).values()
-        if p["Properties"]["Roles"] == [worker_role]
+        if p["Properties"].get("Roles") == [worker_role]
     ]
     assert permissions(policy["PolicyDocument"]) == allow(["sts:AssumeRole"], role_arn(stateful, ADMIN_ROLE))
 
@@ -289,6 +292,32 @@ def test_every_transition_names_a_state_and_every_state_is_reached(
         top = set(definition["States"])
         expected = COMMON_STATES | (TABLE_STATES if operation in ("reindex", "reconcile") else set())
         assert top == expected, operation
+
+
+def test_a_paused_smoke_part_is_invoked_again_after_a_wait_and_no_other_part_loop_waits(
+    stateful: Template, stateless: Template
+) -> None:
+    """A smoke canary waiting for a new event source mapping answers `wait`: its loop waits STARTUP_CHECK_SECONDS in
+    the workflow and invokes the part again (the check), so no worker invocation holds the start-up budget."""
+    waiting = set()
+    for operation, machine in machines(stateful, stateless).items():
+        for _, state, block in all_states(machine["Definition"]["States"]):
+            if state["Type"] != "Choice" or not state["Choices"][0].get("Variable", "").startswith(
+                "$.progress."
+            ):
+                continue
+            part = state["Default"]
+            waits = [choice for choice in state["Choices"] if choice["Variable"] == "$.progress.wait"]
+            if operation not in PAUSING_OPERATIONS:
+                assert not waits and not [s for s in block.values() if s["Type"] == "Wait"], operation
+                continue
+            assert state["Choices"][0]["Variable"] == "$.progress.done"  # a finished part never waits
+            (wait,) = waits
+            assert wait["BooleanEquals"] is True
+            assert block[wait["Next"]] == {"Type": "Wait", "Seconds": STARTUP_CHECK_SECONDS, "Next": part}
+            assert block[part]["Parameters"]["step"] == "part"
+            waiting.add(operation)
+    assert waiting == PAUSING_OPERATIONS == {"smoke"}
 
 
 def test_each_step_invokes_the_worker_for_its_operation_and_retries_throttling(
@@ -350,19 +379,77 @@ def test_maps_run_at_most_the_configured_concurrency_and_keep_results_small(
                 "Mode": "DISTRIBUTED",
                 "ExecutionType": "STANDARD",
             }
-            # Its children's results go to the run's records in the ops bucket, never into the state (over 256 KiB
-            # there, States.DataLimitExceeded would fail the run); nothing selects from them.
+            # Its children's results go to the ops bucket, never into the state (over 256 KiB there,
+            # States.DataLimitExceeded would fail the run); nothing selects from them. A literal prefix: the map
+            # run's id, which Step Functions adds, separates runs.
             name = state["ResultPath"].removeprefix("$.").removesuffix("Run")
             assert state["ResultWriter"] == {
                 "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":states:::s3:putObject"]]},
                 "Parameters": {
                     "Bucket": {"Ref": ops_bucket(stateful)},
-                    "Prefix.$": f"States.Format('{map_results_prefix(operation, '{}', name)}', $.plan.runId)",
+                    "Prefix": map_results_prefix(operation, name),
                 },
             }
             assert "ResultSelector" not in state
             ends = [s for s in state["ItemProcessor"]["States"].values() if s.get("End")]
             assert ends == [{"Type": "Pass", "Result": {}, "End": True}]
+
+
+def result_writers(value: Any) -> Iterator[Any]:
+    """Every `ResultWriter` anywhere in a definition (a map inside a map's item processor included)."""
+    if isinstance(value, dict):
+        for key, member in value.items():
+            if key == "ResultWriter":
+                yield member
+            yield from result_writers(member)
+    elif isinstance(value, list):
+        for member in value:
+            yield from result_writers(member)
+
+
+def paths_in(value: Any, where: str = "ResultWriter") -> Iterator[str]:
+    """Where `value` holds a path or an expression: a key ending in `.$` (JSONPath, intrinsics) or a JSONata
+    `{% ... %}` string."""
+    if isinstance(value, dict):
+        for key, member in value.items():
+            if key.endswith(".$"):
+                yield f"{where}.{key}"
+            yield from paths_in(member, f"{where}.{key}")
+    elif isinstance(value, list):
+        for number, member in enumerate(value):
+            yield from paths_in(member, f"{where}[{number}]")
+    elif isinstance(value, str) and value.strip().startswith("{%"):
+        yield f"{where}: {value}"
+
+
+def test_no_result_writer_reads_a_path(stateful: Template, stateless: Template) -> None:
+    """AWS documents only a literal `Bucket` and `Prefix` in a ResultWriter; what a path there reads (the map's
+    input or its results) is left open, and interpreters differ. Every definition's writers are literal."""
+    for operation, machine in machines(stateful, stateless).items():
+        writers = list(result_writers(machine["Definition"]))
+        assert writers, operation
+        for writer in writers:
+            assert not list(paths_in(writer)), (operation, writer)
+
+
+def test_the_paths_check_finds_every_kind_of_path() -> None:
+    writer = {"Parameters": {"Bucket": "b", "Prefix.$": "$.run"}, "Arguments": {"Prefix": "{% $run %}"}}
+
+    assert list(paths_in(writer)) == [
+        "ResultWriter.Parameters.Prefix.$",
+        "ResultWriter.Arguments.Prefix: {% $run %}",
+    ]
+    assert list(
+        result_writers({"States": {"M": {"ItemProcessor": {"States": {"N": {"ResultWriter": 1}}}}}})
+    ) == [1]
+
+
+def test_the_maps_results_are_never_a_runs_records() -> None:
+    """Results of every run of an operation share its literal prefix; no run id can name that folder."""
+    for operation in OPERATIONS:
+        folder = map_results_prefix(operation, "parts").split("/")[2]
+        with pytest.raises(ValueError):
+            check_run_id(folder)
 
 
 def test_a_large_table_is_exported_and_read_file_by_file(
@@ -472,7 +559,7 @@ def test_each_state_machine_role_has_exactly_the_permissions_its_states_use(
             # its distributed maps' result writers ("IAM policies for ResultWriter"), into the KMS-encrypted ops bucket
             | allow(
                 ["s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
-                objects(stateful, f"runs/{operation}/*/maps/*"),
+                objects(stateful, f"{map_results_prefix(operation, '')}*"),
             )
             | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
         )
@@ -495,7 +582,8 @@ def test_the_purge_runs_on_its_schedule(stateless: Template, config: Environment
     (schedule,) = [
         s
         for s in stateless.find_resources("AWS::Scheduler::Schedule").values()
-        if s["Properties"]["Target"]["Arn"] != PUT_ITEM_TARGET  # the heartbeat's (test_heartbeat.py)
+        if s["Properties"]["Target"]["Arn"]
+        not in (PUT_ITEM_TARGET, PUT_METRIC_DATA_TARGET)  # the heartbeat's
     ]
     purge_id = next(
         logical_id

@@ -99,7 +99,8 @@ def test_by_default_the_identity_center_administrators_may_assume_the_admin_role
     (statement,) = [s for s in trust_statements(access_for(dev)) if "Condition" in s]
     principal = f"arn:aws:iam::{dev.account}:role/{role_path}"
     trust = {"Statement": [statement | {"Principal": {"AWS": f"arn:aws:iam::{dev.account}:root"}}]}
-    request = Request(principal, "sts:AssumeRole", "admin-role", {"aws:PrincipalArn": principal})
+    admin_role = dev.role_arn(dev.platform_role_name("search-admin"))
+    request = Request(principal, "sts:AssumeRole", admin_role, {"aws:PrincipalArn": principal})
     # The permission set's own policy allows sts:AssumeRole; the trust names the account, which delegates to it.
     administrator = {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
     assert (decide([administrator], trust, request, resource_policy_required=True) == "allow") is admitted

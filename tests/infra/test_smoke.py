@@ -93,7 +93,7 @@ def test_the_worker_knows_every_read_role_with_its_probe_and_its_wait(
         expected.append({"name": role.name, "schemas": list(role.schemas), "probeRoleArn": arn})
     assert readers == expected
     assert variables["SMOKE_WAIT_SECONDS"] == str(SMOKE_WAIT_SECONDS)
-    assert variables["SMOKE_STARTUP_SECONDS"] == str(config.ops.smoke_startup_seconds)
+    assert variables["SMOKE_STARTUP_MINUTES"] == str(config.ops.smoke_startup_minutes)
 
 
 def admitted(stateful: Template, probe_arn: str) -> set[tuple[str, str, str]]:

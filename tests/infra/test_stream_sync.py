@@ -127,7 +127,7 @@ def policy_attached_to(template: Template, stateful: Template, role: dict[str, A
     found = [
         policy["Properties"]
         for policy in template.find_resources(MANAGED_POLICY).values()
-        if resolve(stateful, template, policy["Properties"]["Roles"]) == [role]
+        if resolve(stateful, template, policy["Properties"].get("Roles", [])) == [role]
     ]
     assert len(found) == 1, found
     return found[0]
@@ -494,7 +494,7 @@ def test_sync_role_has_no_other_policy(stateful: Template) -> None:
     attached_in_stateful = [
         policy
         for policy in stateful.find_resources(MANAGED_POLICY).values()
-        if {"Ref": sync_role_id} in policy["Properties"]["Roles"]
+        if {"Ref": sync_role_id} in policy["Properties"].get("Roles", [])
     ]
     assert attached_in_stateful == []
 

@@ -138,6 +138,38 @@ def test_each_heartbeat_schedule_writes_its_item_as_its_role_and_the_role_may_wr
     calls.violations.clear()
 
 
+def test_each_due_count_publishes_its_tables_heartbeat_as_its_role_into_the_syncs_namespace_only(
+    deployed: tuple[World, SdkCalls, LoopbackOpenSearch],
+) -> None:
+    """The heartbeat's other schedules (infra/constructs/heartbeat.py) executed as Scheduler would: PutMetricData of
+    one heartbeat due, allowed by the role's cloudwatch:namespace condition, and refused in any other namespace."""
+    world, calls, _ = deployed
+    cloudwatch = boto3.client("cloudwatch", region_name=world.region)
+    prefix = "arn:aws:scheduler:::aws-sdk:cloudwatch:"
+    counted = [
+        (str(target["RoleArn"]), target["Arn"][len(prefix) :], json.loads(str(target["Input"])))
+        for resource in world.stateless.resources("AWS::Scheduler::Schedule").values()
+        if str((target := world.stateless(resource["Properties"]["Target"]))["Arn"]).startswith(prefix)
+    ]
+    assert len(counted) == len(world.config.source_tables)
+    assert {operation for _, operation, _ in counted} == {"putMetricData"}
+    _, environment = world.function("stream_sync.handler.handler")
+    for role, _, parameters in counted:
+        assert parameters["Namespace"] == environment["METRICS_NAMESPACE"]
+        with calls.acting(role):
+            cloudwatch.put_metric_data(**parameters)
+        with calls.acting(role), pytest.raises(ClientError, match="AccessDenied"):
+            cloudwatch.put_metric_data(**(parameters | {"Namespace": "Elsewhere"}))
+    assert [v.why for v in calls.violations] == ["cloudwatch:PutMetricData: no statement allows it"] * len(
+        counted
+    )
+    calls.violations.clear()  # those refusals were the point
+    published = cloudwatch.list_metrics(
+        Namespace=environment["METRICS_NAMESPACE"], MetricName="HeartbeatsDue"
+    )
+    assert len(published["Metrics"]) == len(counted)
+
+
 def test_a_role_is_assumed_only_where_its_trust_policy_admits_the_caller(
     deployed: tuple[World, SdkCalls, LoopbackOpenSearch], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from tests.recipes.scratch import Scratch
 
@@ -179,6 +180,49 @@ def release_client(scratch: Scratch) -> str | None:
     scratch.edit(VERSION, current.group(0), f'__version__ = "{needed.group(1)}"')
     scratch.make("client-release")
     return needed.group(1)
+
+
+def _rendered(value: object) -> str:
+    """A JSON output as `describe-stacks` would show it, each table reference standing for its table's name."""
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, dict) and "Fn::Join" in value, value
+    separator, parts = value["Fn::Join"]
+    return str(separator).join(part if isinstance(part, str) else str(part["Ref"]) for part in parts)
+
+
+def older_client_writes_on(root: Path, added: list[Added]) -> str | None:
+    """The refdata-client of the tree before the change (the one this process imports: the release before the
+    recipe's) against each environment's new `SchemaTables` output (`root`'s synthesized assembly): it keeps every
+    schema it knows, sets the added ones apart, and refuses a write to one of them saying to upgrade, by its version.
+    None when the change adds no schema."""
+    from refdata import __version__
+    from refdata.registry import REGISTRY as KNOWN
+    from refdata.writer import ClientTooOldError, Tables
+
+    new = {thing.name for thing in added if thing.kind == "schema" and thing.name not in KNOWN}
+    if not new:
+        return None
+    outputs = [
+        json.loads(template.read_text()).get("Outputs", {}).get("SchemaTables")
+        for template in sorted(root.glob("cdk.out/assembly-*/*.template.json"))
+    ]
+    found = [_rendered(output["Value"]) for output in outputs if output]
+    assert found, f"no SchemaTables output under {root / 'cdk.out'}"
+    for text in found:
+        tables = Tables.parse(text)
+        assert tables.newer == new and set(tables.holders) == set(json.loads(text)) - new, text
+        for name in new:
+            try:
+                tables.table_for(name)
+            except ClientTooOldError as error:
+                assert "upgrade refdata-client" in str(error) and __version__ in str(error), error
+            else:
+                raise AssertionError(f"refdata-client {__version__} gave {name!r} a table")
+    return (
+        f"  refdata-client {__version__} (before the change) on {len(found)} new SchemaTables outputs: keeps the "
+        f"schemas it knows; a write to {', '.join(sorted(new))} says to upgrade"
+    )
 
 
 # Each recipe's paragraph in README, "Routine changes", and the one sentence there that counts its files:

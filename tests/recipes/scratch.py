@@ -1,8 +1,8 @@
 """A scratch copy of the working tree to apply a change to, and the commands people run there.
 
-The copy holds every file git would (tracked and untracked, not ignored), shares the set-up (.venv, node_modules and
-the test engine's .cache/engine: symlinks, never re-installed) and is a git repository of its own, so what a change
-touched is ``git status``.
+The copy holds every file git would (tracked and untracked, not ignored), shares the set-up (.venv, .venv-checkov,
+node_modules and the test engine's .cache/engine: symlinks, never re-installed) and is a git repository of its own, so
+what a change touched is ``git status``.
 """
 
 from __future__ import annotations
@@ -10,13 +10,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # make treats the set-up as done: the copy's files are newer than the shared .venv's stamp.
-MAKE = ["make", "--no-print-directory", "-o", ".venv/.installed", "-o", "node_modules/.installed"]
-MAKE += ["-o", ".cache/engine/.installed"]
+SHARED = (".venv", ".venv-checkov", "node_modules", ".cache/engine")
+MAKE = [
+    "make",
+    "--no-print-directory",
+    *(part for shared in SHARED for part in ("-o", f"{shared}/.installed")),
+]
 GIT = {"GIT_AUTHOR_NAME": "recipe", "GIT_AUTHOR_EMAIL": "recipe@example.invalid"}
 GIT |= {"GIT_COMMITTER_NAME": "recipe", "GIT_COMMITTER_EMAIL": "recipe@example.invalid"}
 
@@ -40,7 +45,7 @@ class Scratch:
                 (root / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, root / name)
         (root / ".cache").mkdir(exist_ok=True)
-        for shared in (".venv", "node_modules", ".cache/engine"):
+        for shared in SHARED:
             (root / shared).symlink_to(ROOT / shared)
         if (ROOT / ".mypy_cache").is_dir():  # a warm type-check cache, as a developer's tree has
             shutil.copytree(ROOT / ".mypy_cache", root / ".mypy_cache")
@@ -57,9 +62,12 @@ class Scratch:
         self, command: list[str], *, check: bool = True, **environ: str
     ) -> subprocess.CompletedProcess[str]:
         env = {key: value for key, value in os.environ.items() if key not in {"CI", "PYTEST_CURRENT_TEST"}}
+        started = time.monotonic()
         done = subprocess.run(
             command, cwd=self.root, env=env | GIT | environ, capture_output=True, text=True, timeout=1800
         )
+        if command[0] == "make":  # where a recipe's time goes, in `make recipes`' report (-rP)
+            print(f"  {' '.join(command[len(MAKE) :])}: {time.monotonic() - started:.0f} s")
         if check and done.returncode != 0:
             raise AssertionError(
                 f"`{' '.join(command)}` failed ({done.returncode}):\n{failure_report(done.stdout)}\n{done.stderr[-4000:]}"

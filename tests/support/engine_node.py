@@ -12,6 +12,7 @@ templates, stored scripts, points in time, cluster settings) before each test, a
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import shutil
@@ -48,12 +49,8 @@ class EngineNode:
     """One node in a child JVM; it stops when its standard input closes (here, or because this process died)."""
 
     def __init__(self) -> None:
-        # In memory where the machine has it: every cluster-state change (an index, a template, a script) is fsynced.
-        memory = Path("/dev/shm")
-        self.directory = Path(
-            tempfile.mkdtemp(prefix="refdata-engine-", dir=memory if memory.is_dir() else None)
-        )
-        self.log_path = self.directory / "node.log"
+        self.directory = Path()
+        self.log_path = Path()
         self.port: int | None = None
         self.version: str | None = None
         self._ready = threading.Event()
@@ -64,10 +61,17 @@ class EngineNode:
         if not (CLASSES.is_dir() and LIB.is_dir()):
             raise EngineSetupError("the test engine is not installed: run `make engine` (or `make test`)")
         java = java_home() / "bin" / "java"
+        # In memory where the machine has it: every cluster-state change (an index, a template, a script) is fsynced.
+        # The launcher deletes it when it stops, even after this process was killed.
+        memory = Path("/dev/shm")
+        self.directory = Path(
+            tempfile.mkdtemp(prefix="refdata-engine-", dir=memory if memory.is_dir() else None)
+        )
+        self.log_path = self.directory / "node.log"
         command = [
             str(java), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "--enable-native-access=ALL-UNNAMED", f"-Dlog4j2.configurationFile={LOG_CONFIG}",
-            "-cp", f"{CLASSES}:{LIB}/*", LAUNCHER_CLASS, str(self.directory / "home"),
+            "-cp", f"{CLASSES}:{LIB}/*", LAUNCHER_CLASS, str(self.directory),
         ]  # fmt: skip
         log = self.log_path.open("wb")
         self._process = subprocess.Popen(
@@ -163,7 +167,7 @@ class EngineNode:
                 process.wait()
             if process.stdout is not None:
                 process.stdout.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 _node: EngineNode | None = None
@@ -179,7 +183,9 @@ def session_node() -> EngineNode:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
-        session_node()
+        # Not installed, or no JDK 21+: each test that needs the engine fails saying so; the others run.
+        with contextlib.suppress(EngineSetupError):
+            session_node()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

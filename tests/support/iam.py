@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import io
 import json
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +34,8 @@ from boto3.dynamodb.conditions import ConditionExpressionBuilder
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
+# Services whose IAM prefix is not their signing name.
+IAM_PREFIXES = {"monitoring": "cloudwatch"}
 # Operations that AWS authorizes under an action of another name (Service Authorization Reference).
 OPERATION_ACTIONS = {
     ("s3", "ListObjectsV2"): "ListBucket",
@@ -83,8 +87,25 @@ def _listed(value: Any) -> list[Any]:
 
 
 def _like(pattern: str, value: str) -> bool:
-    """IAM's wildcard match: `*` any run of characters (including `/` and `:`), `?` one character."""
+    """IAM's wildcard match within one string: `*` any run of characters (including `/` and `:`), `?` one
+    character (actions and string conditions; ARNs match part by part: `_arn_like`)."""
     return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
+
+
+def _arn_like(pattern: str, value: str) -> bool:
+    """ArnLike/ArnEquals: "Each of the six colon-delimited components of the ARN is checked separately" (IAM User
+    Guide, Condition operators), so a wildcard never spans a colon between them; the sixth, the resource, runs to
+    the end of the ARN, colons and all. A value that is not an ARN matches nothing."""
+    wanted, actual = pattern.split(":", 5), value.split(":", 5)
+    if len(wanted) != 6 or len(actual) != 6:
+        return False
+    return all(_like(part, got) for part, got in zip(wanted, actual, strict=True))
+
+
+def _resource_like(pattern: str, resource: str) -> bool:
+    """A `Resource` element: `*` is every resource; otherwise wildcards match "within any ARN segment (the parts
+    separated by colons)" (IAM User Guide, IAM JSON policy elements: Resource), as the ARN operators do."""
+    return pattern == "*" or _arn_like(pattern, resource)
 
 
 def _number(value: Any) -> float:
@@ -100,10 +121,10 @@ _OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
     "StringNotEqualsIgnoreCase": (lambda actual, wanted: actual.lower() == wanted.lower(), True),
     "StringLike": (lambda actual, wanted: _like(wanted, actual), False),
     "StringNotLike": (lambda actual, wanted: _like(wanted, actual), True),
-    "ArnEquals": (lambda actual, wanted: _like(wanted, actual), False),
-    "ArnLike": (lambda actual, wanted: _like(wanted, actual), False),
-    "ArnNotEquals": (lambda actual, wanted: _like(wanted, actual), True),
-    "ArnNotLike": (lambda actual, wanted: _like(wanted, actual), True),
+    "ArnEquals": (lambda actual, wanted: _arn_like(wanted, actual), False),
+    "ArnLike": (lambda actual, wanted: _arn_like(wanted, actual), False),
+    "ArnNotEquals": (lambda actual, wanted: _arn_like(wanted, actual), True),
+    "ArnNotLike": (lambda actual, wanted: _arn_like(wanted, actual), True),
     "Bool": (lambda actual, wanted: actual.lower() == wanted.lower(), False),
     "NumericEquals": (lambda actual, wanted: _number(actual) == _number(wanted), False),
     "NumericNotEquals": (lambda actual, wanted: _number(actual) == _number(wanted), True),
@@ -151,7 +172,7 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
 
 @dataclass(frozen=True)
 class Request:
-    principal: str  # the role's ARN
+    principal: str  # the role's ARN, or a service principal (`states.amazonaws.com`) assuming a role
     action: str
     resource: str
     context: Mapping[str, Any]
@@ -159,8 +180,13 @@ class Request:
     resource_account: str | None = None  # the account that owns the resource; the caller's when None
 
     @property
+    def service(self) -> bool:
+        return not self.principal.startswith("arn:")
+
+    @property
     def account(self) -> str:
-        return self.principal.split(":")[4]
+        """The caller's account (a service principal belongs to none)."""
+        return "" if self.service else self.principal.split(":")[4]
 
     @property
     def same_account(self) -> bool:
@@ -172,6 +198,9 @@ def _principal_level(principal: Any, request: Request) -> str | None:
     "account" (the caller's account, which only delegates to the account's own policies), or None."""
     if principal == "*":
         return "direct"
+    if request.service:
+        services = _listed(principal.get("Service", [])) if isinstance(principal, Mapping) else []
+        return "direct" if request.principal in services else None
     names = _listed(principal.get("AWS", [])) if isinstance(principal, Mapping) else []
     if "*" in names or request.principal in names or (request.session and request.session in names):
         return "direct"
@@ -190,10 +219,10 @@ def _matches(statement: Mapping[str, Any], request: Request) -> bool:
     elif any(_like(a.lower(), request.action.lower()) for a in _listed(statement["NotAction"])):
         return False
     if "Resource" in statement:
-        if not any(_like(r, request.resource) for r in _listed(statement["Resource"])):
+        if not any(_resource_like(r, request.resource) for r in _listed(statement["Resource"])):
             return False
     elif "NotResource" in statement and any(
-        _like(r, request.resource) for r in _listed(statement["NotResource"])
+        _resource_like(r, request.resource) for r in _listed(statement["NotResource"])
     ):
         return False
     return all(
@@ -205,6 +234,13 @@ def _matches(statement: Mapping[str, Any], request: Request) -> bool:
 
 def _statements(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [] if not document else _listed(document.get("Statement", []))
+
+
+# Called with every decision `decide` makes: (identity, resource policy, request, resource policy required, decision).
+# tests/support/iam_oracle.py records them for the independent check at the session's end.
+DECISION_OBSERVERS: list[
+    Callable[[Sequence[Mapping[str, Any]], Mapping[str, Any] | None, Request, bool, str], None]
+] = []
 
 
 def decide(
@@ -222,7 +258,20 @@ def decide(
     - across accounts, both must allow (the resource policy may name the caller or its account);
     - a role's trust policy and a KMS key policy (`resource_policy_required`) must allow in every case: naming the
       caller allows, naming the account delegates to the identity policies, and the identity policies alone never
-      suffice."""
+      suffice;
+    - a service principal (a service assuming a role) is allowed only by a resource policy naming it."""
+    decision = _evaluate(identity, resource_policy, request, resource_policy_required)
+    for observe in DECISION_OBSERVERS:
+        observe(identity, resource_policy, request, resource_policy_required, decision)
+    return decision
+
+
+def _evaluate(
+    identity: Sequence[Mapping[str, Any]],
+    resource_policy: Mapping[str, Any] | None,
+    request: Request,
+    resource_policy_required: bool,
+) -> str:
     identity_statements = [s for doc in identity for s in _statements(doc)]
     resource_statements = [
         (statement, _principal_level(statement.get("Principal"), request))
@@ -236,7 +285,9 @@ def decide(
     levels = {
         level for s, level in resource_statements if s["Effect"] == "Allow" and level and _matches(s, request)
     }
-    if not request.same_account:
+    if request.service:  # a service has no identity policies: the resource (trust) policy must name it
+        allowed = "direct" in levels
+    elif not request.same_account:
         allowed = identity_allows and bool(levels)
     elif resource_policy_required:
         allowed = "direct" in levels or ("account" in levels and identity_allows)
@@ -419,39 +470,17 @@ class SdkCalls:
     def _check(
         self, role: str, client: BaseClient, operation: str, params: dict[str, Any], send: Callable[[], Any]
     ):
-        prefix = client.meta.service_model.signing_name
-        action = action_of(prefix, operation)
-        resources = self._resources(prefix, action, operation, params)
-        call = Call(role, client.meta.service_model.service_name, operation, action, tuple(resources))
-        with self._lock:
-            self.checked.append(call)
-        context = {
-            "aws:SecureTransport": "true",
-            "aws:PrincipalArn": role,
-            "aws:PrincipalAccount": self.account,
-        }
-        if operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
-            context["s3:prefix"] = params["Prefix"]
-        if prefix == "dynamodb":
-            leading = leading_keys(operation, params)
-            if leading is not None:
-                context["dynamodb:LeadingKeys"] = leading
-        for resource in resources:
-            self._require(call, Request(role, action, resource, context), prefix)
-        for extra_action, resource in self._implied(prefix, operation, params):
-            extra = dict(context)
-            if extra_action.startswith("kms:"):  # the service calls KMS on the caller's behalf
-                extra |= {
-                    "kms:ViaService": f"{prefix}.{self.region}.amazonaws.com",
-                    "kms:CallerAccount": self.account,
-                }
-            self._require(call, Request(role, extra_action, resource, extra), extra_action.split(":")[0])
+        signing_name = client.meta.service_model.signing_name
+        prefix = IAM_PREFIXES.get(signing_name, signing_name)
+        call, context = self.authorize(
+            role, client.meta.service_model.service_name, prefix, operation, params
+        )
         try:
             answer = send()
         except ClientError as error:
             if (
                 prefix == "s3"
-                and action == "s3:GetObject"
+                and call.action == "s3:GetObject"
                 and error.response["Error"]["Code"]
                 in (
                     "NoSuchKey",
@@ -481,6 +510,44 @@ class SdkCalls:
                     params["ShardIterator"], ""
                 )
         return answer
+
+    def authorize(
+        self, role: str, service: str, prefix: str, operation: str, params: Mapping[str, Any]
+    ) -> tuple[Call, dict[str, Any]]:
+        """Record the call and check it as `role`: its own action on each resource it names, then what the service
+        does with the caller's permissions (`_implied`). Raises AccessDenied (and records the violation) where AWS
+        would refuse; returns the call and the request context it carried."""
+        action = action_of(prefix, operation)
+        resources = self._resources(prefix, action, operation, params)
+        call = Call(role, service, operation, action, tuple(resources))
+        with self._lock:
+            self.checked.append(call)
+        context: dict[str, Any] = {
+            "aws:SecureTransport": "true",
+            "aws:PrincipalArn": role,
+            "aws:PrincipalAccount": self.account,
+        }
+        if operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
+            context["s3:prefix"] = params["Prefix"]
+        if prefix == "cloudwatch" and "Namespace" in params:
+            context["cloudwatch:namespace"] = params["Namespace"]
+        if prefix == "dynamodb":
+            leading = leading_keys(operation, params)
+            if leading is not None:
+                context["dynamodb:LeadingKeys"] = leading
+        for resource in resources:
+            self._require(call, Request(role, action, resource, context), prefix)
+        for extra_action, resource in self._implied(prefix, operation, params):
+            # A request to another service carries the global keys, never the call's own service's (an S3 or KMS
+            # request made for a DynamoDB call has no dynamodb:LeadingKeys).
+            extra = {key: value for key, value in context.items() if key.startswith("aws:")}
+            if extra_action.startswith("kms:"):  # the service calls KMS on the caller's behalf
+                extra |= {
+                    "kms:ViaService": f"{prefix}.{self.region}.amazonaws.com",
+                    "kms:CallerAccount": self.account,
+                }
+            self._require(call, Request(role, extra_action, resource, extra), extra_action.split(":")[0])
+        return call, context
 
     def _require(self, call: Call, request: Request, prefix: str) -> None:
         decision = self._decision(request, prefix)
@@ -551,6 +618,8 @@ class SdkCalls:
             return [self._fill(prefix, action, "function", FunctionName=function)]
         if prefix == "cloudformation":
             return [f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{params['StackName']}/*"]
+        if prefix == "cloudwatch" and operation == "PutMetricData":
+            return ["*"]  # metric data is no resource: only cloudwatch:namespace scopes it
         if prefix == "states":
             for name in ("stateMachineArn", "executionArn"):
                 if name in params:
@@ -630,3 +699,67 @@ class DomainAccess:
         return {
             "Message": f"User: {principal} is not authorized to perform: {action} on resource: {resource}{why}"
         }
+
+
+# --- signed HTTP requests to AWS APIs (a moto server standing for the services) ----------------------------------------
+
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/[^/]+/[^/]+/([^/]+)/aws4_request")
+_S3_OBJECT_OPERATIONS = {
+    "PUT": "PutObject",
+    "GET": "GetObject",
+    "HEAD": "HeadObject",
+    "DELETE": "DeleteObject",
+}
+
+
+@dataclass
+class HttpCalls:
+    """A WSGI middleware deciding each request an AWS SDK in another process sends over HTTP, by the same checks as
+    `SdkCalls.authorize`: the caller is the role its signature's access key maps to (`calls.keys`; a key that maps
+    to no role is refused), the operation and its parameters are read back from the request as the service's
+    protocol carries them (JSON protocols: `X-Amz-Target` and the body; S3: object requests by method and path). A
+    request it cannot read is refused and recorded, never passed unchecked. A refusal answers as the service does."""
+
+    calls: SdkCalls
+    app: Callable[..., Any]
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        found = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+        key, signing_name = found.groups() if found else ("", "unsigned")
+        prefix = IAM_PREFIXES.get(signing_name, signing_name)
+        operation, params = self._operation(environ, prefix)
+        role = self.calls.keys.get(key)
+        try:
+            if role is None or operation is None:
+                call = Call(role or f"access key {key or 'none'}", prefix, operation or "?", "?", ())
+                why = "no role has this access key" if role is None else "the request is not read here"
+                self.calls._violate(call, environ.get("PATH_INFO", ""), why)
+                raise _denied(operation or "?", why)
+            self.calls.authorize(role, signing_name, prefix, operation, params)
+        except ClientError as error:
+            return self._refusal(prefix, str(error.response["Error"]["Message"]), start_response)
+        return self.app(environ, start_response)
+
+    @staticmethod
+    def _operation(environ: dict[str, Any], prefix: str) -> tuple[str | None, dict[str, Any]]:
+        target = environ.get("HTTP_X_AMZ_TARGET")
+        if target:
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+            return target.rsplit(".", 1)[1], json.loads(body or b"{}")
+        if prefix == "s3":
+            bucket, _, key = environ.get("PATH_INFO", "").lstrip("/").partition("/")
+            operation = _S3_OBJECT_OPERATIONS.get(environ["REQUEST_METHOD"])
+            if bucket and key and operation and not environ.get("QUERY_STRING"):
+                return operation, {"Bucket": bucket, "Key": urllib.parse.unquote(key)}
+        return None, {}
+
+    @staticmethod
+    def _refusal(prefix: str, message: str, start_response: Callable[..., Any]) -> list[bytes]:
+        if prefix == "s3":
+            body = f"<Error><Code>AccessDenied</Code><Message>{message}</Message></Error>".encode()
+            start_response("403 Forbidden", [("Content-Type", "application/xml")])
+            return [body]
+        body = json.dumps({"__type": "AccessDeniedException", "message": message}).encode()
+        start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.0")])
+        return [body]

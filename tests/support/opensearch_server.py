@@ -1854,6 +1854,10 @@ class LoopbackOpenSearch:
             raise ValueError(
                 "fine-grained access control is the secured node's plugin: fgac goes with a SecuredNode"
             )
+        if engine is not None and not auto_create_index:
+            raise ValueError(
+                "the real engine's action.auto_create_index is a cluster setting: PUT _cluster/settings"
+            )
         self.require_signature = require_signature
         self.access = access
         self.max_body_bytes = max_body_bytes
@@ -1980,6 +1984,10 @@ class LoopbackOpenSearch:
     ) -> None:
         """Stored scripts running for `doc_id` fail with a painless runtime error (`java_exception` as its
         cause): `times` times, or always when None."""
+        if self.engine is not None:
+            raise ValueError(
+                "the real engine runs the stored script: store one that fails (painless) instead"
+            )
         with self.cluster.lock:
             self.cluster.script_faults.setdefault(doc_id, deque()).append(
                 _ScriptFault(java_exception, reason, times)
@@ -1987,6 +1995,10 @@ class LoopbackOpenSearch:
 
     def lose_points_in_time(self) -> None:
         """What a node restart or a blue/green deployment does on the service: every point in time is gone."""
+        if self.engine is not None:
+            freed = self.engine.request("DELETE", "/_search/point_in_time/_all")
+            assert freed.status == 200, freed.body
+            return
         with self.cluster.lock:
             self.cluster.points_in_time.clear()
 

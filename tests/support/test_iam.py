@@ -1,5 +1,6 @@
 """The IAM double (tests/support/iam.py) against AWS's documented evaluation logic: each case cites the sentence of
-the AWS documentation it encodes, so the double is checked against AWS's words, not against itself."""
+the AWS documentation it encodes, so the double is checked against AWS's words, not against itself; the whole table
+also goes to an independent evaluator, iam-simulate (tests/support/iam_oracle.py), which must agree."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from tests.support import iam
 from tests.support.aws import single_table, use_fake_aws
-from tests.support.iam import DomainAccess, Policies, Request, SdkCalls, decide, decide_kms
+from tests.support.iam import DomainAccess, HttpCalls, Policies, Request, SdkCalls, decide, decide_kms
+from tests.support.iam_oracle import ask, disagreement, simulation
 
 ACCOUNT, OTHER = "111111111111", "222222222222"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/caller"
@@ -21,17 +24,44 @@ ROOT = f"arn:aws:iam::{ACCOUNT}:root"
 BUCKET = "arn:aws:s3:::bucket/key"
 KEY = f"arn:aws:kms:ca-central-1:{ACCOUNT}:key/k"
 TARGET_ROLE = f"arn:aws:iam::{ACCOUNT}:role/target"
+TABLE = f"arn:aws:dynamodb:ca-central-1:{ACCOUNT}:table/t"
+QUERY = {
+    "action": "dynamodb:Query",
+    "target": TABLE,
+}  # dynamodb:LeadingKeys is a key of DynamoDB's item calls
 
 EVALUATION = "IAM User Guide, Policy evaluation for requests within a single account"
 CROSS = "IAM User Guide, Cross-account policy evaluation logic"
 PRINCIPAL = "IAM User Guide, AWS JSON policy elements: Principal (AWS account principals)"
 CONDITIONS = "IAM User Guide, IAM JSON policy elements: Condition operators"
+RESOURCE = "IAM User Guide, IAM JSON policy elements: Resource"
+ARNS = "IAM User Guide, IAM JSON policy elements: Condition operators (Amazon Resource Name (ARN) condition operators)"
 SETS = "IAM User Guide, Single-valued vs. multivalued context keys"
 KEYS = "IAM User Guide, AWS global condition context keys (aws:PrincipalArn)"
 KMS = "AWS KMS Developer Guide, Key policies in AWS KMS (Default key policy)"
 TRUST = (
     "IAM User Guide, Cross account resource access in IAM / AWS JSON policy elements: Principal (role trust)"
 )
+SERVICE = "IAM User Guide, AWS JSON policy elements: Principal (AWS service principals)"
+SCHEDULER = "EventBridge Scheduler User Guide, Confused deputy prevention"
+STATES = "Step Functions Developer Guide, Creating an IAM role for your state machine (Prevent cross-service confused deputy)"
+LAMBDA = "Lambda Developer Guide, Defining Lambda function permissions with an execution role"
+SCHEDULE_GROUP = f"arn:aws:scheduler:ca-central-1:{ACCOUNT}:schedule-group/default"
+STATE_MACHINE = f"arn:aws:states:ca-central-1:{ACCOUNT}:stateMachine:ops-reindex"
+
+
+def service_trust(service: str, **condition: Any) -> dict[str, Any]:
+    statement = {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": service}}
+    return doc(statement | ({"Condition": condition} if condition else {}))
+
+
+def assumed_by(service: str, **context: str) -> dict[str, Any]:
+    return {"caller": service, "action": "sts:AssumeRole", "target": TARGET_ROLE, "required": True} | (
+        {"context": context} if context else {}
+    )
+
+
+SCHEDULER_SOURCE = {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": SCHEDULE_GROUP}
 
 
 def allow(action: str = "s3:GetObject", resource: str = "*", **extra: Any) -> dict[str, Any]:
@@ -62,6 +92,7 @@ class Case:
     required: bool = False  # a trust or key policy: the resource policy must allow
     action: str = "s3:GetObject"
     target: str = BUCKET
+    caller: str | None = None  # a service principal making the request (else the role's session)
 
 
 CASES = [
@@ -171,34 +202,62 @@ CASES = [
     Case(
         "ForAllValues on a missing key holds",
         f"{SETS}: ForAllValues '... returns true if there are no context keys in the request.'",
-        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        [
+            doc(
+                allow(
+                    "dynamodb:Query", Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}
+                )
+            )
+        ],
         None,
         "allow",
+        **QUERY,
     ),
     Case(
         "ForAllValues on an empty set holds",
         f"{SETS}: ForAllValues '... also returns true if ... the context key resolves to an empty data set' "
         "(paraphrased)",
-        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        [
+            doc(
+                allow(
+                    "dynamodb:Query", Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}
+                )
+            )
+        ],
         None,
         "allow",
         context={"dynamodb:LeadingKeys": []},
+        **QUERY,
     ),
     Case(
         "ForAllValues: one value outside the set fails",
         f"{SETS}: 'The condition returns true if every context key value in the request matches at least one "
         "context key value in the policy.'",
-        [doc(allow(Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        [
+            doc(
+                allow(
+                    "dynamodb:Query", Condition={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}
+                )
+            )
+        ],
         None,
         "implicit",
         context={"dynamodb:LeadingKeys": ["a", "b"]},
+        **QUERY,
     ),
     Case(
         "ForAnyValue on a missing key fails",
         f"{SETS}: ForAnyValue '... If there are no context keys in the request, the condition returns false.'",
-        [doc(allow(Condition={"ForAnyValue:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}))],
+        [
+            doc(
+                allow(
+                    "dynamodb:Query", Condition={"ForAnyValue:StringEquals": {"dynamodb:LeadingKeys": ["a"]}}
+                )
+            )
+        ],
         None,
         "implicit",
+        **QUERY,
     ),
     Case(
         "aws:PrincipalArn through an assumed-role session is the role's ARN",
@@ -207,6 +266,32 @@ CASES = [
         doc(allow(**names(SESSION), Condition={"ArnEquals": {"aws:PrincipalArn": ROLE}})),
         "allow",
         context={"aws:PrincipalArn": ROLE},
+    ),
+    Case(
+        "ArnLike: a wildcard does not span the colon-separated parts of an ARN",
+        f"{ARNS}: 'Each of the six colon-delimited components of the ARN is checked separately' (ArnEquals, "
+        "ArnLike); 'With an ArnLike condition, which matches elements between colons, the match fails.'",
+        [doc(allow(Condition={"ArnLike": {"aws:PrincipalArn": "arn:*:role/caller"}}))],
+        None,
+        "implicit",
+    ),
+    Case(
+        "Resource: a wildcard does not span the colon-separated parts of an ARN",
+        f"{RESOURCE}: 'You can use wildcard characters (* and ?) within any ARN segment (the parts separated by "
+        "colons).'",
+        [doc(allow("logs:PutLogEvents", "arn:aws:logs:*:log-group:/aws/lambda/f:*"))],
+        None,
+        "implicit",
+        action="logs:PutLogEvents",
+        target=f"arn:aws:logs:ca-central-1:{ACCOUNT}:log-group:/aws/lambda/f:log-stream:s",
+    ),
+    Case(
+        "ArnEquals: a wildcard matches within one part of an ARN",
+        f"{ARNS}: '... each can include multi-character match wildcards (*) or single-character match wildcards "
+        "(?). The ArnEquals and ArnLike condition operators behave identically.'",
+        [doc(allow(Condition={"ArnEquals": {"aws:PrincipalArn": "arn:aws:iam::*:role/call?r"}}))],
+        None,
+        "allow",
     ),
     Case(
         "a KMS key policy that does not delegate to IAM: an identity allow is not enough",
@@ -253,13 +338,84 @@ CASES = [
         action="sts:AssumeRole",
         target=TARGET_ROLE,
     ),
+    Case(
+        "a service assumes a role whose trust policy names it, with the source account the condition asks",
+        f"{SCHEDULER}: 'We recommend using the aws:SourceArn and aws:SourceAccount global condition context keys in "
+        "your schedule execution role ...'; 'The value of aws:SourceArn must be your EventBridge Scheduler schedule "
+        "group ARN'",
+        [],
+        service_trust("scheduler.amazonaws.com", StringEquals={"aws:SourceAccount": ACCOUNT}),
+        "allow",
+        **assumed_by("scheduler.amazonaws.com", **SCHEDULER_SOURCE),
+    ),
+    Case(
+        "a service acting for another account's resource is refused by the aws:SourceAccount condition",
+        f"{SCHEDULER}: 'Use aws:SourceAccount if you want to allow any resource in that account to be associated "
+        "with the cross-service use.'",
+        [],
+        service_trust("scheduler.amazonaws.com", StringEquals={"aws:SourceAccount": ACCOUNT}),
+        "implicit",
+        **assumed_by(
+            "scheduler.amazonaws.com", **{"aws:SourceAccount": OTHER, "aws:SourceArn": SCHEDULE_GROUP}
+        ),
+    ),
+    Case(
+        "a service with no aws:SourceArn in its request fails a trust condition on aws:SourceArn",
+        f"{CONDITIONS}: 'If the key that you specify in a policy condition is not present in the request context, "
+        "the values do not match and the condition is false.'",
+        [],
+        service_trust(
+            "states.amazonaws.com", ArnLike={"aws:SourceArn": f"arn:aws:states:*:{ACCOUNT}:stateMachine:*"}
+        ),
+        "implicit",
+        **assumed_by("states.amazonaws.com"),
+    ),
+    Case(
+        "Step Functions assumes a state machine's role when aws:SourceArn is one of the account's state machines",
+        f"{STATES}: (paraphrased) use aws:SourceArn and aws:SourceAccount in the state machine role's trust "
+        "policy to limit which state machines Step Functions may assume it for",
+        [],
+        service_trust(
+            "states.amazonaws.com", ArnLike={"aws:SourceArn": f"arn:aws:states:*:{ACCOUNT}:stateMachine:*"}
+        ),
+        "allow",
+        **assumed_by(
+            "states.amazonaws.com", **{"aws:SourceAccount": ACCOUNT, "aws:SourceArn": STATE_MACHINE}
+        ),
+    ),
+    Case(
+        "Lambda assumes an execution role whose trust policy names the Lambda service principal",
+        f"{LAMBDA}: 'In order for Lambda to properly assume your execution role, the role's trust policy must "
+        "specify the Lambda service principal (lambda.amazonaws.com) as a trusted service.'",
+        [],
+        service_trust("lambda.amazonaws.com"),
+        "allow",
+        **assumed_by("lambda.amazonaws.com"),
+    ),
+    Case(
+        "a service the trust policy does not name cannot assume the role",
+        f"{SERVICE}: (paraphrased) a service principal in a role trust policy lets that service assume the role; "
+        "a service the policy does not name is not allowed",
+        [],
+        service_trust("lambda.amazonaws.com"),
+        "implicit",
+        **assumed_by(
+            "states.amazonaws.com", **{"aws:SourceAccount": ACCOUNT, "aws:SourceArn": STATE_MACHINE}
+        ),
+    ),
 ]
+
+
+def request_of(case: Case) -> Request:
+    if case.caller:
+        return Request(case.caller, case.action, case.target, case.context or {}, None, ACCOUNT)
+    context = {"aws:PrincipalArn": ROLE, **(case.context or {})}
+    return Request(ROLE, case.action, case.target, context, SESSION, case.resource_account)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_the_double_decides_as_the_documentation_says(case: Case) -> None:
-    context = {"aws:PrincipalArn": ROLE, **(case.context or {})}
-    request = Request(ROLE, case.action, case.target, context, SESSION, case.resource_account)
+    request = request_of(case)
     if case.action.startswith("kms:"):
         assert decide_kms(case.identity, case.resource or {}, request) == case.expected
     else:
@@ -267,6 +423,27 @@ def test_the_double_decides_as_the_documentation_says(case: Case) -> None:
             decide(case.identity, case.resource, request, resource_policy_required=case.required)
             == case.expected
         )
+
+
+def test_iam_simulate_decides_every_case_as_the_documentation_says() -> None:
+    """The independent oracle (tests/support/iam_oracle.py) on the whole table in one batch: where it and the
+    documentation differ, the case's sentence decides, and the test says so."""
+    simulations = [
+        simulation(
+            case.identity,
+            case.resource or ({} if case.required else None),
+            request_of(case),
+            resource_policy_required=case.required,
+        )
+        for case in CASES
+    ]
+    answers = ask(simulations)
+    problems = [
+        f"{case.name}: {why} (the documentation: {case.source})"
+        for case, sim, answer in zip(CASES, simulations, answers, strict=True)
+        if (why := disagreement(case.expected, sim, answer))
+    ]
+    assert not problems, "\n".join(problems)
 
 
 def test_every_case_names_its_source() -> None:
@@ -326,12 +503,18 @@ def test_dynamodb_calls_on_a_table_with_a_customer_managed_key_need_the_key(
         )
         calls = SdkCalls(policies, account=ACCOUNT, region="ca-central-1")
         key = {"pk": {"S": "geozone::a"}, "sk": {"S": "1"}}
+        asked: list[Request] = []
+        observers = [*iam.DECISION_OBSERVERS, lambda *decision: asked.append(decision[2])]
+        monkeypatch.setattr(iam, "DECISION_OBSERVERS", observers)
         with calls.installed(), calls.acting(ROLE):
             with pytest.raises(ClientError, match="AccessDenied"):
                 dynamodb.get_item(TableName="t", Key=key)
             assert [v.why for v in calls.violations] == ["kms:Decrypt: no statement allows it"]
             policies.identity[ROLE].append(doc(allow("kms:Decrypt", KEY, Condition=via)))
             assert "Item" not in dynamodb.get_item(TableName="t", Key=key)
+        # KMS's request carries the global keys and its own, never the DynamoDB call's dynamodb:LeadingKeys.
+        (kms_context,) = {tuple(sorted(r.context)) for r in asked if r.action == "kms:Decrypt"}
+        assert all(key.startswith(("aws:", "kms:")) for key in kms_context), kms_context
 
 
 def test_leading_keys_are_the_partition_keys_an_item_call_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -352,3 +535,64 @@ def test_leading_keys_are_the_partition_keys_an_item_call_names(monkeypatch: pyt
             with pytest.raises(ClientError, match="AccessDenied"):
                 dynamodb.put_item(TableName="t", Item=item | {"pk": {"S": "geozone::bcparks_1"}})
         assert [v.call.operation for v in calls.violations] == ["PutItem"]
+
+
+def test_requests_over_http_are_decided_for_the_role_their_access_key_belongs_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`HttpCalls` in front of a moto server: a DynamoDB call (JSON protocol) and an S3 object call (by method and
+    path) of a role's key are decided as `SdkCalls` decides them, answered as the service answers a refusal; a key
+    no role owns, and a request the middleware cannot read, are refused, never passed unchecked."""
+    from moto.server import ThreadedMotoServer
+
+    use_fake_aws(monkeypatch, "ca-central-1")
+    monkeypatch.setenv("MOTO_ACCOUNT_ID", ACCOUNT)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="ca-central-1")
+        s3.create_bucket(Bucket="bucket", CreateBucketConfiguration={"LocationConstraint": "ca-central-1"})
+        boto3.client("dynamodb", region_name="ca-central-1").create_table(**single_table("t"))
+        table = f"arn:aws:dynamodb:ca-central-1:{ACCOUNT}:table/t"
+        policies = Policies(
+            identity={ROLE: [doc(allow("dynamodb:PutItem", table), allow("s3:PutObject", BUCKET))]}
+        )
+        calls = SdkCalls(policies, account=ACCOUNT, region="ca-central-1", keys={"AKIDROLE": ROLE})
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        try:
+            assert server._server is not None
+            server._server.app = HttpCalls(calls, server._server.app)
+            host, port = server.get_host_and_port()
+
+            def client(service: str, key: str) -> Any:
+                return boto3.client(
+                    service,
+                    region_name="ca-central-1",
+                    endpoint_url=f"http://{host}:{port}",
+                    aws_access_key_id=key,
+                    aws_secret_access_key="x",
+                )
+
+            item = {"pk": {"S": "geozone::a"}, "sk": {"S": "1"}}
+            client("dynamodb", "AKIDROLE").put_item(TableName="t", Item=item)
+            client("s3", "AKIDROLE").put_object(Bucket="bucket", Key="key", Body=b"{}")
+            assert [(c.role, c.action) for c in calls.checked] == [
+                (ROLE, "dynamodb:PutItem"),
+                (ROLE, "s3:PutObject"),
+            ]
+            assert not calls.violations
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client("dynamodb", "AKIDROLE").delete_item(TableName="t", Key=item)
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client("s3", "AKIDROLE").get_object(Bucket="bucket", Key="key")
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client("dynamodb", "AKIDNOBODY").put_item(TableName="t", Item=item)
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client("s3", "AKIDROLE").list_objects_v2(Bucket="bucket")
+            assert [v.why for v in calls.violations] == [
+                "dynamodb:DeleteItem: no statement allows it",
+                "s3:GetObject: no statement allows it",
+                "no role has this access key",
+                "the request is not read here",
+            ]
+        finally:
+            server.stop()

@@ -13,7 +13,8 @@ when the function raises; moto always answers none).
 Time is virtual (`VirtualTime`): the smoke run's clock and sleep are handed in, and each of its sleeps first drives
 one poll of every mapping, then advances the clock. A canary reaches the index at the smoke run's first wait, however
 loaded the machine, and a wait that is to time out does so after a fixed number of polls, not seconds: no thread
-polls on the real clock, and no verdict depends on the machine's speed.
+polls on the real clock, and no verdict depends on the machine's speed. The workflow's own Wait states (the smoke
+workflow's start-up checks) pass on the same clock (`on_the_clock`).
 """
 
 from __future__ import annotations
@@ -199,14 +200,15 @@ class VirtualTime:
 
     def advance(self, seconds: float) -> None:
         with self._lock:
-            self._now += seconds
+            before, self._now = self._now, self._now + seconds
+            refresh = self.engine is not None and int(self._now) > int(before)
+        if refresh:
+            assert self.engine is not None
+            self.engine.request("POST", "/_refresh")
 
     def sleep(self, seconds: float) -> None:
         self.poller.poll_all()
-        before = self.monotonic()
         self.advance(seconds)
-        if self.engine is not None and int(self.monotonic()) > int(before):
-            self.engine.request("POST", "/_refresh")
 
 
 @dataclass
@@ -221,6 +223,9 @@ class SmokeStack:
     probes: dict[str, str]  # read role -> probe role ARN
     admin: OpenSearchTransport
     dlq_url: str
+    # The workflow's Wait states, as their seconds on the run's clock, and each worker invocation's (step, seconds).
+    workflow_waits: list[float] = field(default_factory=list)
+    invocations: list[tuple[str, float]] = field(default_factory=list)
     lambda_: Any = field(default_factory=lambda: boto3.client("lambda", region_name=REGION))
     dynamodb: Any = field(default_factory=lambda: boto3.client("dynamodb", region_name=REGION))
 
@@ -287,6 +292,28 @@ def virtual_time(
         ),
     )
     return clock
+
+
+def on_the_clock(stack: SmokeStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow's Wait states pass on the run's clock (each drives one poll of every mapping, as the smoke run's
+    own sleeps do), and each worker invocation's length on it is recorded."""
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+
+    def wait(_: Any, env: Any, wait_seconds: float) -> None:
+        stack.workflow_waits.append(float(wait_seconds))
+        stack.clock.sleep(wait_seconds)
+
+    monkeypatch.setattr(wait_function.WaitFunction, "_wait_interval", wait)
+    handle = worker.handler
+
+    def timed(event: dict[str, Any], context: Any) -> Any:
+        started = stack.clock.monotonic()
+        try:
+            return handle(event, context)
+        finally:
+            stack.invocations.append((str(event.get("step")), stack.clock.monotonic() - started))
+
+    monkeypatch.setattr(worker, "handler", timed)
 
 
 def _zip() -> bytes:
@@ -357,7 +384,7 @@ def smoke_stack(
     *,
     wait_seconds: float,
     latency_seconds: float = 0.0,
-    startup_seconds: float = 0.0,
+    startup_minutes: float = 0.0,
 ) -> Iterator[SmokeStack]:
     use_fake_aws(monkeypatch, REGION)
     MotoGaps(monkeypatch, Clock())  # a failed part fails its distributed map, as on AWS
@@ -474,7 +501,7 @@ def smoke_stack(
                 ]
             ),
             "SMOKE_WAIT_SECONDS": str(wait_seconds),
-            "SMOKE_STARTUP_SECONDS": str(startup_seconds),
+            "SMOKE_STARTUP_MINUTES": str(startup_minutes),
             "SMOKE_POLL_SECONDS": "0.5",  # virtual: a failing wait of 5 s is ten polls
             "ENVIRONMENT_NAME": config.name,
             "BULK_MAX_ATTEMPTS": "2",
@@ -488,9 +515,11 @@ def smoke_stack(
         poller = Poller(streams, prefixes, mappings)
         poller.capture(monkeypatch)
         clock = virtual_time(poller, monkeypatch, node)
+        stack = SmokeStack(config, server, poller, clock, tables, probes, admin, dlq_url)
+        on_the_clock(stack, monkeypatch)
         before = set(threading.enumerate())
         try:
-            yield SmokeStack(config, server, poller, clock, tables, probes, admin, dlq_url)
+            yield stack
         finally:
             report_decisions(server.access, config.name)
             settle(before)  # a failed canary's map children can outlive the run, as in the workflow tests

@@ -204,3 +204,45 @@ def test_lists_cut_at_max_listed_say_so(ops_env: OpsEnv, capsys: pytest.CaptureF
 
     assert status == 1 and len(summary["documentIds"]["missing"]) == 2
     assert summary["truncated"] == ["documentIds.missing: 2 of 4 listed (MAX_LISTED)"]
+
+
+def test_the_role_a_deployed_run_assumes_is_renewed_before_it_expires(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A smoke run past its role session's hour signs with fresh keys, never expired ones: botocore renews the
+    assumed credentials on its injected clock, 15 minutes before they expire, and only then. STS (moto's) issues
+    them on the same clock, as both read the real one in a deployed run."""
+    from datetime import UTC, datetime, timedelta
+
+    import boto3
+    from moto import mock_aws
+
+    from tests.support.aws import use_fake_aws
+
+    use_fake_aws(monkeypatch, REGION)
+    now = [datetime.now(UTC)]
+    monkeypatch.setattr("moto.sts.models.utcnow", lambda: now[0].replace(tzinfo=None))
+    with mock_aws():
+        base = boto3.Session(region_name=REGION)
+        issued: dict[str, datetime] = {}  # access key -> when STS issued it (for an hour)
+        base.events.register(
+            "after-call.sts.AssumeRole",
+            lambda parsed, **_: issued.setdefault(parsed["Credentials"]["AccessKeyId"], now[0]),
+        )
+        runner = cli.assumed_session(
+            base,
+            "arn:aws:iam::123456789012:role/refdata-smoke-runner",
+            session_name="ops-smoke",
+            clock=lambda: now[0],
+        )
+        sts = runner.client("sts")
+        used = []
+        for _ in range(
+            int(timedelta(hours=3) / timedelta(minutes=5))
+        ):  # a three-hour run, a call every 5 min
+            sts.get_caller_identity()
+            key = str(runner.get_credentials().access_key)
+            assert now[0] - issued[key] <= timedelta(minutes=50), "signed with keys of less than 10 minutes"
+            used.append(key)
+            now[0] += timedelta(minutes=5)
+        assert len(issued) == len(set(used)) <= 5, "renewed about once an hour, not on every call"

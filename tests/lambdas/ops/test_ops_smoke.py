@@ -18,6 +18,7 @@ from search.readers import document_filter, read_role_body
 from smoke_harness import SYNC_KEY, SmokeStack, smoke_stack
 
 from infra.config import EnvironmentConfig
+from infra.constructs.ops_workflows import STARTUP_CHECK_SECONDS
 from infra.environments import environments
 from ops import cli
 from tests.support.secured_node import SecuredNode
@@ -383,24 +384,106 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
         assert failed and stack.canary_items() == [] and stack.canary_documents() == []
 
 
-@pytest.mark.parametrize("startup", [400.0, 0.0])
+@pytest.mark.parametrize("startup", [7, 0])
 def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_the_startup_budget(
-    startup: float, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
+    startup: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     """A new event source mapping may take several minutes to start polling (Lambda Developer Guide): the first wait
-    lasts until the start-up budget after the mapping was modified. Without one, the first deploy fails."""
-    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_seconds=startup) as stack:
+    goes on until the start-up budget after the mapping was modified. Without one, the first deploy fails."""
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=startup) as stack:
         stack.poller.starts = dict.fromkeys(stack.poller.streams, 300.0)  # five minutes on the run's clock
 
         status, summary, _ = run(stack, capsys)
 
         if startup:
             assert summary["verdict"] == "pass" and status == 0, summary
-            assert all(any("is new" in note for note in t["notes"]) for t in summary["targets"]), summary[
+            # a canary not indexed within its step's wait says why it waited on (one started later needs no note)
+            waited = [t for t in summary["targets"] if t["steps"]["indexed"] > 20]
+            assert waited and all(any("is new" in note for note in t["notes"]) for t in waited), summary[
                 "targets"
             ]
         else:
             assert_verdict(status, summary, "indexed", "stream not flowing")
+        assert stack.canary_items() == [] and stack.canary_documents() == []
+
+
+def test_a_check_interrupted_after_the_canarys_first_version_starts_the_canary_over(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
+) -> None:
+    """A check that found its canary indexed went on (the update) and was then retried by the workflow (here after
+    a TransientFailure, which it retries like Lambda's own errors): the retry
+    finds the table's canary past version 1, so it starts over with a fresh canary, as any interrupted attempt
+    does, instead of waiting for a version 1 that can no longer come."""
+    import boto3
+    from ops.index import TransientFailure
+
+    from ops import smoke
+
+    real = smoke.run_canary
+    interrupted: list[str] = []
+
+    def once(
+        env: object, settings: object, tools: object, part: dict, cursor: dict, *, run_id: str
+    ) -> object:
+        polling = stack.clock.monotonic() > starts + STARTUP_CHECK_SECONDS  # the canary is indexed by now
+        if cursor.get("awaiting") and polling and part["name"] not in interrupted:
+            interrupted.append(part["name"])
+            table = boto3.resource("dynamodb", region_name="ca-central-1").Table(part["table"])
+            table.update_item(
+                Key={"pk": cursor["pk"], "sk": cursor["sk"]},
+                UpdateExpression="SET canaryVersion = :two",
+                ExpressionAttributeValues={":two": 2},
+            )
+            stack.poller.poll_all()  # the update reaches the index before the retry looks
+            raise TransientFailure("the domain throttled after the canary was updated")
+        return real(env, settings, tools, part, cursor, run_id=run_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(smoke, "run_canary", once)
+    starts = 300.0
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=7) as stack:
+        stack.poller.starts = dict.fromkeys(stack.poller.streams, starts)
+
+        status, summary, _ = run(stack, capsys)
+
+        assert summary["verdict"] == "pass" and status == 0, summary
+        assert interrupted and summary["leftBehind"] == []
+        assert stack.canary_items() == [] and stack.canary_documents() == []
+
+
+WORKER_TIMEOUT_SECONDS = 15 * 60
+
+
+@pytest.mark.parametrize(("budget", "passes"), [(30, True), (15, False)])
+def test_the_start_up_wait_is_the_workflows_as_long_as_the_budget_and_no_invocation_holds_it(
+    budget: int,
+    passes: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    secured: SecuredNode,
+) -> None:
+    """Mappings that start polling 20 minutes after they were made, longer than any worker invocation lasts: the
+    canary waits in the workflow (a Wait and a check, again and again) until it is indexed, within a 30-minute
+    budget; with a 15-minute one the run fails at `indexed` once the budget is spent, not before. No invocation
+    holds the wait."""
+    starts = 20 * 60.0
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=budget) as stack:
+        stack.poller.starts = dict.fromkeys(stack.poller.streams, starts)
+
+        status, summary, _ = run(stack, capsys)
+
+        if passes:
+            assert summary["verdict"] == "pass" and status == 0, summary
+            assert stack.clock.monotonic() >= starts
+            indexed = [target["steps"]["indexed"] for target in summary["targets"]]
+            # a part that wrote before the mappings started waited for them; one started later found them polling
+            assert max(indexed) >= starts - 60 and all(seconds < budget * 60 for seconds in indexed), indexed
+        else:
+            assert_verdict(status, summary, "indexed", "stream not flowing")
+            assert budget * 60 - 60 <= stack.clock.monotonic() < starts
+        assert set(stack.workflow_waits) == {STARTUP_CHECK_SECONDS}
+        assert max(seconds for _, seconds in stack.invocations) < WORKER_TIMEOUT_SECONDS
+        checks = [seconds for step, seconds in stack.invocations if step == "part"]
+        assert len(checks) > len(summary["targets"])  # each part was invoked again after a wait
         assert stack.canary_items() == [] and stack.canary_documents() == []
 
 

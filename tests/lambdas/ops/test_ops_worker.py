@@ -158,7 +158,7 @@ def test_an_export_is_read_file_by_file_and_a_part_goes_on_after_its_deadline(
     run_parts("reindex", "rx-1", [{"kind": "file", "key": entry["dataFileS3Key"]} for entry in files])
     finished = invoke({"step": "finish", "operation": "reindex", "runId": "rx-1"})
 
-    assert plan["source"] == "export" and plan["parts"] == [] and stopped == {"done": False}
+    assert plan["source"] == "export" and plan["parts"] == [] and stopped == {"done": False, "wait": False}
     assert (
         plan["tableArn"] == f"arn:aws:dynamodb:{REGION}:123456789012:table/{TABLE}"
     )  # what ExportTable reads

@@ -15,6 +15,7 @@ from ops_harness import ZONE, OpsEnv, changed_mappings, seq
 from workflows_harness import Workflows, deployed_environment
 
 from infra.config import EnvironmentConfig
+from infra.constructs.ops_workflows import map_results_prefix
 from infra.environments import environments
 from ops import worker
 from tests.lambdas.stream_sync.stream_sync_fakes import record
@@ -96,12 +97,13 @@ def test_reindex_moves_the_aliases_and_backfills(
         assert {"ExportTable", "DescribeExport", "ExportReady", "Files"} <= set(run.states_entered())
 
 
-def test_the_maps_results_go_to_the_runs_records_and_the_state_keeps_only_where(
+def test_the_maps_results_go_to_the_ops_bucket_and_the_state_keeps_only_where(
     flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """However many files an export has (one child execution each), neither map holds its children's results in
     the state, where over 256 KiB they fail the run with States.DataLimitExceeded: its ResultWriter writes them
-    under the run's records (as the state machine's role: the IAM check), and the state keeps where."""
+    under the operation's literal prefix and the map run's id (as the state machine's role: the IAM check), and
+    the state keeps where."""
     workflows, search = flows
     put_zones(workflows, search, 12)
     mapping_change(search, monkeypatch)
@@ -112,7 +114,7 @@ def test_the_maps_results_go_to_the_runs_records_and_the_state_keeps_only_where(
     assert run.status == 0, run.summary
     assert run.summary["tableItems"] == 12 and run.summary["backfill"] == {"indexed": 12}
     s3 = boto3.client("s3", region_name=workflows.world.region)
-    bucket, run_id = workflows.world.ops_bucket, run.summary["runId"]
+    bucket = workflows.world.ops_bucket
     exited = {
         e["stateExitedEventDetails"]["name"]: json.loads(e["stateExitedEventDetails"]["output"])
         for e in run.history
@@ -126,7 +128,7 @@ def test_the_maps_results_go_to_the_runs_records_and_the_state_keeps_only_where(
         written = exited[state][field]
         assert set(written) == {"MapRunArn", "ResultWriterDetails"}, written
         map_run_id = written["MapRunArn"].rsplit(":", 1)[1]
-        prefix = f"runs/reindex/{run_id}/maps/{state.lower()}/{map_run_id}/"
+        prefix = f"{map_results_prefix('reindex', state.lower())}/{map_run_id}/"
         assert written["ResultWriterDetails"] == {"Bucket": bucket, "Key": f"{prefix}manifest.json"}
         manifest = json.loads(s3.get_object(Bucket=bucket, Key=f"{prefix}manifest.json")["Body"].read())
         results = [

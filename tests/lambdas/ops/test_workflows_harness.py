@@ -112,16 +112,13 @@ def test_a_result_writer_writes_the_results_to_s3_and_the_state_keeps_where(sfn:
     items = items_over_the_quota()
     writer = {
         "Resource": "arn:aws:states:::s3:putObject",
-        "Parameters": {
-            "Bucket": BUCKET,
-            "Prefix.$": "States.Format('maps/{}', $.run)",
-        },  # of the state's input
+        "Parameters": {"Bucket": BUCKET, "Prefix": "maps/run"},
     }
 
     map_state = padded_map(ResultWriter=writer)
     del map_state["States"]["Map"]["ResultSelector"]  # the state keeps the writer's answer
 
-    described, _ = execute(sfn, map_state, items, run="run")
+    described, _ = execute(sfn, map_state, items)
 
     assert described["status"] == "SUCCEEDED", described
     written = json.loads(described["output"])["results"]

@@ -99,8 +99,6 @@ class MotoGaps:
       themselves do, as a task's result does before its `ResultSelector`, and results over it fail the state with
       `States.DataLimitExceeded`, a terminal error `States.ALL` does not catch ("Handling errors in Step
       Functions workflows"; moto's catch-all catches it); only a `ResultWriter` keeps them out of the state;
-    - a `ResultWriter`'s `Parameters` paths read the map's results: they read the state's input, as an
-      `ItemReader`'s do (the results are not known when the map starts; CDK's `ResultWriterV2.bucketNamePath`);
     - a `ResultWriter` writes a manifest that lists no result files, and no result files: it writes
       `<Prefix>/<map run id>/SUCCEEDED_0.json` (each child's output, `Status` and `OutputDetails`, a subset of the
       fields AWS writes) and the manifest listing it ("ResultWriter (Map)"), as the state machine's role."""
@@ -263,9 +261,6 @@ class MotoGaps:
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import (
             distributed_iteration_component as distributed,
         )
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer import (
-            result_writer_decl,
-        )
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer.resource_eval import (
             resource_eval_s3,
         )
@@ -337,16 +332,6 @@ class MotoGaps:
             )
 
         monkeypatch.setattr(s3_writer, "_handle_put_object", staticmethod(put_results))
-
-        def parameters_of_the_state_input(writer: Any, env: Any) -> None:
-            env.stack.append(env.states.get_input())  # above the results
-            writer.parargs.eval(env=env)
-            parameters = env.stack.pop()
-            env.stack.pop()
-            env.stack.append(parameters)
-            writer.resource_eval.eval_resource(env=env)
-
-        monkeypatch.setattr(result_writer_decl.ResultWriter, "_eval_body", parameters_of_the_state_input)
 
 
 PAYLOAD_QUOTA = (
@@ -433,6 +418,8 @@ class World:
         for logical_id, resource in self.stateful.resources("AWS::IAM::Role").items():
             name = resource["Properties"].get("RoleName", logical_id)
             self._made(logical_id, Ref=name, Arn=f"arn:aws:iam::{self.account}:role/{name}")
+        for logical_id in self.stateful.resources("AWS::IAM::ManagedPolicy"):  # no path: CDK sets "/"
+            self._made(logical_id, Ref=f"arn:aws:iam::{self.account}:policy/{logical_id}")
         for logical_id, resource in self.stateful.resources("AWS::OpenSearchService::Domain").items():
             arn = f"arn:aws:es:{self.region}:{self.account}:domain/{resource['Properties']['DomainName']}"
             self._made(logical_id, DomainEndpoint=self.endpoint.split("://", 1)[1], Arn=arn, DomainArn=arn)

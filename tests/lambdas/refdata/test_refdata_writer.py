@@ -2,13 +2,21 @@
 
 import json
 import math
+import re
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
 
+import boto3
+import botocore.endpoint
 import pytest
+from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ReadTimeoutError
+from refdata import __version__
 from refdata.checks import WriteError
 from refdata.globalid import ItemExistsError
-from refdata.item_size import ItemSizeError
 from refdata.keys import CANARY_SCOPE, HEARTBEAT_SCOPE, build_pk, build_sk, parse_key
 from refdata.registry import (
     COUNTER,
@@ -20,9 +28,9 @@ from refdata.registry import (
     Schema,
 )
 from refdata.sharding import sharded_pk
-from refdata.writer import Tables, Writer
+from refdata.writer import CONVENTION_ERRORS, ClientTooOldError, Tables, Writer
 
-from tests.lambdas.refdata.conftest import TABLE_NAME
+from tests.lambdas.refdata.conftest import REGION, TABLE_NAME
 from tests.support.aws import single_table
 
 pytestmark = pytest.mark.integration
@@ -130,24 +138,78 @@ def nowhere(boto_session) -> Writer:
     return Writer(Tables.of("no-such-table"), bucket="no-such-bucket", session=boto_session)
 
 
-@pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
-def test_refusals_come_before_any_call(schema, nowhere, aws):
-    values = key_values(schema)
-    with pytest.raises(WriteError, match="written by the platform"):
-        nowhere.create(schema.name, values, attributes(schema, tombstone=True))
-    with pytest.raises(ItemSizeError, match="float"):
-        nowhere.create_item({**_item(schema), "price": 1.5})
-    with pytest.raises(ItemSizeError, match="more than 38 significant digits"):
-        nowhere.create_item({**_item(schema), "price": Decimal("1." + "1" * 40)})
-    with pytest.raises(ItemSizeError, match="400 KB"):
-        nowhere.create_item({**_item(schema), "text": "x" * 410_000})
-    with pytest.raises(WriteError, match="globalId"):
-        nowhere.create_item({**_item(schema), "globalId": str(uuid.uuid4())})
+def refusals(schema: Schema, writer: Writer) -> dict[str, Callable[[], object]]:
+    """Every refusal the writer makes before a call, by what is refused, for an item of `schema`."""
+    values, item = key_values(schema), _item(schema)
+    pk, sk = str(item["pk"]), str(item["sk"])
     first = schema.scope[0]
+    cases: dict[str, Callable[[], object]] = {
+        "a platform attribute": lambda: writer.create(
+            schema.name, values, attributes(schema, tombstone=True)
+        ),
+        "a float": lambda: writer.create(schema.name, values, attributes(schema, price=1.5)),
+        "a float, given the key": lambda: writer.create_item({**item, "price": 1.5}),
+        "a number DynamoDB cannot hold": lambda: writer.create_item(
+            {**item, "price": Decimal("1." + "1" * 40)}
+        ),
+        "an empty set": lambda: writer.create(schema.name, values, attributes(schema, tags=set())),
+        "an item over 400 KB": lambda: writer.create(
+            schema.name, values, attributes(schema, text="x" * 410_000)
+        ),
+        "a globalId given": lambda: writer.create_item({**item, "globalId": str(uuid.uuid4())}),
+        "a key value off the conventions": lambda: writer.create(
+            schema.name, {**values, first.name: "a::b"}, attributes(schema)
+        ),
+        "a key field missing": lambda: writer.create(
+            schema.name, {k: v for k, v in values.items() if k != first.name}, attributes(schema)
+        ),
+        "a pk off the conventions": lambda: writer.create_item({**item, "pk": "nothing::x"}),
+        "an unknown schema": lambda: writer.create("noSuchSchema", values, {}),
+        "an invalid geometry": lambda: writer.create_item({**item, "geometry": {"type": "Polygon"}}),
+        "an update of nothing": lambda: writer.update(pk, sk, {}),
+        "an update of the globalId": lambda: writer.update(pk, sk, {"globalId": "x"}),
+        "an update with a float": lambda: writer.update(pk, sk, {"price": 1.5}),
+        "an update of the geometry": lambda: writer.update(pk, sk, {"geometry": circle(8)}),
+        "a replacement of a platform attribute": lambda: writer.replace({**item, "tombstone": True}),
+        "a delete off the conventions": lambda: writer.delete("nothing::x", sk),
+    }
+    if schema.global_id:
+        cases["a replacement without its globalId"] = lambda: writer.replace(item)
+    if isinstance(schema.sk, CounterSk):
+        cases["a counter value given"] = lambda: writer.create(
+            schema.name, {**values, schema.sk.field_name: 7}, attributes(schema)
+        )
     if first.kind is Kind.TEXT:
         for scope in (HEARTBEAT_SCOPE, CANARY_SCOPE):
-            with pytest.raises(KeyConventionError, match="reserved"):
-                nowhere.create(schema.name, {**values, first.name: scope}, attributes(schema))
+            cases[f"the reserved scope {scope}"] = lambda scope=scope: writer.create(
+                schema.name, {**values, first.name: scope}, attributes(schema)
+            )
+    return cases
+
+
+@pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
+def test_every_refusal_is_a_write_error_before_any_call(schema, nowhere, aws):
+    """`nowhere` has no table and no bucket: a refusal that came after a call (the counter's, a put, an upload)
+    would be a ResourceNotFound or NoSuchBucket ClientError, not a WriteError. What the conventions raise is the
+    WriteError's cause."""
+    for case, write in refusals(schema, nowhere).items():
+        with pytest.raises(WriteError) as refused:
+            write()
+        assert type(refused.value) is WriteError, f"{case}: {type(refused.value).__name__}"
+        cause = refused.value.__cause__
+        assert cause is None or isinstance(cause, CONVENTION_ERRORS), f"{case}: caused by {cause!r}"
+
+
+def test_a_geometry_without_the_writers_bucket_and_a_schema_no_table_holds_are_refused_before_any_call(
+    boto_session, aws
+):
+    schema = next(s for s in DATA_SCHEMAS if s.indexable and s.sharding is None)
+    other = next(s for s in DATA_SCHEMAS if s is not schema)
+    bucketless = Writer(Tables({schema.name: "no-such-table"}), session=boto_session)
+    with pytest.raises(WriteError, match="needs the writer's bucket"):
+        bucketless.create_item({**_item(schema), "geometry": circle(8)})
+    with pytest.raises(WriteError, match=f"no table holds schema {other.name!r}"):
+        bucketless.create(other.name, key_values(other), attributes(other))
 
 
 def test_counter_items_and_the_platforms_own_attributes_are_refused(nowhere, aws):
@@ -193,13 +255,6 @@ def test_a_large_geometry_is_offloaded_and_a_small_one_stays_inline(writer, s3, 
     assert {"bbox", "location"} <= set(small) & set(large)
 
 
-def test_an_item_with_a_geometry_needs_the_writers_bucket(table, boto_session):
-    schema = next(s for s in DATA_SCHEMAS if s.indexable and s.sharding is None)
-    bucketless = Writer(Tables.of(TABLE_NAME), session=boto_session)
-    with pytest.raises(WriteError, match="needs the writer's bucket"):
-        bucketless.create_item({**_item(schema), "geometry": circle(8)})
-
-
 def test_update_replace_and_delete_by_key(writer, table):
     schema = next(s for s in DATA_SCHEMAS if s.global_id)
     stored = writer.create(schema.name, key_values(schema), attributes(schema, note="first"))
@@ -243,3 +298,79 @@ def test_a_schema_that_is_not_indexed_has_no_engine_limits(writer, table):
         pytest.skip("every data schema is indexed")
     stored = writer.create_item({**_item(schema), "a..b": 1})
     assert stored["a..b"] == 1
+
+
+def test_a_client_keeps_the_schemas_it_knows_and_says_to_upgrade_for_one_the_platform_added(
+    table, boto_session
+):
+    """`SchemaTables` of a platform one schema ahead of this client (a minor release): every schema this client
+    knows still writes; a write to the new one says to upgrade, naming this client's version."""
+    output = json.dumps({**{s.name: TABLE_NAME for s in DATA_SCHEMAS}, "addedLater": TABLE_NAME})
+    tables = Tables.parse(output)
+    assert tables.newer == {"addedLater"} and set(tables.holders) == {s.name for s in DATA_SCHEMAS}
+    writer = Writer(tables, session=boto_session)
+    for schema in DATA_SCHEMAS:
+        writer.create(schema.name, key_values(schema), attributes(schema))
+    upgrade = rf"'addedLater' is newer than refdata-client {re.escape(__version__)}.*upgrade refdata-client"
+    with pytest.raises(ClientTooOldError, match=upgrade):
+        writer.create("addedLater", {"collectionId": "c1"}, {"name": "x"})
+    for write in (
+        lambda: writer.create_item({"pk": "addedLater::c1", "sk": "META"}),
+        lambda: writer.update("addedLater::c1", "META", {"name": "y"}),
+        lambda: writer.delete("addedLater::c1", "META"),
+    ):
+        with pytest.raises(ClientTooOldError, match=upgrade):
+            write()
+
+
+def first_answer_lost(session: boto3.Session, operation: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The first `operation` call of `session`'s DynamoDB clients reaches the table (moto applies it) and its answer
+    is lost on the way back, as a read timeout: botocore's retry handler sends it again. Returns the backoff the
+    retries asked to sleep (recorded, not slept)."""
+    from moto.core.models import botocore_stubber
+
+    backoff: list[float] = []
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=backoff.append))
+    attempts: list[str] = []
+
+    def lose(request: Any, event_name: str, **_: Any) -> None:
+        attempts.append(event_name)
+        if len(attempts) == 1:
+            botocore_stubber(event_name=event_name, request=request)  # applied by the service...
+            raise ReadTimeoutError(endpoint_url=request.url)  # ...and the answer never arrives
+
+    session.events.register_first(f"before-send.dynamodb.{operation}", lose)
+    return backoff
+
+
+@pytest.fixture
+def retrying_session(aws) -> boto3.Session:
+    """A session of its own: the lost answers are registered on its events."""
+    return boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+
+
+def test_a_create_whose_answer_was_lost_is_its_own_write_not_another_s(table, retrying_session, monkeypatch):
+    """The retried put fails its condition on the item its first attempt wrote: the create still succeeds, with
+    the item it stored, and the table holds that one item (a caller told otherwise would create it again)."""
+    schema = next(s for s in DATA_SCHEMAS if isinstance(s.sk, CounterSk))
+    backoff = first_answer_lost(retrying_session, "PutItem", monkeypatch)
+    writer = Writer(Tables.of(TABLE_NAME), session=retrying_session)
+    stored = writer.create(schema.name, key_values(schema), attributes(schema, note="once"))
+    assert len(backoff) == 1, "the put was retried by the SDK"
+    items = table.query(KeyConditionExpression=Key("pk").eq(stored["pk"]))["Items"]
+    assert items == [stored]
+
+
+def test_a_counter_increment_whose_answer_was_lost_skips_a_number_and_never_repeats_one(
+    table, retrying_session, monkeypatch
+):
+    schema = next(s for s in DATA_SCHEMAS if isinstance(s.sk, CounterSk))
+    backoff = first_answer_lost(retrying_session, "UpdateItem", monkeypatch)
+    writer = Writer(Tables.of(TABLE_NAME), session=retrying_session)
+    first = writer.create(schema.name, key_values(schema), attributes(schema))
+    second = writer.create(schema.name, key_values(schema), attributes(schema))
+    assert len(backoff) == 1
+    numbers = [parse_key(item["pk"], item["sk"]).values[schema.sk.field_name] for item in (first, second)]
+    assert numbers == [2, 3]
+    items = table.query(KeyConditionExpression=Key("pk").eq(first["pk"]))["Items"]
+    assert sorted(item["sk"] for item in items) == sorted({first["sk"], second["sk"]})

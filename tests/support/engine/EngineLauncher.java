@@ -6,8 +6,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.List;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 
 import org.opensearch.Version;
 import org.opensearch.cluster.service.ClusterService;
@@ -23,9 +25,9 @@ import org.opensearch.plugins.PluginInfo;
  * One single-node OpenSearch cluster for the test suite, in this JVM: the modules a domain ships that the platform
  * uses are loaded from the classpath (tests/support/engine/pom.xml pins them; engine.lock their checksums).
  *
- * Usage: EngineLauncher DATA_DIR. HTTP binds 127.0.0.1 on an ephemeral port; when the cluster is ready the launcher
- * prints one line, {@code ready port=<port> version=<version>}, on stdout. It stops the node and exits when its
- * standard input closes, so the node never outlives the test process that started it.
+ * Usage: EngineLauncher HOME_DIR. HTTP binds 127.0.0.1 on an ephemeral port; when the cluster is ready the launcher
+ * prints one line, {@code ready port=<port> version=<version>}, on stdout. It stops the node, deletes HOME_DIR and
+ * exits when its standard input closes, so neither the node nor its data outlives the test process that started it.
  */
 public final class EngineLauncher {
 
@@ -54,7 +56,7 @@ public final class EngineLauncher {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 1) {
-            System.err.println("usage: EngineLauncher DATA_DIR");
+            System.err.println("usage: EngineLauncher HOME_DIR");
             System.exit(2);
         }
         Path home = Path.of(args[0]).toAbsolutePath();
@@ -83,6 +85,7 @@ public final class EngineLauncher {
         System.out.flush();
         waitForEndOfInput(System.in);
         node.close();
+        deleteRecursively(home);
         System.exit(0);
     }
 
@@ -90,6 +93,14 @@ public final class EngineLauncher {
         return new PluginInfo(
             className, "classpath module", "NA", Version.CURRENT, Integer.toString(Runtime.version().feature()),
             className, Collections.emptyList(), false);
+    }
+
+    private static void deleteRecursively(Path directory) throws IOException {
+        try (Stream<Path> paths = Files.walk(directory)) {
+            for (Path path : paths.sorted(Comparator.reverseOrder()).collect(Collectors.toList())) {
+                Files.deleteIfExists(path);
+            }
+        }
     }
 
     private static void waitForEndOfInput(InputStream in) throws IOException {
