@@ -6,10 +6,13 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.List;
+import java.util.stream.Stream;
 
 import org.opensearch.Version;
 import org.opensearch.cluster.service.ClusterService;
@@ -27,7 +30,8 @@ import org.opensearch.plugins.PluginInfo;
  *
  * Usage: SecuredLauncher DATA_DIR. Ready is the plugin's own health saying UP (its security index created and
  * loaded; before that every request answers 503); then one line on stdout,
- * {@code ready port=<port> version=<version> cpu_ms=<process CPU time>}. It stops when its standard input closes.
+ * {@code ready port=<port> version=<version> cpu_ms=<process CPU time>}. When its standard input closes it stops the
+ * node and deletes DATA_DIR.
  */
 public final class SecuredLauncher {
 
@@ -98,6 +102,11 @@ public final class SecuredLauncher {
             // Nothing is read from the parent; its end of the pipe closing is the signal to stop.
         }
         node.close();
+        try (Stream<Path> paths = Files.walk(home)) {
+            for (Path path : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(path);
+            }
+        }
         System.exit(0);
     }
 
