@@ -64,9 +64,9 @@ $(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/s
 	@$(BIN)/python -m tests.support.secured_setup install
 	@touch $@
 
-engine: setup $(ENGINE) ## install the test engine's pinned jars and compile its launcher (JDK 21+)
+engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars and compile their launchers (JDK 21+)
 
-engine-lock: setup ## after changing the engine's version in tests/support/engine/pom.xml: rewrite engine.lock
+engine-lock: setup ## after a version change in tests/support/engine/pom.xml or secured/pom.xml: rewrite both locks
 	@$(BIN)/python -m tests.support.engine_setup lock
 	@$(BIN)/python -m tests.support.secured_setup lock
 
