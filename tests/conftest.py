@@ -6,4 +6,5 @@ pytest_plugins = (
     "tests.support.assembly",
     "tests.support.iam_oracle",
     "tests.support.engine_node",
+    "tests.support.secured_node",
 )

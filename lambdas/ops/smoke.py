@@ -828,9 +828,11 @@ def cleanup(
             break
         tools.sleep(poll_seconds)
     for index in indices:
+        env.client.refresh(index)  # a search sees a write only after a refresh (a second later by default)
         hits = env.client.search_page(index, query=_key_query(pk, sk), after=None, page_size=5)
         if hits:
             env.client.delete_unchanged(index, hits)
+            env.client.refresh(index)
     left = []
     keys = {"pk": {"S": pk}, "sk": {"S": sk}}
     if env.dynamodb.get_item(TableName=table, Key=keys, ConsistentRead=True).get("Item"):

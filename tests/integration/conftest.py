@@ -16,6 +16,7 @@ from sync_harness import FGAC, REGION, Pipeline, bootstrap  # noqa: E402
 from tests.support.aws import use_fake_aws  # noqa: E402
 from tests.support.engine_node import EngineNode  # noqa: E402
 from tests.support.opensearch_server import LoopbackOpenSearch  # noqa: E402
+from tests.support.secured_node import SecuredNode  # noqa: E402
 
 
 @pytest.fixture
@@ -25,10 +26,10 @@ def pipeline(monkeypatch: pytest.MonkeyPatch, engine: EngineNode) -> Iterator[Pi
 
 
 @pytest.fixture
-def fgac_pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
-    """The sync against the stand-in with its fine-grained access control emulation: for the tests of what FGAC
-    enforces (role mappings, document- and field-level security), until the security plugin runs in the engine."""
-    yield from _pipeline(monkeypatch, LoopbackOpenSearch(region=REGION, fgac=FGAC))
+def fgac_pipeline(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[Pipeline]:
+    """The sync against the secured node, whose security plugin decides what each IAM role may do (role mappings,
+    document- and field-level security), behind the domain front."""
+    yield from _pipeline(monkeypatch, LoopbackOpenSearch(region=REGION, fgac=FGAC, engine=secured))
 
 
 def _pipeline(monkeypatch: pytest.MonkeyPatch, front: LoopbackOpenSearch) -> Iterator[Pipeline]:

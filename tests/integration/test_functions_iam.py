@@ -21,6 +21,7 @@ from tests.lambdas.ops.workflows_harness import Context, World, deployed_environ
 from tests.lambdas.stream_sync.stream_sync_fakes import record
 from tests.support.iam import SdkCalls
 from tests.support.opensearch_server import LoopbackOpenSearch
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -29,10 +30,10 @@ ZONE = "geozone::bcparks_1"
 
 @pytest.fixture(params=sorted(environments()))
 def deployed(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
 ) -> Iterator[tuple[World, SdkCalls, LoopbackOpenSearch]]:
     config: EnvironmentConfig = environments()[request.param]
-    for world, calls, _clock, _gaps, server in deployed_environment(config, monkeypatch):
+    for world, calls, _clock, _gaps, server in deployed_environment(config, monkeypatch, secured):
         yield world, calls, server
 
 

@@ -30,7 +30,7 @@ CASES = [
 def test_a_heartbeat_through_the_stream_emits_its_lag_with_the_environment_and_table_and_stays_hidden(
     fgac_pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, environment: str, table: str, schema: str
 ) -> None:
-    pipeline = fgac_pipeline  # document-level security hides it: the FGAC emulation until the plugin runs
+    pipeline = fgac_pipeline  # document-level security hides it: the security plugin decides
     monkeypatch.setenv("ENVIRONMENT_NAME", environment)
     item = json.loads(
         json.dumps(heartbeat_item(schema)).replace(
@@ -61,6 +61,7 @@ def test_a_heartbeat_through_the_stream_emits_its_lag_with_the_environment_and_t
 
     admin, reader = signed_as(pipeline.server, ADMIN_KEY), signed_as(pipeline.server, READER_KEY)
     query = json.dumps({"query": {"term": {"pk": pk}}}).encode()
+    assert admin.request("POST", f"{schema.lower()}/_refresh").status == 200  # searchable, as a reader waits
     assert admin.request("POST", f"{schema.lower()}/_search", query).json()["hits"]["total"]["value"] == 1
     reads = schema.lower() in json.dumps(READ_ROLES["public_search"]["role"]["index_permissions"])
     for name in (schema.lower(), f"{schema.lower()}-v1", f"{schema.lower()}-v*"):

@@ -113,17 +113,26 @@ class EngineNode:
 
     def request(self, method: str, path: str, body: Any = None) -> Answer:
         """One request to the node, not signed and through no proxy (the suite's own housekeeping)."""
-        self.wait_ready()
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        connection = self.connect(timeout=60)
         try:
             data = None if body is None else json.dumps(body).encode()
             headers = {"Content-Type": "application/json"} if data is not None else {}
+            headers.update(self.proxy_headers(None))
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
             raw = response.read()
         finally:
             connection.close()
         return Answer(response.status, json.loads(raw) if raw else None)
+
+    def connect(self, timeout: float) -> http.client.HTTPConnection:
+        """A connection to the node's HTTP port (once it is ready)."""
+        return http.client.HTTPConnection("127.0.0.1", self.wait_ready().port, timeout=timeout)
+
+    def proxy_headers(self, principal: str | None) -> dict[str, str]:
+        """Headers telling the node whom a request acts for (`principal`, or None for the suite's housekeeping):
+        none here, the engine has no security plugin (tests/support/secured_node.py's node has)."""
+        return {}
 
     def _checked(self, method: str, path: str, body: Any = None) -> Any:
         answer = self.request(method, path, body)

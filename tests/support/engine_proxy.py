@@ -7,7 +7,6 @@ refused those items would answer.
 
 from __future__ import annotations
 
-import http.client
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,10 +35,19 @@ class ItemError:
     reason: str
 
 
-def forward(node: EngineNode, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> Forwarded:
-    connection = http.client.HTTPConnection("127.0.0.1", node.wait_ready().port, timeout=120)
+def forward(
+    node: EngineNode,
+    method: str,
+    raw_path: str,
+    headers: dict[str, str],
+    body: bytes,
+    principal: str | None = None,
+) -> Forwarded:
+    """The request as it came, acting for `principal` (the verified IAM role ARN) where the node asks who."""
+    connection = node.connect(timeout=120)
     try:
         sent = {name: headers[name] for name in _FORWARDED_HEADERS if name in headers}
+        sent.update(node.proxy_headers(principal))
         connection.request(
             method, raw_path, body=body if body or method in ("POST", "PUT") else None, headers=sent
         )
@@ -73,12 +81,15 @@ def forward_bulk(
     body: bytes,
     path_index: str | None,
     fault_for: Callable[[str], ItemError | None],
+    principal: str | None = None,
 ) -> Forwarded:
     """`_bulk` with per-item faults: `fault_for(doc_id)` says whether (and how) an item is refused."""
     try:
         items = _bulk_items(body)
     except (ValueError, StopIteration):
-        return forward(node, "POST", raw_path, headers, body)  # the engine says what is wrong with the body
+        return forward(
+            node, "POST", raw_path, headers, body, principal
+        )  # the engine says what is wrong with the body
     refused: dict[int, dict[str, Any]] = {}
     kept: list[bytes] = []
     for position, (action, lines) in enumerate(items):
@@ -98,9 +109,9 @@ def forward_bulk(
             }
         }
     if not refused:
-        return forward(node, "POST", raw_path, headers, body)
+        return forward(node, "POST", raw_path, headers, body, principal)
     if kept:
-        answer = forward(node, "POST", raw_path, headers, b"\n".join(kept) + b"\n")
+        answer = forward(node, "POST", raw_path, headers, b"\n".join(kept) + b"\n", principal)
         if answer.status != 200:
             return answer
         engine_answer = json.loads(answer.body)

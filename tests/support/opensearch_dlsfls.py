@@ -24,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.domain_principals import Subject
 from tests.support.opensearch_errors import OpenSearchError
-from tests.support.opensearch_security import Subject, matches
+from tests.support.opensearch_security import matches
 
 
 @dataclass(frozen=True)

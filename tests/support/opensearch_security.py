@@ -20,11 +20,11 @@ requestedTenant=null]`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from tests.support.domain_principals import Subject
 from tests.support.opensearch_errors import OpenSearchError
 
 # The security plugin's static action groups (static_config/static_action_groups.yml), by name.
@@ -104,43 +104,6 @@ def expand_actions(allowed: Iterable[str], _seen: frozenset[str] = frozenset()) 
         elif entry not in _seen:
             expanded.extend(expand_actions(members, _seen | {entry}))
     return expanded
-
-
-@dataclass(frozen=True)
-class Subject:
-    """The authenticated user of a request: an IAM principal, or the FGAC master."""
-
-    name: str
-    backend_roles: tuple[str, ...]
-    master: bool = False
-
-    def describe(self) -> str:
-        return (
-            f"User [name={self.name}, backend_roles=[{', '.join(self.backend_roles)}], requestedTenant=null]"
-        )
-
-
-# Requests of a server without FGAC: every check passes, as on a domain without the security plugin.
-UNRESTRICTED = Subject("loopback", (), master=True)
-
-
-@dataclass(frozen=True)
-class FineGrainedAccessControl:
-    """Attribute signed requests to IAM roles and enforce FGAC.
-
-    `principals` maps a request's access key id to the IAM role ARN whose credentials they are (as STS handed
-    them out); `master_role_arn` is the domain's FGAC master user ARN.
-    """
-
-    master_role_arn: str
-    principals: Mapping[str, str] | Callable[[str], str | None]
-
-    def subject(self, access_key: str) -> Subject | None:
-        lookup = self.principals
-        arn = lookup(access_key) if callable(lookup) else lookup.get(access_key)
-        if arn is None:
-            return None
-        return Subject(arn, (arn,), master=arn == self.master_role_arn)
 
 
 def forbidden(subject: Subject, actions: Sequence[str]) -> OpenSearchError:

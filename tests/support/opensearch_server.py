@@ -59,6 +59,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from tests.support.domain_principals import UNRESTRICTED, FineGrainedAccessControl, Subject
 from tests.support.engine_node import EngineNode
 from tests.support.engine_proxy import Forwarded, ItemError, forward, forward_bulk
 from tests.support.iam import DomainAccess
@@ -75,13 +76,8 @@ from tests.support.opensearch_scripts import (
     missing_script,
     run_update_script,
 )
-from tests.support.opensearch_security import (
-    UNRESTRICTED,
-    Authorizer,
-    FineGrainedAccessControl,
-    Subject,
-    matches,
-)
+from tests.support.opensearch_security import Authorizer, matches
+from tests.support.secured_node import SecuredNode
 
 __all__ = [
     "ROUTE_ALIAS",
@@ -1831,8 +1827,9 @@ class LoopbackOpenSearch:
 
     `credentials` (access key, secret key), or a map of access key to secret key, makes it verify signatures,
     not only their presence.
-    `fgac` turns on fine-grained access control: each signed request acts as the IAM role its access key
-    belongs to (see tests/support/opensearch_security.py).
+    `fgac` attributes each signed request to the IAM role its access key belongs to
+    (tests/support/domain_principals.py); with a secured `engine` (tests/support/secured_node.py) the request is
+    forwarded as that role and the security plugin decides.
     `auto_create_index` is the node's `action.auto_create_index` (a `PUT _cluster/settings` overrides it).
     `max_body_bytes` emulates Amazon OpenSearch Service's per-instance-type request size limit (HTTP 413).
     """
@@ -1853,8 +1850,10 @@ class LoopbackOpenSearch:
     ) -> None:
         if access is not None and fgac is None:
             raise ValueError("access needs fgac: IAM decides for the role a request is attributed to")
-        if engine is not None and fgac is not None:
-            raise ValueError("fine-grained access control in front of the real engine is not built yet")
+        if engine is not None and (fgac is not None) != isinstance(engine, SecuredNode):
+            raise ValueError(
+                "fine-grained access control is the secured node's plugin: fgac goes with a SecuredNode"
+            )
         if engine is not None and not auto_create_index:
             raise ValueError(
                 "the real engine's action.auto_create_index is a cluster setting: PUT _cluster/settings"
@@ -1880,6 +1879,8 @@ class LoopbackOpenSearch:
     # --- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> LoopbackOpenSearch:
+        if isinstance(self.engine, SecuredNode) and self.fgac is not None:
+            self.engine.map_master(self.fgac.master_role_arn)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.01},
@@ -2068,15 +2069,19 @@ class LoopbackOpenSearch:
 
     # --- request handling (called from server threads) -------------------------------------------
 
-    def forward(self, request: RecordedRequest, segments: list[str], raw_path: str) -> Forwarded:
-        """A request the front let through, answered by the real engine (per-item bulk faults made here)."""
+    def forward(
+        self, request: RecordedRequest, segments: list[str], raw_path: str, subject: Subject
+    ) -> Forwarded:
+        """A request the front let through, answered by the real engine (per-item bulk faults made here); on the
+        secured node it acts for the verified IAM principal (its role ARN), never for a header the client sent."""
         assert self.engine is not None
+        principal = subject.name if self.fgac is not None else None
         if request.route == ROUTE_BULK and request.method in ("POST", "PUT"):
             path_index = segments[0] if len(segments) == 2 else None
             return forward_bulk(
-                self.engine, raw_path, request.headers, request.body, path_index, self._item_error
+                self.engine, raw_path, request.headers, request.body, path_index, self._item_error, principal
             )
-        return forward(self.engine, request.method, raw_path, request.headers, request.body)
+        return forward(self.engine, request.method, raw_path, request.headers, request.body, principal)
 
     def _item_error(self, doc_id: str) -> ItemError | None:
         with self.cluster.lock:
@@ -2458,8 +2463,8 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
                 if fault.status is not None:
                     self._send(fault.status, _filter_response(fault.body, response_filter), fault.headers)
                     return
-            if owner.engine is not None and request.route != ROUTE_SECURITY:
-                forwarded = owner.forward(request, segments, self.path)
+            if owner.engine is not None and (request.route != ROUTE_SECURITY or owner.fgac is not None):
+                forwarded = owner.forward(request, segments, self.path, subject)
                 self._send(forwarded.status, forwarded.body, content_type=forwarded.content_type)
                 return
             try:

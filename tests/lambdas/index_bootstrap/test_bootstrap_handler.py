@@ -38,6 +38,7 @@ from tests.support.opensearch_server import (
     FineGrainedAccessControl,
     LoopbackOpenSearch,
 )
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -68,15 +69,15 @@ def _credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def fgac_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackOpenSearch]:
-    """The bootstrap signs as the FGAC master role; fine-grained access control is still the emulation (until the
-    security plugin runs in the test engine), so these tests stay on the stand-in."""
+def fgac_server(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[LoopbackOpenSearch]:
+    """The bootstrap signs as the FGAC master role; the secured node's security plugin decides what each role may
+    do."""
     _credentials(monkeypatch)
     fgac = FineGrainedAccessControl(
         ADMIN_ROLE_ARN, {"AKIDBOOTSTRAP": ADMIN_ROLE_ARN, SYNC_KEY: SYNC_ROLE_ARN}
     )
     secrets = {"AKIDBOOTSTRAP": "bootstrap-secret", SYNC_KEY: "sync-secret"}
-    with LoopbackOpenSearch(credentials=secrets, region=REGION, fgac=fgac) as running:
+    with LoopbackOpenSearch(credentials=secrets, region=REGION, fgac=fgac, engine=secured) as running:
         yield running
 
 
@@ -292,7 +293,7 @@ def test_sync_role_is_mapped_to_a_write_only_role_on_the_platform_indices(server
 
 
 def test_the_mapped_sync_role_can_write_a_document_that_introduces_a_field(
-    fgac_server: LoopbackOpenSearch,
+    fgac_server: LoopbackOpenSearch, secured: SecuredNode
 ) -> None:
     server = fgac_server
     handler.on_event(event(server, ResourceProperties=_properties(server, SyncRoleArn=SYNC_ROLE_ARN)), None)
@@ -318,7 +319,7 @@ def test_the_mapped_sync_role_can_write_a_document_that_introduces_a_field(
 
     (item,) = answer.json()["items"]
     assert item["update"]["status"] == 201, item
-    assert "newAttr" in server.cluster.indices["geozone-v1"].mappings["properties"]
+    assert "newAttr" in mappings_of(secured, "geozone-v1")["properties"]
 
 
 def test_no_index_named_like_a_write_alias_can_be_auto_created(server: LoopbackOpenSearch) -> None:
@@ -348,7 +349,9 @@ def test_without_a_sync_role_no_security_api_is_called(server: LoopbackOpenSearc
     assert server.count(ROUTE_SECURITY) == 0
 
 
-def test_requests_are_signed_with_the_assumed_admin_role(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_requests_are_signed_with_the_assumed_admin_role(
+    monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
+) -> None:
     from moto import mock_aws
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFUNCTIONROLE")
@@ -356,7 +359,7 @@ def test_requests_are_signed_with_the_assumed_admin_role(monkeypatch: pytest.Mon
     monkeypatch.setattr(handler, "_sleep", lambda seconds: None)
     admin_role = "arn:aws:iam::123456789012:role/search-admin"
     fgac = FineGrainedAccessControl(admin_role, moto_role_of_access_key)
-    with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=fgac) as running:
+    with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=fgac, engine=secured) as running:
         handler.on_event(
             event(running, ResourceProperties=_properties(running, AdminRoleArn=admin_role)), None
         )

@@ -21,6 +21,7 @@ from infra.environments import environments  # noqa: E402
 from tests.support.aws import moto_role_of_access_key, use_fake_aws  # noqa: E402
 from tests.support.engine_node import EngineNode  # noqa: E402
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch  # noqa: E402
+from tests.support.secured_node import SecuredNode  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -43,13 +44,13 @@ def ops_env(aws_env: None, monkeypatch: pytest.MonkeyPatch, engine: EngineNode) 
 
 
 @pytest.fixture
-def assumed_env(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpsEnv]:
-    """As `ops_env`, and credentials that moto's STS hands out for the admin role act as the admin role too
-    (the worker assumes it, as deployed)."""
+def assumed_env(aws_env: None, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[OpsEnv]:
+    """As `ops_env`, on the secured node: credentials that moto's STS hands out for the admin role act as the admin
+    role (the worker assumes it, as deployed), and the security plugin decides what that role may do."""
     fgac = FineGrainedAccessControl(
         ADMIN_ROLE_ARN, lambda key: ADMIN_ROLE_ARN if key == ADMIN_KEY else moto_role_of_access_key(key)
     )
-    yield from _ops_env(monkeypatch, LoopbackOpenSearch(region=REGION, fgac=fgac))
+    yield from _ops_env(monkeypatch, LoopbackOpenSearch(region=REGION, fgac=fgac, engine=secured))
 
 
 def _ops_env(monkeypatch: pytest.MonkeyPatch, front: LoopbackOpenSearch) -> Iterator[OpsEnv]:

@@ -59,7 +59,9 @@ from infra.constructs.ops_workflows import Targets, definition, state_machine_na
 from ops import deployed, worker
 from tests.integration.sync_harness import lambda_format
 from tests.support.aws import moto_role_of_access_key, single_table, use_fake_aws
+from tests.support.engine_node import EngineNode
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+from tests.support.secured_node import SecuredNode
 
 REGION = "ca-central-1"
 ACCOUNT = "123456789012"
@@ -174,10 +176,13 @@ class Poller:
 
 class VirtualTime:
     """The smoke run's clock: each sleep drives one poll of every mapping, then advances the clock by the time slept
-    (shared by every part of a run, so a wait that is to time out ends after a bounded number of polls)."""
+    (shared by every part of a run, so a wait that is to time out ends after a bounded number of polls). Each virtual
+    second that passes refreshes the engine's indices, as its `index.refresh_interval` (one second) does in real
+    time: what the sync wrote becomes searchable as it would on a domain that long after."""
 
-    def __init__(self, poller: Poller) -> None:
+    def __init__(self, poller: Poller, engine: EngineNode | None = None) -> None:
         self.poller = poller
+        self.engine = engine
         poller.now = self.monotonic
         self._epoch = (
             time.time()
@@ -195,7 +200,11 @@ class VirtualTime:
 
     def advance(self, seconds: float) -> None:
         with self._lock:
-            self._now += seconds
+            before, self._now = self._now, self._now + seconds
+            refresh = self.engine is not None and int(self._now) > int(before)
+        if refresh:
+            assert self.engine is not None
+            self.engine.request("POST", "/_refresh")
 
     def sleep(self, seconds: float) -> None:
         self.poller.poll_all()
@@ -268,9 +277,11 @@ class SmokeStack:
         return bodies
 
 
-def virtual_time(poller: Poller, monkeypatch: pytest.MonkeyPatch) -> VirtualTime:
-    """Hand the smoke run a virtual clock whose sleeps drive `poller`."""
-    clock = VirtualTime(poller)
+def virtual_time(
+    poller: Poller, monkeypatch: pytest.MonkeyPatch, engine: EngineNode | None = None
+) -> VirtualTime:
+    """Hand the smoke run a virtual clock whose sleeps drive `poller` (and refresh `engine`'s indices)."""
+    clock = VirtualTime(poller, engine)
     smoke_operation = worker.OPERATIONS["smoke"]
     real_tools = smoke_operation._tools  # type: ignore[attr-defined]
     monkeypatch.setattr(
@@ -369,6 +380,7 @@ def _stacks(environment: str, machines: Mapping[str, str]) -> None:
 def smoke_stack(
     config: EnvironmentConfig,
     monkeypatch: pytest.MonkeyPatch,
+    node: SecuredNode,
     *,
     wait_seconds: float,
     latency_seconds: float = 0.0,
@@ -391,7 +403,7 @@ def smoke_stack(
     with (
         mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
         LoopbackOpenSearch(
-            region=REGION, fgac=fgac, latency_seconds=latency_seconds, access=access
+            region=REGION, fgac=fgac, latency_seconds=latency_seconds, access=access, engine=node
         ) as server,
     ):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
@@ -502,7 +514,7 @@ def smoke_stack(
         handler.reset()
         poller = Poller(streams, prefixes, mappings)
         poller.capture(monkeypatch)
-        clock = virtual_time(poller, monkeypatch)
+        clock = virtual_time(poller, monkeypatch, node)
         stack = SmokeStack(config, server, poller, clock, tables, probes, admin, dlq_url)
         on_the_clock(stack, monkeypatch)
         before = set(threading.enumerate())

@@ -21,6 +21,7 @@ from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import STARTUP_CHECK_SECONDS
 from infra.environments import environments
 from ops import cli
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +40,10 @@ def config(request: pytest.FixtureRequest) -> EnvironmentConfig:
 
 
 @pytest.fixture
-def passing(config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
-    with smoke_stack(config, monkeypatch, wait_seconds=20) as stack:
+def passing(
+    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
+) -> Iterator[SmokeStack]:
+    with smoke_stack(config, monkeypatch, secured, wait_seconds=20) as stack:
         yield stack
 
 
@@ -82,17 +85,17 @@ COMPONENTS = {"stream not flowing", "sync erroring", "document refused", "alias 
 
 
 @pytest.fixture
-def failing(monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
+def failing(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeStack]:
     """A step that is to time out waits five (virtual) seconds, ten polls of the mappings: the other tables'
     canaries, which must pass in the same run, arrive at their first."""
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=5.0) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=5.0) as stack:
         yield stack
 
 
 @pytest.fixture
-def flowing(monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeStack]:
+def flowing(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeStack]:
     """Every wait succeeds (the canary arrives at the first poll), the failure comes from something else."""
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
         yield stack
 
 
@@ -321,7 +324,7 @@ def test_a_later_run_sweeps_what_a_stalled_pipeline_delivered_after_its_run(
 
 
 def test_a_part_that_crashed_is_cleaned_up_by_finish(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     """A worker killed mid-canary runs no cleanup of its own: its canary's key, saved before the write, is cleaned
     up by the run's finish. (One part at a time, so no other part is still running when finish does.)"""
@@ -339,7 +342,7 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
     monkeypatch.setattr(smoke, "run_canary", crash)
     serial = replace(LAYOUT, ops=replace(LAYOUT.ops, max_concurrency=1))
 
-    with smoke_stack(serial, monkeypatch, wait_seconds=5.0) as stack:
+    with smoke_stack(serial, monkeypatch, secured, wait_seconds=5.0) as stack:
         status, summary, _ = run(stack, capsys)
 
         assert status == 2 and summary["verdict"].startswith("FAILED (smoke run): ")
@@ -350,7 +353,7 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
 
 
 def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves_nothing(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     """An invocation that wrote its canary and then failed in a way the workflow retries (here a TransientFailure):
     the retry must not refuse its own canary as another writer's. It cleans that one up and runs a fresh one."""
@@ -373,7 +376,7 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
         return real(env, settings, tools, part, cursor, run_id=run_id)  # type: ignore[arg-type]
 
     monkeypatch.setattr(smoke, "run_canary", once)
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
         status, summary, _ = run(stack, capsys)
 
         assert summary["verdict"] == "pass", summary
@@ -383,11 +386,11 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
 
 @pytest.mark.parametrize("startup", [7, 0])
 def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_the_startup_budget(
-    startup: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    startup: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     """A new event source mapping may take several minutes to start polling (Lambda Developer Guide): the first wait
     goes on until the start-up budget after the mapping was modified. Without one, the first deploy fails."""
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20, startup_minutes=startup) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=startup) as stack:
         stack.poller.starts = dict.fromkeys(stack.poller.streams, 300.0)  # five minutes on the run's clock
 
         status, summary, _ = run(stack, capsys)
@@ -405,7 +408,7 @@ def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_th
 
 
 def test_a_check_interrupted_after_the_canarys_first_version_starts_the_canary_over(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     """A check that found its canary indexed went on (the update) and was then retried by the workflow (here after
     a TransientFailure, which it retries like Lambda's own errors): the retry
@@ -437,7 +440,7 @@ def test_a_check_interrupted_after_the_canarys_first_version_starts_the_canary_o
 
     monkeypatch.setattr(smoke, "run_canary", once)
     starts = 300.0
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20, startup_minutes=7) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=7) as stack:
         stack.poller.starts = dict.fromkeys(stack.poller.streams, starts)
 
         status, summary, _ = run(stack, capsys)
@@ -452,14 +455,18 @@ WORKER_TIMEOUT_SECONDS = 15 * 60
 
 @pytest.mark.parametrize(("budget", "passes"), [(30, True), (15, False)])
 def test_the_start_up_wait_is_the_workflows_as_long_as_the_budget_and_no_invocation_holds_it(
-    budget: int, passes: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    budget: int,
+    passes: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    secured: SecuredNode,
 ) -> None:
     """Mappings that start polling 20 minutes after they were made, longer than any worker invocation lasts: the
     canary waits in the workflow (a Wait and a check, again and again) until it is indexed, within a 30-minute
     budget; with a 15-minute one the run fails at `indexed` once the budget is spent, not before. No invocation
     holds the wait."""
     starts = 20 * 60.0
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20, startup_minutes=budget) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=budget) as stack:
         stack.poller.starts = dict.fromkeys(stack.poller.streams, starts)
 
         status, summary, _ = run(stack, capsys)
@@ -481,7 +488,7 @@ def test_the_start_up_wait_is_the_workflows_as_long_as_the_budget_and_no_invocat
 
 
 def test_two_runs_at_once_share_nothing_and_both_pass(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
 ) -> None:
     import threading
 
@@ -490,7 +497,7 @@ def test_two_runs_at_once_share_nothing_and_both_pass(
     def one() -> None:
         results.append(cli.main(["smoke", "--env", stack.config.name, "--region", "ca-central-1"]))
 
-    with smoke_stack(LAYOUT, monkeypatch, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
         threads = [threading.Thread(target=one) for _ in range(2)]
         for thread in threads:
             thread.start()

@@ -26,6 +26,7 @@ from infra.environments import environments
 from ops import cli
 from tests.support.iam import SdkCalls
 from tests.support.opensearch_server import LoopbackOpenSearch
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +80,7 @@ class SmokeWorld:
             ),  # Lambda's poller reads the streams as the service, not as a role
         )
         self.poller.capture(monkeypatch)
-        virtual_time(self.poller, monkeypatch)
+        virtual_time(self.poller, monkeypatch, server.engine)
         config = world.config
         self.runner = next(arn for arn in calls.policies.trust if arn.endswith("-smoke-runner"))
         self.deploy_role = config.deploy_role_arn
@@ -97,9 +98,11 @@ class SmokeWorld:
 
 
 @pytest.fixture(params=sorted(environments()))
-def smoke(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeWorld]:
+def smoke(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
+) -> Iterator[SmokeWorld]:
     config = environments()[request.param]
-    for world, calls, clock, gaps, server in deployed_environment(config, monkeypatch):
+    for world, calls, clock, gaps, server in deployed_environment(config, monkeypatch, secured):
         yield SmokeWorld(world, calls, clock, gaps, server, monkeypatch)
         handler.reset()
 
@@ -129,8 +132,8 @@ LAYOUT = max(environments().values(), key=lambda config: len(config.source_table
 
 
 @pytest.fixture
-def layout(monkeypatch: pytest.MonkeyPatch) -> Iterator[SmokeWorld]:
-    for world, calls, clock, gaps, server in deployed_environment(LAYOUT, monkeypatch):
+def layout(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeWorld]:
+    for world, calls, clock, gaps, server in deployed_environment(LAYOUT, monkeypatch, secured):
         yield SmokeWorld(world, calls, clock, gaps, server, monkeypatch)
         handler.reset()
 

@@ -21,6 +21,7 @@ from ops import worker
 from tests.lambdas.stream_sync.stream_sync_fakes import record
 from tests.support import opensearch_server
 from tests.support.opensearch_server import ROUTE_BULK
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -33,18 +34,20 @@ def smallest() -> EnvironmentConfig:
 
 @pytest.fixture(params=sorted(environments()))
 def every(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
 ) -> Iterator[tuple[Workflows, OpsEnv]]:
-    yield from _flows(environments()[request.param], monkeypatch)
+    yield from _flows(environments()[request.param], monkeypatch, secured)
 
 
 @pytest.fixture
-def flows(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workflows, OpsEnv]]:
-    yield from _flows(smallest(), monkeypatch)
+def flows(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[tuple[Workflows, OpsEnv]]:
+    yield from _flows(smallest(), monkeypatch, secured)
 
 
-def _flows(config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workflows, OpsEnv]]:
-    for world, calls, clock, gaps, server in deployed_environment(config, monkeypatch):
+def _flows(
+    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, node: SecuredNode
+) -> Iterator[tuple[Workflows, OpsEnv]]:
+    for world, calls, clock, gaps, server in deployed_environment(config, monkeypatch, node):
         search = OpsEnv(
             server, dynamodb=boto3.client("dynamodb", region_name=config.region), region=config.region
         )

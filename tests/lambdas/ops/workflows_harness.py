@@ -33,6 +33,7 @@ from tests.support.aws import moto_role_of_access_key, single_table, use_fake_aw
 from tests.support.cfn import Resolver, synthesized
 from tests.support.iam import DomainAccess, Policies, SdkCalls
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+from tests.support.secured_node import SecuredNode
 
 WORKER_HANDLER = "ops.worker.handler"
 SYNC_HANDLER = "stream_sync.handler.handler"
@@ -791,17 +792,17 @@ ADMIN_KEY = "AKIDADMIN"  # the test's own calls sign as the FGAC admin (and are 
 
 
 def deployed_environment(
-    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch
+    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, node: SecuredNode
 ) -> Iterator[tuple[World, SdkCalls, Clock, MotoGaps, LoopbackOpenSearch]]:
-    """An environment as deployed: the loopback server for its domain (the admin role its FGAC master, requests
-    signed with moto's STS session keys acting as the role assumed), its stacks in moto, every checked call; the
-    test fails on any IAM violation."""
+    """An environment as deployed: the domain front before the secured node (the admin role its FGAC master,
+    requests signed with moto's STS session keys acting as the role assumed, the security plugin deciding what each
+    role may do), its stacks in moto, every checked call; the test fails on any IAM violation."""
     use_fake_aws(monkeypatch, config.region)
     admin = config.role_arn(config.platform_role_name("search-admin"))
     fgac = FineGrainedAccessControl(
         admin, lambda key: admin if key == ADMIN_KEY else moto_role_of_access_key(key)
     )
-    with LoopbackOpenSearch(region=config.region, fgac=fgac) as server:
+    with LoopbackOpenSearch(region=config.region, fgac=fgac, engine=node) as server:
         for world, calls, clock, gaps in workflows_world(config, server.endpoint, monkeypatch):
             server.access = world.domain_access()
             monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN_KEY)

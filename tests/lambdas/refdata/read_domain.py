@@ -1,6 +1,6 @@
 """A loopback domain read as dev's `public_search` read role, for the tests of the query helpers and the reader.
 
-The server is set up by the real index bootstrap (templates, aliases, the read role with its document- and
+The domain front before the secured node (the real security plugin), set up by the real index bootstrap (templates, aliases, the read role with its document- and
 field-level security); documents are written through the stream sync's own code (stream record -> document ->
 bulk line); IAM decides each signed request with dev's synthesized domain access policy and, for the reader, the
 identity policy docs/operations.md tells a reader to give its role (tests/support/iam.py), before FGAC.
@@ -30,6 +30,7 @@ from infra.environments import environments
 from tests.lambdas.ops.workflows_harness import deployed_names, domain_access, template_policies
 from tests.support.iam import DomainAccess
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+from tests.support.secured_node import SecuredNode
 
 DEV = environments()["dev"]
 ADMIN = DEV.role_arn(DEV.platform_role_name("search-admin"))
@@ -79,9 +80,10 @@ def stream_record(item: Mapping[str, Any], seq: int, event: str = "INSERT") -> d
 
 
 @contextmanager
-def read_domain(records: Iterable[Mapping[str, Any]]) -> Iterator[LoopbackOpenSearch]:
-    """The bootstrapped domain with `records` (stream records) synced into it."""
-    with LoopbackOpenSearch(fgac=FGAC, access=access()) as running:
+def read_domain(node: SecuredNode, records: Iterable[Mapping[str, Any]]) -> Iterator[LoopbackOpenSearch]:
+    """The bootstrapped domain on the secured node (its security plugin decides what the reader sees) with
+    `records` (stream records) synced into it and refreshed, as a reader waits for a write to be searchable."""
+    with LoopbackOpenSearch(fgac=FGAC, access=access(), engine=node) as running:
         admin = signed(running, ADMIN_KEY)
         readers = read_role_definitions([(PUBLIC.name, PUBLIC.schemas, (READER,))])
         IndexBootstrap(admin, sleep=lambda _: None).run(
@@ -94,6 +96,7 @@ def read_domain(records: Iterable[Mapping[str, Any]]) -> Iterator[LoopbackOpenSe
             lines += encode_update(change)
         answer = admin.request("POST", "_bulk", lines.encode(), {"Content-Type": NDJSON_CONTENT_TYPE}).json()
         assert not answer["errors"], answer
+        assert admin.request("POST", "_refresh").ok
         yield running
 
 

@@ -42,6 +42,7 @@ from tests.lambdas.refdata.read_domain import (
     stream_record,
 )
 from tests.support.opensearch_server import LoopbackOpenSearch
+from tests.support.secured_node import SecuredNode
 from tests.support.shapes import square
 
 pytestmark = pytest.mark.integration
@@ -135,11 +136,11 @@ def zone_item(number: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackOpenSearch]:
+def server(secured_for_module: SecuredNode) -> Iterator[LoopbackOpenSearch]:
     records = [stream_record(zone_item(n), int(n)) for n in ZONES]
     records += [stream_record(item, 100 + i) for i, item in enumerate(PRODUCTS)]
     records.append(stream_record(zone_item("6"), 200, "REMOVE"))
-    with read_domain(records) as running:
+    with read_domain(secured_for_module, records) as running:
         yield running
 
 

@@ -25,6 +25,7 @@ from tests.lambdas.refdata.read_domain import (
     stream_record,
 )
 from tests.support.opensearch_server import LoopbackOpenSearch
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -44,13 +45,13 @@ def item(schema: Schema, n: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackOpenSearch]:
+def server(secured_for_module: SecuredNode) -> Iterator[LoopbackOpenSearch]:
     records = []
     for offset, schema in enumerate(SCHEMAS):
         seq = 100 * offset
         records += [stream_record(item(schema, n), seq + n) for n in (*LIVE, DELETED)]
         records.append(stream_record(item(schema, DELETED), seq + 50, "REMOVE"))
-    with read_domain(records) as running:
+    with read_domain(secured_for_module, records) as running:
         yield running
 
 

@@ -1,0 +1,262 @@
+"""The secured test node: OpenSearch with the real security plugin (fine-grained access control), for the tests of
+what FGAC enforces. Same lazy pattern as the engine (tests/support/engine_node.py): one node per pytest process,
+started in the background when collection finds a test using the ``secured`` fixture; the fixture gives it back
+empty (indices, templates, scripts, and the roles and role mappings a test put, gone).
+
+Its version is the one the plugin is published for nearest above the engine's (tests/support/secured_setup.py).
+
+How a domain's FGAC is reproduced: HTTP stays plain on loopback and the plugin authenticates every request by
+proxy authentication, trusting only connections from 127.0.0.2 (`internalProxies`). The domain front
+(tests/support/opensearch_server.py) verifies SigV4 and the access policy, then forwards from 127.0.0.2 with
+`x-proxy-user` and `x-proxy-roles` set to the verified IAM role ARN, as the service names a principal (user and
+backend role). The domain's master user is mapped to `all_access` (as the service does for `MasterUserARN`), which
+alone may use the security REST API. Everything else (read roles, the sync's role, their mappings) is what the
+project's own index bootstrap puts through that API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import http.client
+import ipaddress
+import json
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
+
+from tests.support.engine_node import HEAP, EngineNode
+from tests.support.engine_setup import LOG_CONFIG, EngineSetupError, java_home
+from tests.support.secured_setup import CLASSES, LAUNCHER_CLASS, LIB
+
+FIXTURE, MODULE_FIXTURE = "secured", "secured_for_module"
+PROXY_ADDRESS = "127.0.0.2"  # the only source address the plugin takes a user from (Linux routes 127/8 on lo)
+# Who the suite's own housekeeping (wipe, inspection) acts as: mapped to all_access in the initial configuration.
+SUITE_ARN = "arn:aws:iam::000000000000:role/refdata-tests-housekeeping"
+NODE_OID = ObjectIdentifier(
+    "1.2.3.4.5.5"
+)  # plugins.security.cert.oid's default: the node's identity in its SAN
+
+NODE_SETTINGS = {
+    "plugins.security.ssl.transport.pemcert_filepath": "certs/node.pem",
+    "plugins.security.ssl.transport.pemkey_filepath": "certs/node-key.pem",
+    "plugins.security.ssl.transport.pemtrustedcas_filepath": "certs/ca.pem",
+    "plugins.security.ssl.transport.enforce_hostname_verification": False,
+    "plugins.security.ssl.http.enabled": False,
+    "plugins.security.allow_default_init_securityindex": True,  # the files below seed the security index
+    "plugins.security.restapi.roles_enabled": ["all_access"],
+    "plugins.security.audit.type": "noop",
+    "plugins.security.system_indices.enabled": True,
+}
+PROXY_AUTHENTICATION = {
+    "http": {
+        "anonymous_auth_enabled": False,
+        "xff": {"enabled": True, "internalProxies": r"127\.0\.0\.2", "remoteIpHeader": "x-forwarded-for"},
+    },
+    "authc": {
+        "iam_proxy": {
+            "http_enabled": True,
+            "transport_enabled": False,
+            "order": 0,
+            "http_authenticator": {
+                "type": "proxy",
+                "challenge": False,
+                "config": {"user_header": "x-proxy-user", "roles_header": "x-proxy-roles"},
+            },
+            "authentication_backend": {"type": "noop"},
+        }
+    },
+}
+SECURITY_FILES: dict[str, dict[str, Any]] = {
+    "config.yml": {
+        "_meta": {"type": "config", "config_version": 2},
+        "config": {"dynamic": PROXY_AUTHENTICATION},
+    },
+    "roles_mapping.yml": {
+        "_meta": {"type": "rolesmapping", "config_version": 2},
+        "all_access": {"reserved": False, "backend_roles": [SUITE_ARN]},
+    },
+    "roles.yml": {"_meta": {"type": "roles", "config_version": 2}},
+    "internal_users.yml": {"_meta": {"type": "internalusers", "config_version": 2}},
+    "action_groups.yml": {"_meta": {"type": "actiongroups", "config_version": 2}},
+    "tenants.yml": {"_meta": {"type": "tenants", "config_version": 2}},
+}
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "refdata"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def _certificate(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: str,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    *,
+    ca: bool,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(_name(issuer))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    )
+    if not ca:
+        san = [
+            x509.RegisteredID(NODE_OID),
+            x509.DNSName("localhost"),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        ]
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+        builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False).add_extension(
+            x509.ExtendedKeyUsage(usages), critical=False
+        )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def write_certificates(directory: Path) -> None:
+    """The transport TLS material the plugin requires even on one node: a CA and a node certificate it signed (EC
+    P-256, the key as unencrypted PKCS#8 PEM, which the plugin's PEM loader reads)."""
+    directory.mkdir(mode=0o700, parents=True)
+    ca_key, node_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    pem = serialization.Encoding.PEM
+    (directory / "ca.pem").write_bytes(
+        _certificate("tests-ca", ca_key, "tests-ca", ca_key, ca=True).public_bytes(pem)
+    )
+    node = _certificate("node-0", node_key, "tests-ca", ca_key, ca=False)
+    (directory / "node.pem").write_bytes(node.public_bytes(pem))
+    (directory / "node-key.pem").write_bytes(
+        node_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+
+
+def write_home(home: Path) -> None:
+    """The node's config directory: settings, certificates and the security index's initial files (JSON is YAML)."""
+    config = home / "config"
+    write_certificates(config / "certs")
+    (config / "opensearch.yml").write_text(json.dumps(NODE_SETTINGS, indent=1))
+    (config / "opensearch-security").mkdir()
+    for name, content in SECURITY_FILES.items():
+        (config / "opensearch-security" / name).write_text(json.dumps(content, indent=1))
+    for path in [config, *config.rglob("*")]:  # the plugin warns about config files others may read
+        path.chmod(0o700 if path.is_dir() else 0o600)
+
+
+class SecuredNode(EngineNode):
+    """One secured node in a child JVM; requests reach it only through a proxy connection naming a principal."""
+
+    def start(self) -> SecuredNode:
+        if not (CLASSES.is_dir() and LIB.is_dir()):
+            raise EngineSetupError(
+                "the secured test node is not installed: run `make engine` (or `make test`)"
+            )
+        # As the engine's: in memory where the machine has it; the launcher deletes it when it stops.
+        memory = Path("/dev/shm")
+        self.directory = Path(
+            tempfile.mkdtemp(prefix="refdata-secured-", dir=memory if memory.is_dir() else None)
+        )
+        self.log_path = self.directory / "node.log"
+        home = self.directory
+        write_home(home)
+        command = [
+            str(java_home() / "bin" / "java"), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1", "--enable-native-access=ALL-UNNAMED",
+            f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp", f"{CLASSES}:{LIB}/*", LAUNCHER_CLASS, str(home),
+        ]  # fmt: skip
+        log = self.log_path.open("wb")
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True
+        )
+        log.close()
+        threading.Thread(target=self._read_ready_line, name="secured-ready", daemon=True).start()
+        return self
+
+    def connect(self, timeout: float) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(
+            "127.0.0.1", self.wait_ready().port, timeout=timeout, source_address=(PROXY_ADDRESS, 0)
+        )
+
+    def proxy_headers(self, principal: str | None) -> dict[str, str]:
+        """The plugin's proxy authentication: user and backend role are the IAM role ARN, as on a domain."""
+        arn = SUITE_ARN if principal is None else principal
+        return {"x-forwarded-for": "127.0.0.1", "x-proxy-user": arn, "x-proxy-roles": arn}
+
+    def map_master(self, master_arn: str) -> None:
+        """What the service does for a domain's `MasterUserARN`: that IAM role acts as `all_access`."""
+        body = {"backend_roles": [SUITE_ARN, master_arn], "description": "the domain's master user"}
+        self._checked("PUT", "/_plugins/_security/api/rolesmapping/all_access", body)
+
+    def wipe(self) -> None:
+        """As the engine's, and the roles and role mappings a test put are gone (all_access maps the suite only)."""
+        super().wipe()
+        for kind in ("rolesmapping", "roles"):
+            for name, entry in self._checked("GET", f"/_plugins/_security/api/{kind}").items():
+                if (
+                    not (entry.get("reserved") or entry.get("static") or entry.get("hidden"))
+                    and name != "all_access"
+                ):
+                    self._checked("DELETE", f"/_plugins/_security/api/{kind}/{name}")
+        self._checked(
+            "PUT", "/_plugins/_security/api/rolesmapping/all_access", {"backend_roles": [SUITE_ARN]}
+        )
+
+
+_node: SecuredNode | None = None
+
+
+def session_node() -> SecuredNode:
+    """This process's secured node, started if it was not yet."""
+    global _node
+    if _node is None:
+        _node = SecuredNode().start()
+    return _node
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any({FIXTURE, MODULE_FIXTURE} & set(getattr(item, "fixturenames", ())) for item in session.items):
+        # Not installed, or no JDK 21+: each test that needs the node fails saying so; the others run.
+        with contextlib.suppress(EngineSetupError):
+            session_node()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _node
+    if _node is not None:
+        _node.stop()
+        _node = None
+
+
+@pytest.fixture
+def secured() -> Iterator[SecuredNode]:
+    """The secured node, empty: what an earlier test made (indices, scripts, roles, role mappings) is gone."""
+    node = session_node().wait_ready()
+    node.wipe()
+    yield node
+
+
+@pytest.fixture(scope="module")
+def secured_for_module() -> SecuredNode:
+    """The secured node, emptied once for a module whose tests only read what its module-scoped fixtures put."""
+    node = session_node().wait_ready()
+    node.wipe()
+    return node
