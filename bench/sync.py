@@ -778,7 +778,7 @@ batch (indexing, the script, merges and refreshes that fall in it).
 | engine processing per batch (sum of `took`) | {batches["took"] * 1000:.0f} ms | {batches["baseline_took"] * 1000:.0f} ms | {batches["baseline_took"] / batches["took"]:.1f}× | — |
 | wall time per batch minus engine processing | {(batches["wall"] - batches["took"]) * 1000:.0f} ms | {(batches["baseline_wall"] - batches["baseline_took"]) * 1000:.0f} ms | {client_speedup:.1f}× faster | — |
 | handler CPU per record | {cpu_us:.1f} µs | {baseline_cpu_us:.1f} µs | {baseline_cpu_us / cpu_us:.1f}× less | — |
-| engine CPU per record | {engine_us:.1f} µs | {baseline_engine_us:.1f} µs | {baseline_engine_us / engine_us:.1f}× less | — |
+| engine CPU per record | {engine_us:.0f} µs | {baseline_engine_us:.0f} µs | {baseline_engine_us / engine_us:.1f}× less | — |
 
 | measure | value | reference | target |
 |---|---:|---:|---|
