@@ -123,7 +123,6 @@ def oracle_row(output: str) -> str:
 def engine_start_rows() -> list[str]:
     """The node's start (a fresh JVM to ready: the first of ENGINE_STARTS one after the other, and the median of the
     rest) and the wipe every engine test begins with, on a running node."""
-    sys.path.insert(0, str(ROOT))
     from tests.support.engine_node import EngineNode
 
     starts = []
@@ -155,7 +154,10 @@ def engine_tests() -> dict[str, bool]:
     done = subprocess.run(
         [sys.executable, "-c", _COLLECT], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    return json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    tests: dict[str, bool] = json.loads(
+        next(line for line in done.stdout.splitlines() if line.startswith("{"))
+    )
+    return tests
 
 
 def engine_share_row(output: str, tests: dict[str, bool]) -> str:
