@@ -131,13 +131,16 @@ def _item(pk: str, sk: str, i: int, version: int) -> dict[str, Any]:
 
 
 def make_batch(batch_number: int, size: int = BATCH) -> list[dict[str, Any]]:
-    """Mixed INSERT (50%) / MODIFY (35%) / REMOVE (15%) records in Lambda event format, distinct keys."""
+    """Mixed INSERT (50%) / MODIFY (35%) / REMOVE (15%) records in Lambda event format, distinct keys. The inserts
+    are new keys; the updates and deletes change keys the previous batch number inserted (documents the engine holds
+    once that batch was synced)."""
     records = []
     base_seq = 4_000_000_000_000_000_000_000 + batch_number * 10 * size
     for i in range(size):
-        pk, sk = f"geozone::bcparks_{i % 40}", f"{batch_number:04d}{i:06d}"
-        keys = {"pk": {"S": pk}, "sk": {"S": sk}}
         kind = "INSERT" if i % 20 < 10 else ("MODIFY" if i % 20 < 17 else "REMOVE")
+        j, batch = (i, batch_number) if kind == "INSERT" else (i - 10, batch_number - 1)
+        pk, sk = f"geozone::bcparks_{j % 40}", f"{batch:04d}{j:06d}"
+        keys = {"pk": {"S": pk}, "sk": {"S": sk}}
         stream: dict[str, Any] = {
             "ApproximateCreationDateTime": time.time(),
             "Keys": keys,
@@ -146,9 +149,9 @@ def make_batch(batch_number: int, size: int = BATCH) -> list[dict[str, Any]]:
             "StreamViewType": "NEW_AND_OLD_IMAGES",
         }
         if kind != "REMOVE":
-            stream["NewImage"] = _item(pk, sk, i, 2)
+            stream["NewImage"] = _item(pk, sk, j, 2)
         if kind != "INSERT":
-            stream["OldImage"] = _item(pk, sk, i, 1)
+            stream["OldImage"] = _item(pk, sk, j, 1)
         records.append(
             {
                 "eventID": f"{batch_number:04d}{i:028x}",
@@ -275,9 +278,8 @@ def _timed_batch(records: list[dict[str, Any]], engine_pid: int) -> dict[str, An
 
 
 def measure_batches(engine: Engine) -> dict[str, Any]:
-    """BATCHES batches through the stream sync, then one through the per-record client, against the same node. The
-    per-record batch's records are new keys (inserts) or changes of keys the sync wrote (updates, deletes), as the
-    sync's own batches are."""
+    """BATCHES batches through the stream sync, then one through the per-record client, against the same node; each
+    batch updates and deletes documents the batch before it inserted (make_batch)."""
     _configure(engine.endpoint)
     took: list[float] = []
     sent: list[int] = []
@@ -759,8 +761,8 @@ def run() -> str:
 
     return f"""## Stream sync
 
-Workload: {BATCH}-record batches in Lambda event format, 50% INSERT / 35% MODIFY / 15% REMOVE on distinct
-keys, items of {size} (strings, numbers, a map, a list, a string set, a geo_point, a GeoJSON polygon kept
+Workload: {BATCH}-record batches in Lambda event format, 50% INSERT of new keys / 35% MODIFY / 15% REMOVE of
+documents the batch before inserted, items of {size} (strings, numbers, a map, a list, a string set, a geo_point, a GeoJSON polygon kept
 inline). The handler runs in-process with its real signed transport; the search side is the tests' engine, a real
 OpenSearch node (tests/support/engine_node.py, one JVM with a {HEAP} heap, on loopback), started for this section
 and bootstrapped by the product's index bootstrap; requests go straight to it (no front, no added latency), so every
