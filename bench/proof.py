@@ -171,7 +171,7 @@ def engine_share_row(output: str, tests: dict[str, bool]) -> str:
     total = sum(seconds.values())
     count = sum(tests.values())
     return (
-        f"| the test engine's tests in it: the {count} of {len(tests)} tests that use the `engine` fixture, "
+        f"| the test engine's tests in it: the {count} of {len(tests):,} tests that use the `engine` fixture, "
         f"{engine / total:.0%} of the test time (setup, call and teardown summed over the workers: "
         f"{engine:.0f} of {total:.0f} s) | | | | |"
     )
