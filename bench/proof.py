@@ -1,16 +1,20 @@
 """The proof loop: what a change costs to prove on this machine. `make test` on a set-up checkout (warm: the type
 checker's and the heavy tools' caches from an earlier run) and on a fresh clone of HEAD (no cache), with the CPU it
 used; synth with PYTHONDONTWRITEBYTECODE=1 set (as in CI), against the same command with no byte code to read
-(PYTHONPYCACHEPREFIX pointing at an empty folder: what every process paid before set-up compiled); and the IAM
-oracle's share of the warm run (its summary line: tests/support/iam_oracle.py)."""
+(PYTHONPYCACHEPREFIX pointing at an empty folder: what every process paid before set-up compiled); the IAM
+oracle's share of the warm run (its summary line: tests/support/iam_oracle.py); and the test engine's: its node's
+start time and the per-test wipe (tests/support/engine_node.py), and the share of the warm run's test time spent in
+the tests that use the `engine` fixture (pytest's durations, summed over the workers)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,6 +31,22 @@ TARGETS = {
     "cdk synth": 8.0,
     "app": 6.0,
 }
+ENGINE_STARTS = 3  # fresh nodes started one after the other: the first is the coldest (JVM, jars, page cache)
+WIPES = 20
+DURATION = re.compile(r"^\s*(?P<seconds>[\d.]+)s (?:setup|call|teardown)\s+(?P<test>.+?)\s*$", re.MULTILINE)
+DURATIONS = "--durations=0 --durations-min=0"
+# Lists every collected test's id, with whether it uses the engine fixture, without starting a node.
+_COLLECT = """
+import json, sys
+import pytest
+
+class Collect:
+    def pytest_collection_finish(self, session):
+        print(json.dumps({item.nodeid: "engine" in getattr(item, "fixturenames", ()) for item in session.items}))
+
+code = pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:tests.support.engine_node", "tests"], plugins=[Collect()])
+sys.exit(code)
+"""
 ORACLE = re.compile(
     r"IAM oracle: (?P<decisions>\d+) decisions of the double \((?P<distinct>\d+) distinct\) put to iam-simulate in "
     r"(?P<seconds>[\d.]+) s \((?P<cpu>[\d.]+) s of Node CPU\) over (?P<processes>\d+) process"
@@ -100,9 +120,66 @@ def oracle_row(output: str) -> str:
     )
 
 
+def engine_start_rows() -> list[str]:
+    """The node's start (a fresh JVM to ready: the first of ENGINE_STARTS one after the other, and the median of the
+    rest) and the wipe every engine test begins with, on a running node."""
+    from tests.support.engine_node import EngineNode
+
+    starts = []
+    wipes = []
+    for number in range(ENGINE_STARTS):
+        started = time.perf_counter()
+        node = EngineNode().start().wait_ready()
+        starts.append(time.perf_counter() - started)
+        try:
+            if number == ENGINE_STARTS - 1:
+                for _ in range(WIPES):
+                    started = time.perf_counter()
+                    node.wipe()
+                    wipes.append(time.perf_counter() - started)
+        finally:
+            node.stop()
+    warm = statistics.median(starts[1:])
+    return [
+        f"| the test engine: its node's start, a fresh JVM to ready (the first of {ENGINE_STARTS} one after the other; "
+        f"the median of the others: {warm:.1f} s) | {starts[0]:.1f} | | | in the background while the session "
+        "collects and synthesizes |",
+        f"| the test engine: the wipe each engine test begins with, on a running node (median of {WIPES}) | "
+        f"{statistics.median(wipes):.2f} | | | |",
+    ]
+
+
+def engine_tests() -> dict[str, bool]:
+    """Every test's id, and whether it uses the `engine` fixture."""
+    done = subprocess.run(
+        [sys.executable, "-c", _COLLECT], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    tests: dict[str, bool] = json.loads(
+        next(line for line in done.stdout.splitlines() if line.startswith("{"))
+    )
+    return tests
+
+
+def engine_share_row(output: str, tests: dict[str, bool]) -> str:
+    """The engine tests' share of a run's test time: the durations pytest printed (setup, call, teardown)."""
+    seconds: dict[str, float] = {}
+    for found in DURATION.finditer(output):
+        seconds[found["test"]] = seconds.get(found["test"], 0.0) + float(found["seconds"])
+    if not seconds:
+        raise RuntimeError("`make test` printed no durations")
+    engine = sum(value for test, value in seconds.items() if tests.get(test))
+    total = sum(seconds.values())
+    count = sum(tests.values())
+    return (
+        f"| the test engine's tests in it: the {count} of {len(tests):,} tests that use the `engine` fixture, "
+        f"{engine / total:.0%} of the test time (setup, call and teardown summed over the workers: "
+        f"{engine:.0f} of {total:.0f} s) | | | | |"
+    )
+
+
 def run() -> str:
     subprocess.run(["make", *MADE, "test"], cwd=ROOT, capture_output=True, check=True)  # warms the caches
-    warm_wall, warm_cpu, warm_output = timed(["make", *MADE, "test"])
+    warm_wall, warm_cpu, warm_output = timed(["make", *MADE, "test"], PYTEST_ADDOPTS=DURATIONS)
     with tempfile.TemporaryDirectory() as directory:
         clone = fresh_clone(Path(directory))
         fresh_wall, fresh_cpu, _ = timed(["make", *MADE, "test"], cwd=clone)
@@ -128,6 +205,8 @@ def run() -> str:
                 for key, label, wall, cpu in tests
             ),
             oracle_row(warm_output),
+            *engine_start_rows(),
+            engine_share_row(warm_output, engine_tests()),
             "",
             "| command | with byte code s | without (baseline) s | ratio | target |",
             "|---|---:|---:|---:|---|",

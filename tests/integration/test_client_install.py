@@ -39,6 +39,7 @@ from tests.lambdas.ops.workflows_harness import (
 from tests.support import client
 from tests.support.iam import HttpCalls, SdkCalls
 from tests.support.opensearch_server import LoopbackOpenSearch
+from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
 
@@ -77,11 +78,12 @@ def team_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(params=sorted(environments()))
 def deployed(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
 ) -> Iterator[tuple[World, SdkCalls, LoopbackOpenSearch]]:
-    """The environment as deployed, its domain set up by the index bootstrap; the test fails on any IAM refusal."""
+    """The environment as deployed (its domain the secured node: the security plugin decides what the reader sees),
+    set up by the index bootstrap; the test fails on any IAM refusal."""
     config: EnvironmentConfig = environments()[request.param]
-    for world, calls, _clock, _gaps, server in deployed_environment(config, monkeypatch):
+    for world, calls, _clock, _gaps, server in deployed_environment(config, monkeypatch, secured):
         bootstrap(world, calls, monkeypatch)
         yield world, calls, server
 
@@ -231,6 +233,10 @@ def test_the_guides_example_writes_syncs_and_reads_back_with_exactly_the_publish
     }, "the writer's calls were decided by IAM"
 
     sync(world, calls, monkeypatch)
+    # The domain makes what was indexed searchable within its refresh interval (one second); the guide's reader runs
+    # after that, so the test refreshes rather than sleeping on the real clock.
+    assert server.engine is not None
+    server.engine.request("POST", "/_refresh")
 
     as_reader = team_environment(world, server, moto_endpoint, credentials(calls, reader, world.region))
     printed = run(team_python, blocks["configure"] + blocks["read"], as_reader, tmp_path)

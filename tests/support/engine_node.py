@@ -107,6 +107,12 @@ class EngineNode:
         return self
 
     @property
+    def pid(self) -> int:
+        """The JVM's process id (its CPU is the engine's)."""
+        assert self._process is not None, "the node was not started"
+        return self._process.pid
+
+    @property
     def endpoint(self) -> str:
         self.wait_ready()
         return f"http://127.0.0.1:{self.port}"
