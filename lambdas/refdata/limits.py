@@ -245,6 +245,10 @@ class _Walk:
                 f"JSON parser allows ({limit}): it refuses the whole request",
             )
         parts = split_path(name)
+        if (
+            member is None
+        ):  # the engine maps nothing for a null: no object on its path, so no conflict or depth
+            return
         wanted = (*path, *parts)
         for part in parts[:-1]:  # `a.b.c`: objects a and b (mapped, added before, or added now), then field c
             node = _Walk.node(part, mapped, own)

@@ -79,14 +79,15 @@ def signed_as(server: LoopbackOpenSearch, access_key: str) -> OpenSearchTranspor
 
 
 def bootstrap(server: LoopbackOpenSearch) -> None:
-    """The index-bootstrap custom resource, as the admin role: templates, script, the sync role's mapping, the
-    read role and `<schema>-v1` behind both aliases."""
+    """The index-bootstrap custom resource, as the admin role: templates, script, `<schema>-v1` behind both aliases,
+    and on a domain with fine-grained access control (the secured node) the sync role's mapping and the read role."""
     transport = signed_as(server, ADMIN_KEY)
+    secured = server.fgac is not None  # the plain engine has no security plugin, so no security API
     IndexBootstrap(transport, sleep=lambda seconds: None).run(
         [schema.name for schema in indexable_schemas()],
         replicas=0,
-        sync_role_arn=SYNC_ROLE_ARN,
-        read_roles=READ_ROLES,
+        sync_role_arn=SYNC_ROLE_ARN if secured else None,
+        read_roles=READ_ROLES if secured else None,
     )
     transport.close()
 

@@ -10,20 +10,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Subject:
-    """The authenticated user of a request: an IAM principal, or the FGAC master."""
+    """The authenticated user of a request: an IAM principal's ARN."""
 
     name: str
-    backend_roles: tuple[str, ...]
-    master: bool = False
-
-    def describe(self) -> str:
-        return (
-            f"User [name={self.name}, backend_roles=[{', '.join(self.backend_roles)}], requestedTenant=null]"
-        )
 
 
 # Requests of a front without FGAC: every check passes, as on a domain without the security plugin.
-UNRESTRICTED = Subject("loopback", (), master=True)
+UNRESTRICTED = Subject("loopback")
 
 
 @dataclass(frozen=True)
@@ -42,4 +35,4 @@ class FineGrainedAccessControl:
         arn = lookup(access_key) if callable(lookup) else lookup.get(access_key)
         if arn is None:
             return None
-        return Subject(arn, (arn,), master=arn == self.master_role_arn)
+        return Subject(arn)

@@ -19,7 +19,6 @@ from infra.constructs.ops_workflows import map_results_prefix
 from infra.environments import environments
 from ops import worker
 from tests.lambdas.stream_sync.stream_sync_fakes import record
-from tests.support import opensearch_server
 from tests.support.opensearch_server import ROUTE_BULK
 from tests.support.secured_node import SecuredNode
 
@@ -189,42 +188,32 @@ def test_reconcile_reports_then_fixes_every_difference(
     assert found.execution["status"] == "SUCCEEDED"
     assert (fixed.status, fixed.summary["fix"]) == (0, {"repaired": 3})
     assert clean.status == 0 and clean.summary["clean"]
-    assert not search.server.cluster.points_in_time  # each slice closed its own
+    # each slice closed its own
+    assert search.server.engine.request("GET", "/_search/point_in_time/_all").body["pits"] == []
 
 
 def test_reconcile_over_an_export_outlives_its_point_in_times_keep_alive(
     every: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The export's polling takes hours at the sizes that choose it: the server's clock passes the point in
-    time's keep-alive while the workflow waits, as it does on AWS. (In every environment: the run goes through
-    every state of the table workflows, the export, both distributed maps, the slices.)"""
+    """The export's polling takes hours at the sizes that choose it: each wait outlasts the point in time's
+    keep-alive, so the engine frees every point in time while the workflow waits, as it does on AWS. (In every
+    environment: the run goes through every state of the table workflows, the export, both distributed maps, the
+    slices.)"""
     workflows, search = every
     drift(workflows, search)
-    monkeypatch.setattr(opensearch_server, "time", ServerClock(workflows.clock))
+    waits = workflows.clock.sleep
+
+    def hours_pass(seconds: float) -> None:
+        waits(seconds)
+        search.server.lose_points_in_time()
+
+    monkeypatch.setattr(workflows.clock, "sleep", hours_pass)
 
     run = workflows.run("reconcile", "--schema", "geozone", "--source", "export", capsys=capsys)
 
-    assert workflows.clock.waited  # the export was polled: two hours passed on the server for each wait
+    assert workflows.clock.waited  # the export was polled: every point in time expired at each wait
     assert run.status == 1 and run.summary["differences"] == DIFFERENCES, run.summary
     assert run.summary["source"] == "export" and not run.summary["errors"]
-
-
-class ServerClock:
-    """The loopback server's clock: real time, plus two hours (twice a point in time's keep-alive) for each wait
-    of the interpreter, as an export of a table large enough to be exported takes hours."""
-
-    def __init__(self, clock: Any) -> None:
-        self.clock = clock
-
-    def time(self) -> float:
-        import time
-
-        return time.time() + len(self.clock.waited) * 2 * 3600
-
-    def monotonic(self) -> float:
-        import time
-
-        return time.monotonic()
 
 
 def test_redrive_drains_the_dead_letter_queue(

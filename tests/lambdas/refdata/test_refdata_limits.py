@@ -1,5 +1,5 @@
-"""The engine's document limits, checked before an item is sent (refdata.limits), and agreeing with the loopback
-server's emulation of the engine's document parser and mapping limits."""
+"""The engine's document limits, checked before an item is sent (refdata.limits), and agreeing with the real engine's
+document parser and mapping limits (tests/support/engine_node.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import Binary
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from refdata.limits import (
     DOCUMENT_LIMIT,
@@ -23,8 +23,7 @@ from refdata.limits import (
 )
 from search.indices import index_mappings
 
-from tests.support.opensearch_errors import OpenSearchError
-from tests.support.opensearch_mapping import parse_document
+from tests.support.engine_node import EngineNode
 
 TEMPLATE = index_mappings("geozone")
 MAPPED = TEMPLATE["properties"]
@@ -164,9 +163,9 @@ def test_without_a_template_only_the_items_own_fields_count() -> None:
     assert refusal({f"s{i}": "x" for i in range(501)}, mapped=None)[0] == DOCUMENT_LIMIT
 
 
-# Property: the check before sending refuses exactly what the loopback server's document parser and mapping limits
-# refuse (strings only as values: the stand-in does not model a path given two kinds of value, which
-# test_refdata_limits_engine.py checks against the real engine).
+# Property: the check before sending refuses exactly what the engine refuses, in an index of the template whose
+# depth and total-fields limits are small enough for short documents to reach them (strings only as values: a path
+# given two kinds of value is test_refdata_limits_engine.py's).
 names = st.sampled_from(["a", "b", "c", "a.b", "b.c", "a.", ".a", "a..b", "geometryUrl", "pk"])
 values = st.recursive(
     st.none() | st.just("x"),
@@ -174,25 +173,30 @@ values = st.recursive(
     max_leaves=12,
 )
 SMALL = Limits(depth=4, total_fields=MAPPED_FIELDS + 8)
+SMALL_INDEX = {
+    "settings": {
+        "index.number_of_replicas": 0,
+        "index.mapping.depth.limit": SMALL.depth,
+        "index.mapping.total_fields.limit": SMALL.total_fields,
+    },
+    "mappings": TEMPLATE,
+}
 
 
-@settings(max_examples=300, deadline=None)
+# Each example creates and deletes its own index (the engine fixture's wipe between examples is not needed).
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(names, values, max_size=4))
-def test_the_check_refuses_exactly_what_the_engine_emulation_refuses(item: dict[str, Any]) -> None:
+def test_the_check_refuses_exactly_what_the_engine_refuses(engine: EngineNode, item: dict[str, Any]) -> None:
     try:
         check_item(item, MAPPED, limits=SMALL)
         checked = None
     except DocumentLimitError as error:
         checked = error.kind
+    created = engine.request("PUT", "/limits-property", SMALL_INDEX)
+    assert created.status == 200, created.body
     try:
-        parse_document(
-            TEMPLATE,
-            json.loads(json.dumps(item)),
-            "id",
-            depth_limit=SMALL.depth,
-            total_fields_limit=SMALL.total_fields,
-        )
-        engine = None
-    except OpenSearchError as error:
-        engine = error.error_type
-    assert (checked is None) == (engine is None), (checked, engine)
+        answer = engine.request("PUT", "/limits-property/_doc/id", json.loads(json.dumps(item)))
+    finally:
+        engine.request("DELETE", "/limits-property")
+    refused = None if answer.status < 300 else answer.body["error"]["type"]
+    assert (checked is None) == (refused is None), (checked, answer.body)

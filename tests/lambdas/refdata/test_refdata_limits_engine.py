@@ -27,6 +27,7 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
     ("one path in two objects", {"rows": [{"a": "x"}, {"a": 2}]}, FIELD_CONFLICT),
     ("a dotted name and a nested one", {"a.b": 1, "a": {"b": "x"}}, FIELD_CONFLICT),
     ("nulls beside strings", {"phones": [None, "555", None]}, None),
+    ("a dotted null beside a value on its path", {"a": {"a.b": None, "a": "x"}}, None),
     ("a value and an object at one path", {"label": "x", "label.sub": "y"}, FIELD_CONFLICT),
     ("nested lists of one kind", {"grid": [[1, 2], [3]]}, None),
     ("nested lists of two kinds", {"grid": [[1], ["x"]]}, FIELD_CONFLICT),
