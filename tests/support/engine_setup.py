@@ -180,18 +180,27 @@ def install() -> None:
     compile_launcher(jdk)
 
 
-def compile_launcher(jdk: Path) -> None:
-    target = CLASSES / (LAUNCHER_CLASS.replace(".", "/") + ".class")
-    if target.exists() and target.stat().st_mtime >= LAUNCHER_SOURCE.stat().st_mtime:
+def compile_launcher(
+    jdk: Path,
+    *,
+    source: Path = LAUNCHER_SOURCE,
+    main_class: str = LAUNCHER_CLASS,
+    classes: Path = CLASSES,
+    lib: Path = LIB,
+) -> None:
+    """javac a node's launcher against its installed jars, unless its class is newer than its source (the secured
+    node's set-up compiles its own with this too)."""
+    target = classes / (main_class.replace(".", "/") + ".class")
+    if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
         return
-    shutil.rmtree(CLASSES, ignore_errors=True)
+    shutil.rmtree(classes, ignore_errors=True)
     command = [
-        str(jdk / "bin" / "javac"), "--release", str(MIN_JAVA), "-d", str(CLASSES),
-        "-cp", str(LIB / "*"), str(LAUNCHER_SOURCE),
+        str(jdk / "bin" / "javac"), "--release", str(MIN_JAVA), "-d", str(classes),
+        "-cp", str(lib / "*"), str(source),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        raise EngineSetupError(f"javac failed on {LAUNCHER_SOURCE.name}:\n{done.stdout}{done.stderr}")
+        raise EngineSetupError(f"javac failed on {source.name}:\n{done.stdout}{done.stderr}")
 
 
 def lock() -> None:

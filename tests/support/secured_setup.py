@@ -32,10 +32,10 @@ from tests.support.engine_setup import (
     CACHE as ENGINE_CACHE,
 )
 from tests.support.engine_setup import (
-    MIN_JAVA,
     ROOT,
     EngineSetupError,
     LockedJar,
+    compile_launcher,
     java_home,
     sha256_of,
 )
@@ -155,21 +155,7 @@ def install() -> None:
         print(
             f"secured node: {len(locked)} artifacts installed into {LIB.relative_to(ROOT)}, checksums verified"
         )
-    compile_launcher(jdk)
-
-
-def compile_launcher(jdk: Path) -> None:
-    target = CLASSES / (LAUNCHER_CLASS.replace(".", "/") + ".class")
-    if target.exists() and target.stat().st_mtime >= LAUNCHER_SOURCE.stat().st_mtime:
-        return
-    shutil.rmtree(CLASSES, ignore_errors=True)
-    command = [
-        str(jdk / "bin" / "javac"), "--release", str(MIN_JAVA), "-d", str(CLASSES),
-        "-cp", str(LIB / "*"), str(LAUNCHER_SOURCE),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise EngineSetupError(f"javac failed on {LAUNCHER_SOURCE.name}:\n{done.stdout}{done.stderr}")
+    compile_launcher(jdk, source=LAUNCHER_SOURCE, main_class=LAUNCHER_CLASS, classes=CLASSES, lib=LIB)
 
 
 def lock() -> None:
