@@ -30,14 +30,13 @@ from stream_sync.tables import SchemaTables
 
 from ops import workflow
 from tests.support.aws import single_table
-from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
+from tests.support.opensearch_server import LoopbackOpenSearch
 
 REGION = "ca-central-1"
 TABLE = "refdata"
 BUCKET = "geometry-bucket"
 ADMIN_ROLE_ARN = "arn:aws:iam::123456789012:role/refdata-search-admin"
 ADMIN_KEY = "AKIDADMIN"
-FGAC = FineGrainedAccessControl(ADMIN_ROLE_ARN, {ADMIN_KEY: ADMIN_ROLE_ARN})
 MIN_AGE = 24 * 3600 + 21600 + 14 * 24 * 3600  # stream retention + max record age + DLQ retention
 ZONE = "geozone::bcparks_1"
 PRODUCT = "productDate::bcparks_1::dayuse::1"
