@@ -140,3 +140,45 @@ def test_a_result_writer_writes_the_results_to_s3_and_the_state_keeps_where(sfn:
         child["Status"] == "SUCCEEDED" and len(json.loads(child["Output"])) == PADDING - 2
         for child in children
     )
+
+
+def test_a_fail_state_stopped_between_its_error_and_its_cause_never_fails_with_its_input(
+    sfn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child's Fail state takes its error and cause from its input, while its map run may stop it from another
+    thread (a sibling failed). The stop arrives right after the error is read: it either waits for the state or
+    the state does not run; the cause is never the state's whole input (moto's interpreter gave that)."""
+    from moto.stepfunctions.parser.asl.component.state.fail.error_decl import ErrorPath
+
+    stopped: list[str] = []
+    original = ErrorPath._eval_body
+
+    def stop_from_another_thread(self: Any, env: Any) -> None:
+        original(self, env)
+
+        def stop() -> None:
+            if env._state_mutex.acquire(blocking=False):  # the state is not holding the execution
+                env.set_error({"error": "Stopped", "cause": "a sibling failed"})
+                env._state_mutex.release()
+                stopped.append("between")
+            else:
+                stopped.append("after")
+
+        thread = threading.Thread(target=stop)
+        thread.start()
+        thread.join()
+
+    monkeypatch.setattr(ErrorPath, "_eval_body", stop_from_another_thread)
+    definition = {
+        "StartAt": "Failed",
+        "States": {"Failed": {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}},
+    }
+
+    described, _ = execute(sfn, definition, 0, error={"Error": "OpsError", "Cause": "the part's own cause"})
+
+    assert stopped, "the stop never ran"
+    assert described["status"] == "FAILED", described
+    assert (described.get("error"), described.get("cause")) in {
+        ("OpsError", "the part's own cause"),
+        ("Stopped", "a sibling failed"),
+    }, described

@@ -89,6 +89,8 @@ class MotoGaps:
       CreateStateMachine: read it as JSON Lines;
     - SDK-integration results keep Python datetimes (States.JsonToString, the Lambda payload and DescribeExecution
       then raise TypeError): they become ISO 8601 strings, as JSON can carry them;
+    - a Fail state whose execution is stopped between its `ErrorPath` and its `CausePath` fails with its whole
+      input as the cause (moto pops a value the skipped expression never pushed): the state runs whole or not;
     - a distributed map whose child execution failed succeeds anyway (its failed items are only counted): on AWS
       the default tolerated failure (0) fails the map with States.ExceedToleratedFailureThreshold;
     - ExportTableToPointInTime writes one data file and no manifest, names the export `.../import/...`, and its
@@ -185,6 +187,19 @@ class MotoGaps:
                 job.job_output = map_run_failed(env, name, cause)
 
         monkeypatch.setattr(distributed.DistributedItemProcessorWorker, "_eval_job", failing_job)
+        from moto.stepfunctions.parser.asl.component.state.fail.state_fail import StateFail
+
+        original_fail = StateFail._eval_state
+
+        def atomic_fail(self: Any, env: Any) -> None:
+            # A Fail state's error and cause both come from its input. moto skips an expression's evaluation once
+            # the execution stopped and pops the stack anyway: a child stopped between the two (its map run
+            # failing on a sibling's error) failed with its whole input as the cause.
+            with env._state_mutex:
+                if env.is_running():
+                    original_fail(self, env)
+
+        monkeypatch.setattr(StateFail, "_eval_state", atomic_fail)
         monkeypatch.setattr(retrier_decl, "time", clock)
         monkeypatch.setattr(
             wait_function.WaitFunction,
