@@ -54,7 +54,8 @@ node_modules/.installed: package-lock.json
 	@touch $@
 
 # The search engine the tests run against (tests/support/engine_setup.py): the jars engine.lock pins, fetched by Maven
-# and checked against their SHA-256, and our launcher compiled with a JDK 21+. `make test` needs it; `make synth` not.
+# and checked against their SHA-256, our launcher compiled with a JDK 21+, and each node's class archive
+# (tests/support/node_archive.py). `make test` needs it; `make synth` not.
 ENGINE := .cache/engine/.installed
 SECURED_INPUTS := tests/support/secured/secured.lock tests/support/secured/pom.xml tests/support/secured/SecuredLauncher.java
 $(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/EngineLauncher.java $(SECURED_INPUTS) $(VENV)/.installed
@@ -62,9 +63,11 @@ $(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/s
 	@$(BIN)/python -m tests.support.engine_setup install
 	$(call step,secured test node (OpenSearch + security plugin) from tests/support/secured/secured.lock)
 	@$(BIN)/python -m tests.support.secured_setup install
+	$(call step,class archives of both nodes' JVMs (halve their start))
+	@$(BIN)/python -m tests.support.node_archive
 	@touch $@
 
-engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars and compile their launchers (JDK 21+)
+engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars, compile their launchers (JDK 21+), record their class archives
 
 engine-lock: setup ## after a version change in tests/support/engine/pom.xml or secured/pom.xml: rewrite both locks
 	@$(BIN)/python -m tests.support.engine_setup lock

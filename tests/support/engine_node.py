@@ -26,12 +26,11 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine_setup import CLASSES, LAUNCHER_CLASS, LIB, LOG_CONFIG, EngineSetupError, java_home
+from tests.support.engine_setup import ENGINE, EngineSetupError
 
 START_TIMEOUT_SECONDS = (
     180.0  # a cold JVM on two busy cores takes 10-20 s; the margin is for a loaded machine
 )
-HEAP = "512m"
 FIXTURE = "engine"
 
 
@@ -48,6 +47,8 @@ class Answer:
 class EngineNode:
     """One node in a child JVM; it stops when its standard input closes (here, or because this process died)."""
 
+    kind, description, launcher = "engine", "the test engine", ENGINE
+
     def __init__(self) -> None:
         self.directory = Path()
         self.log_path = Path()
@@ -57,29 +58,32 @@ class EngineNode:
         self._failure: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> EngineNode:
-        if not (CLASSES.is_dir() and LIB.is_dir()):
-            raise EngineSetupError("the test engine is not installed: run `make engine` (or `make test`)")
-        java = java_home() / "bin" / "java"
+    def start(self, *, record_archive: bool = False) -> EngineNode:
+        """Start the JVM (`record_archive`: the set-up's run that records the class archive as it exits)."""
+        if not self.launcher.installed():
+            raise EngineSetupError(f"{self.description} is not installed: run `make engine` (or `make test`)")
         # In memory where the machine has it: every cluster-state change (an index, a template, a script) is fsynced.
         # The launcher deletes it when it stops, even after this process was killed.
         memory = Path("/dev/shm")
         self.directory = Path(
-            tempfile.mkdtemp(prefix="refdata-engine-", dir=memory if memory.is_dir() else None)
+            tempfile.mkdtemp(prefix=f"refdata-{self.kind}-", dir=memory if memory.is_dir() else None)
         )
         self.log_path = self.directory / "node.log"
-        command = [
-            str(java), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "--enable-native-access=ALL-UNNAMED", f"-Dlog4j2.configurationFile={LOG_CONFIG}",
-            "-cp", f"{CLASSES}:{LIB}/*", LAUNCHER_CLASS, str(self.directory),
-        ]  # fmt: skip
+        self.prepare_home()
         log = self.log_path.open("wb")
         self._process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True
+            self.launcher.command(self.directory, record_archive=record_archive),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
         )
         log.close()
-        threading.Thread(target=self._read_ready_line, name="engine-ready", daemon=True).start()
+        threading.Thread(target=self._read_ready_line, name=f"{self.kind}-ready", daemon=True).start()
         return self
+
+    def prepare_home(self) -> None:
+        """What the node reads from its home before it starts: nothing for the engine."""
 
     def _read_ready_line(self) -> None:
         assert self._process is not None and self._process.stdout is not None
@@ -111,6 +115,13 @@ class EngineNode:
         """The JVM's process id (its CPU is the engine's)."""
         assert self._process is not None, "the node was not started"
         return self._process.pid
+
+    def maps_class_archive(self) -> bool:
+        """Whether the JVM mapped its kind's class archive (tests/support/node_archive.py): the kernel lists each file
+        a process maps."""
+        archive = str(self.launcher.archive.resolve())
+        with Path(f"/proc/{self.pid}/maps").open() as maps:
+            return any(line.rstrip().endswith(archive) for line in maps)
 
     @property
     def endpoint(self) -> str:
@@ -161,13 +172,13 @@ class EngineNode:
         self._checked("DELETE", "/_search/point_in_time/_all")
         self._checked("PUT", "/_cluster/settings", {"persistent": {"*": None}, "transient": {"*": None}})
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30) -> None:
         process, self._process = self._process, None
         if process is not None:
             if process.stdin is not None:
                 process.stdin.close()
             try:
-                process.wait(timeout=30)
+                process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

@@ -4,8 +4,8 @@ tests/support/engine/pom.xml names the OpenSearch core and the modules the platf
 their transitive dependencies, and engine.lock pins every jar by group:artifact:version and SHA-256. `install`
 copies exactly the locked jars into .cache/engine/lib (Maven's own client and its default remote repository; a jar
 the lock does not name, or one whose checksum differs, fails the set-up) and compiles the launcher
-(EngineLauncher.java) into .cache/engine/classes with a JDK 21 or newer. `lock` rewrites engine.lock after a
-version change in pom.xml.
+(EngineLauncher.java) into .cache/engine/launcher.jar with a JDK 21 or newer. `lock` rewrites engine.lock after a
+version change in pom.xml. A node's JVM command line (`Launcher.command`) is here too, for both node kinds.
 
     python -m tests.support.engine_setup install
     python -m tests.support.engine_setup lock
@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,11 @@ LAUNCHER_CLASS = "refdata.engine.EngineLauncher"
 LOG_CONFIG = ENGINE_DIR / "log4j2.properties"
 CACHE = ROOT / ".cache" / "engine"
 LIB = CACHE / "lib"
-CLASSES = CACHE / "classes"
+LAUNCHER_JAR = (
+    CACHE / "launcher.jar"
+)  # a jar, not a folder: a class archive refuses a non-empty folder on the classpath
+ARCHIVE = CACHE / "classes.jsa"  # tests/support/node_archive.py records it
+HEAP = "512m"
 MIN_JAVA = 21
 JVM_DIRECTORY = Path("/usr/lib/jvm")
 _LOCK_HEADER = (
@@ -94,6 +99,48 @@ def java_home(environ: dict[str, str] | None = None, jvm_directory: Path = JVM_D
             f"and none was found under {jvm_directory}. Install one and set JAVA_HOME to its directory."
         )
     return Path(found[-1][1])
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How one kind of node starts: its launcher's main class and jar, the jars it runs on, its class archive."""
+
+    main_class: str
+    jar: Path
+    lib: Path
+    archive: Path
+
+    def installed(self) -> bool:
+        return self.jar.is_file() and self.lib.is_dir()
+
+    def command(self, home: Path, *, record_archive: bool = False) -> list[str]:
+        """The JVM's command line for a node in `home`: it maps the class archive when there is one, or records it
+        when it exits (`record_archive`). Real paths on the classpath, so the archive a checkout recorded matches
+        in a scratch copy that links its .cache/engine. The JVM's own warnings (an archive that does not match
+        is one) go to stderr, the node's log: stdout carries only the ready line."""
+        if record_archive:
+            share = [f"-XX:ArchiveClassesAtExit={self.archive}"]
+        else:
+            share = [f"-XX:SharedArchiveFile={self.archive}"] if self.archive.is_file() else []
+        return [
+            str(java_home() / "bin" / "java"), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1", "--enable-native-access=ALL-UNNAMED", "-Xlog:disable",
+            "-Xlog:all=warning:stderr", *share, f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+            "-cp", f"{self.jar.resolve()}:{self.lib.resolve()}/*", self.main_class, str(home),
+        ]  # fmt: skip
+
+    def archive_matches(self) -> bool:
+        """Whether the JVM accepts the class archive for this classpath and JDK (it checks each jar's size and
+        time, and its own build)."""
+        if not self.archive.is_file():
+            return False
+        command = self.command(Path())
+        java, classpath = command[0], command[command.index("-cp") + 1]
+        check = [java, "-Xshare:on", f"-XX:SharedArchiveFile={self.archive}", "-cp", classpath, "-version"]
+        return subprocess.run(check, capture_output=True, check=False).returncode == 0
+
+
+ENGINE = Launcher(LAUNCHER_CLASS, LAUNCHER_JAR, LIB, ARCHIVE)
 
 
 def read_lock(path: Path = LOCK) -> list[LockedJar]:
@@ -184,23 +231,27 @@ def compile_launcher(
     jdk: Path,
     *,
     source: Path = LAUNCHER_SOURCE,
-    main_class: str = LAUNCHER_CLASS,
-    classes: Path = CLASSES,
+    jar: Path = LAUNCHER_JAR,
     lib: Path = LIB,
 ) -> None:
-    """javac a node's launcher against its installed jars, unless its class is newer than its source (the secured
-    node's set-up compiles its own with this too)."""
-    target = classes / (main_class.replace(".", "/") + ".class")
-    if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
+    """javac a node's launcher against its installed jars into its jar, unless the jar is newer than its source
+    (the secured node's set-up compiles its own with this too)."""
+    if jar.exists() and jar.stat().st_mtime >= source.stat().st_mtime:
         return
-    shutil.rmtree(classes, ignore_errors=True)
-    command = [
-        str(jdk / "bin" / "javac"), "--release", str(MIN_JAVA), "-d", str(classes),
-        "-cp", str(lib / "*"), str(source),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise EngineSetupError(f"javac failed on {source.name}:\n{done.stdout}{done.stderr}")
+    with tempfile.TemporaryDirectory() as scratch:
+        classes = Path(scratch) / "classes"
+        command = [
+            str(jdk / "bin" / "javac"), "--release", str(MIN_JAVA), "-d", str(classes),
+            "-cp", str(lib / "*"), str(source),
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise EngineSetupError(f"javac failed on {source.name}:\n{done.stdout}{done.stderr}")
+        partial = jar.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w") as archive:
+            for path in sorted(classes.rglob("*.class")):
+                archive.write(path, path.relative_to(classes).as_posix())
+        partial.replace(jar)
 
 
 def lock() -> None:

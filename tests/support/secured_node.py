@@ -21,9 +21,6 @@ import datetime
 import http.client
 import ipaddress
 import json
-import subprocess
-import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,9 +31,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
-from tests.support.engine_node import HEAP, EngineNode
-from tests.support.engine_setup import LOG_CONFIG, EngineSetupError, java_home
-from tests.support.secured_setup import CLASSES, LAUNCHER_CLASS, LIB
+from tests.support.engine_node import EngineNode
+from tests.support.engine_setup import EngineSetupError
+from tests.support.secured_setup import SECURED
 
 FIXTURE, MODULE_FIXTURE = "secured", "secured_for_module"
 PROXY_ADDRESS = "127.0.0.2"  # the only source address the plugin takes a user from (Linux routes 127/8 on lo)
@@ -165,31 +162,10 @@ def write_home(home: Path) -> None:
 class SecuredNode(EngineNode):
     """One secured node in a child JVM; requests reach it only through a proxy connection naming a principal."""
 
-    def start(self) -> SecuredNode:
-        if not (CLASSES.is_dir() and LIB.is_dir()):
-            raise EngineSetupError(
-                "the secured test node is not installed: run `make engine` (or `make test`)"
-            )
-        # As the engine's: in memory where the machine has it; the launcher deletes it when it stops.
-        memory = Path("/dev/shm")
-        self.directory = Path(
-            tempfile.mkdtemp(prefix="refdata-secured-", dir=memory if memory.is_dir() else None)
-        )
-        self.log_path = self.directory / "node.log"
-        home = self.directory
-        write_home(home)
-        command = [
-            str(java_home() / "bin" / "java"), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1", "--enable-native-access=ALL-UNNAMED",
-            f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp", f"{CLASSES}:{LIB}/*", LAUNCHER_CLASS, str(home),
-        ]  # fmt: skip
-        log = self.log_path.open("wb")
-        self._process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True
-        )
-        log.close()
-        threading.Thread(target=self._read_ready_line, name="secured-ready", daemon=True).start()
-        return self
+    kind, description, launcher = "secured", "the secured test node", SECURED
+
+    def prepare_home(self) -> None:
+        write_home(self.directory)
 
     def connect(self, timeout: float) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(

@@ -34,6 +34,7 @@ from tests.support.engine_setup import (
 from tests.support.engine_setup import (
     ROOT,
     EngineSetupError,
+    Launcher,
     LockedJar,
     compile_launcher,
     java_home,
@@ -47,7 +48,7 @@ LAUNCHER_SOURCE = SECURED_DIR / "SecuredLauncher.java"
 LAUNCHER_CLASS = "refdata.secured.SecuredLauncher"
 CACHE = ENGINE_CACHE / "secured"
 LIB = CACHE / "lib"
-CLASSES = CACHE / "classes"
+SECURED = Launcher(LAUNCHER_CLASS, CACHE / "launcher.jar", LIB, CACHE / "classes.jsa")
 PLUGIN_GROUP, PLUGIN_ARTIFACT = "org.opensearch.plugin", "opensearch-security"
 # The engine versions `org.opensearch.plugin:opensearch-security` is published for on the registry (its metadata,
 # read 2026-12-05; 3.3.x.0 was refused). The secured node's version, pom.xml's `opensearch.version`, must be the
@@ -155,7 +156,7 @@ def install() -> None:
         print(
             f"secured node: {len(locked)} artifacts installed into {LIB.relative_to(ROOT)}, checksums verified"
         )
-    compile_launcher(jdk, source=LAUNCHER_SOURCE, main_class=LAUNCHER_CLASS, classes=CLASSES, lib=LIB)
+    compile_launcher(jdk, source=LAUNCHER_SOURCE, jar=SECURED.jar, lib=LIB)
 
 
 def lock() -> None:

@@ -28,6 +28,13 @@ def test_engine_runs_from_exactly_the_locked_jars() -> None:
     assert len(engine_version) == 1, f"one engine version, found {engine_version}"
 
 
+def test_engine_starts_from_its_class_archive(engine: EngineNode) -> None:
+    assert engine.maps_class_archive(), (
+        f"the engine's JVM did not map {engine.launcher.archive} and started at twice the CPU: "
+        "`python -m tests.support.node_archive` records it (its log says why the JVM refused it)"
+    )
+
+
 def test_wipe_removes_what_a_test_made(engine: EngineNode) -> None:
     engine.request("PUT", "/_index_template/left", {"index_patterns": ["left-*"], "template": {}})
     engine.request("PUT", "/left-1", {"aliases": {"left": {}}})
