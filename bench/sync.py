@@ -734,7 +734,7 @@ def run() -> str:
         os.environ.update(saved)
     memory = measure_memory()
     encoding = measure_encoding()
-    from tests.support.engine_node import HEAP
+    from tests.support.engine_setup import HEAP
 
     handler_import = _import_seconds("stream_sync.handler")
     boto3_import = _import_seconds("boto3")
