@@ -2,10 +2,10 @@
 
 Much of a node's start is its JVM loading, verifying and linking the classes of the engine's jars (and the security
 plugin's), and every pytest-xdist worker starts both nodes. A dynamic class-data-sharing archive
-(`-XX:ArchiveClassesAtExit`, JDK 13+) holds them parsed and verified; a JVM that maps it starts on less CPU (measured
-back to back on two cores: the engine 4.1 -> 2.5 s, the secured node 7.3 -> 5.1 s). `make engine` records each node kind's
-archive by starting and stopping one node, after the jars are installed; this skips a node whose archive the JVM
-accepts already.
+(`-XX:ArchiveClassesAtExit`, JDK 13+) holds them parsed and verified; a JVM that maps it starts on less CPU
+(measured back to back on two cores: the engine 4.1 -> 2.5 s, the secured node 7.3 -> 5.1 s). `make engine`
+records each node kind's archive by starting and stopping one node, after the jars are installed; this skips a node
+whose archive the JVM accepts already.
 
 The JVM checks an archive against its JDK and each classpath jar's size and time: one that does not match (another
 JDK, reinstalled jars) is ignored with a warning in the node's log and the node starts at the full cost, and
