@@ -2,8 +2,8 @@
 checker's and the heavy tools' caches from an earlier run) and on a fresh clone of HEAD (no cache), with the CPU it
 used; synth with PYTHONDONTWRITEBYTECODE=1 set (as in CI), against the same command with no byte code to read
 (PYTHONPYCACHEPREFIX pointing at an empty folder: what every process paid before set-up compiled); the IAM
-oracle's share of the warm run (its summary line: tests/support/iam_oracle.py); and the test engine's: its node's
-start time and the per-test wipe (tests/support/engine_node.py), and the share of the warm run's test time spent in
+oracle's share of the warm run (its summary line: tests/support/iam_oracle.py); and the test nodes': each kind's
+start time and CPU and its per-test wipe (tests/support/engine_node.py, secured_node.py), and the share of the warm run's test time spent in
 the tests that use the `engine` fixture (pytest's durations, summed over the workers)."""
 
 from __future__ import annotations
@@ -121,32 +121,37 @@ def oracle_row(output: str) -> str:
 
 
 def engine_start_rows() -> list[str]:
-    """The node's start (a fresh JVM to ready: the first of ENGINE_STARTS one after the other, and the median of the
-    rest) and the wipe every engine test begins with, on a running node."""
+    """Each node kind's start (a fresh JVM to ready, from its class archive: the first of ENGINE_STARTS one after
+    the other, and the median of the rest; the JVM's own CPU to ready) and the wipe every test of it begins with, on
+    a running node."""
     from tests.support.engine_node import EngineNode
+    from tests.support.secured_node import SecuredNode
 
-    starts = []
-    wipes = []
-    for number in range(ENGINE_STARTS):
-        started = time.perf_counter()
-        node = EngineNode().start().wait_ready()
-        starts.append(time.perf_counter() - started)
-        try:
-            if number == ENGINE_STARTS - 1:
-                for _ in range(WIPES):
-                    started = time.perf_counter()
-                    node.wipe()
-                    wipes.append(time.perf_counter() - started)
-        finally:
-            node.stop()
-    warm = statistics.median(starts[1:])
-    return [
-        f"| the test engine: its node's start, a fresh JVM to ready (the first of {ENGINE_STARTS} one after the other; "
-        f"the median of the others: {warm:.1f} s) | {starts[0]:.1f} | | | in the background while the session "
-        "collects and synthesizes |",
-        f"| the test engine: the wipe each engine test begins with, on a running node (median of {WIPES}) | "
-        f"{statistics.median(wipes):.2f} | | | |",
-    ]
+    rows = []
+    for kind in (EngineNode, SecuredNode):
+        starts, cpu, wipes = [], [], []
+        for number in range(ENGINE_STARTS):
+            started = time.perf_counter()
+            node = kind().start().wait_ready()
+            starts.append(time.perf_counter() - started)
+            cpu.append(node.cpu_seconds())
+            try:
+                if number == ENGINE_STARTS - 1:
+                    for _ in range(WIPES):
+                        started = time.perf_counter()
+                        node.wipe()
+                        wipes.append(time.perf_counter() - started)
+            finally:
+                node.stop()
+        rows += [
+            f"| {kind.description}: its node's start, a fresh JVM to ready (the first of {ENGINE_STARTS} one after "
+            f"the other; the median of the others: {statistics.median(starts[1:]):.1f} s); CPU: the JVM's to "
+            f"ready, median | {starts[0]:.1f} | {statistics.median(cpu):.1f} | | in the background while the "
+            "session collects and synthesizes; one per worker |",
+            f"| {kind.description}: the wipe each of its tests begins with, on a running node (median of {WIPES}) | "
+            f"{statistics.median(wipes):.2f} | | | |",
+        ]
+    return rows
 
 
 def engine_tests() -> dict[str, bool]:

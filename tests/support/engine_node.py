@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -115,6 +116,11 @@ class EngineNode:
         """The JVM's process id (its CPU is the engine's)."""
         assert self._process is not None, "the node was not started"
         return self._process.pid
+
+    def cpu_seconds(self) -> float:
+        """The JVM's user + system CPU so far (the kernel's count for the process)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def maps_class_archive(self) -> bool:
         """Whether the JVM mapped its kind's class archive (tests/support/node_archive.py): the kernel lists each file
