@@ -58,12 +58,14 @@ node_modules/.installed: package-lock.json
 # (tests/support/node_archive.py). `make test` needs it; `make synth` not.
 ENGINE := .cache/engine/.installed
 SECURED_INPUTS := tests/support/secured/secured.lock tests/support/secured/pom.xml tests/support/secured/SecuredLauncher.java
-$(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/EngineLauncher.java $(SECURED_INPUTS) $(VENV)/.installed
+# The set-up's own modules too: a change to how it installs (the launchers as jars, the class archives) reruns it.
+SETUP_INPUTS := tests/support/engine_setup.py tests/support/secured_setup.py tests/support/node_archive.py
+$(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/EngineLauncher.java $(SECURED_INPUTS) $(SETUP_INPUTS) $(VENV)/.installed
 	$(call step,test engine (OpenSearch) from tests/support/engine/engine.lock)
 	@$(BIN)/python -m tests.support.engine_setup install
 	$(call step,secured test node (OpenSearch + security plugin) from tests/support/secured/secured.lock)
 	@$(BIN)/python -m tests.support.secured_setup install
-	$(call step,class archives of both nodes' JVMs (halve their start))
+	$(call step,class archives of both nodes' JVMs (a cheaper start))
 	@$(BIN)/python -m tests.support.node_archive
 	@touch $@
 
