@@ -876,7 +876,7 @@ class EnvironmentConfig:
     log_retention_days: int
     table: TableSettings
     search: SearchSettings
-    # Source tables beside the main one (``table``), each holding the schemas it claims (README, "Add a table").
+    # Source tables beside the main one (``table``), each holding the schemas it claims (README, "Add a source table").
     additional_tables: tuple[SourceTable, ...] = ()
     network: NetworkSettings = field(default_factory=NetworkSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
@@ -888,7 +888,7 @@ class EnvironmentConfig:
     # bootstrap and its provider, the ops worker's from ops.worker_concurrency). Lambda keeps 100 of an account's
     # quota unreserved, so a new account (quota often 10) cannot reserve anything: turn it off there.
     reserve_concurrency: bool = True
-    # The role the deploy workflow assumes through GitHub's OIDC provider (README, "Deploy from GitHub Actions"):
+    # The role the deploy workflow assumes through GitHub's OIDC provider (docs/deploy.md, "Deploy from GitHub Actions"):
     # a role path/name in this environment's account, or a full role ARN (a role in a tooling account).
     deploy_role: str = "refdata-github-deploy"
 

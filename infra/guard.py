@@ -51,7 +51,7 @@ BASELINE = ROOT / "release" / "baseline"
 OVERRIDES = ROOT / "release" / "guard-overrides.toml"
 BASELINE_MANIFEST = "stacks.json"
 OVERRIDES_HEADER = """\
-# Reviewed exceptions to the destructive-change guard (`make guard`, README "Destructive-change guard").
+# Reviewed exceptions to the destructive-change guard (`make guard`, docs/guard.md).
 # One [[override]] per change the guard reports that is intended:
 #
 #   [[override]]
@@ -528,9 +528,8 @@ def migrations(before: Stack, after: Stack) -> list[Finding]:
             (
                 "items left in the old table are no longer indexed; each later change to one is dead-lettered",
                 "copy its items to the new table and delete them from the old one, give the schema a new index "
-                "version, then `python -m ops reindex --schema "
-                + schema
-                + '` (README, "Move a schema to its own table")',
+                f"version, then `.venv/bin/python -m ops reindex --env {after.environment} --schema {schema}` from "
+                'the repository root (README, "Move a schema that holds items to its own table")',
             ),
         )
         for schema in sorted(old.keys() & new.keys())

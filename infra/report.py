@@ -100,7 +100,7 @@ class Problem:
 # How to fix each kind of problem, said once under the problems of that kind.
 HINTS = {
     "cdk-nag finding": "fix the resource; a finding that cannot be fixed is acknowledged with its reason on the "
-    'construct that owns the resource: infra.nag.acknowledge(construct, "<why>", "<rule>") (README, "Checks")',
+    'construct that owns the resource: infra.nag.acknowledge(construct, "<why>", "<rule>") (docs/testing.md, "What make test checks")',
     "error annotation": "the app refuses the configuration or construct it names: fix what the message says",
 }
 

@@ -825,7 +825,10 @@ def test_the_former_seconds_field_is_refused_with_what_it_became() -> None:
     assert f"{MIN_SMOKE_STARTUP_MINUTES}-{MAX_SMOKE_STARTUP_MINUTES}" in str(refused.value)
 
 
-STARTUP_DOCS = ("README.md", "docs/operations.md", "docs/runbook.md", "docs/sync.md")
+STARTUP_DOCS = (
+    "README.md",
+    *sorted(f"docs/{page.name}" for page in (Path(__file__).resolve().parents[2] / "docs").glob("*.md")),
+)
 
 
 def startup_budget_statements(text: str) -> dict[str, list[tuple[int, ...]]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shlex
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.infra.conftest import ENVIRONMENTS, Synthesized
 
 # The guard's rules are read on real templates: one environment that deletes its data and one that retains it.
 DISPOSABLE = next(name for name, config in environments().items() if not config.retains_data)
+ROOT = Path(__file__).resolve().parents[2]
 RETAINED = next(name for name, config in environments().items() if config.retains_data)
 
 TABLE = "Table7ABB320E"
@@ -358,9 +360,8 @@ def test_the_baseline_is_read_as_committed_at_a_revision() -> None:
         assert committed == guard.load_baseline(guard.BASELINE)
 
 
-def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
-    assembly: dict[str, Stack], tmp_path: Path
-) -> None:
+def migration(assembly: dict[str, Stack], outdir: Path) -> tuple[str, list[guard.Finding]]:
+    """A schema of the retained environment's main table moved to a table of its own, and the migration findings."""
     config = environments()[RETAINED]
     main = config.source_tables[0]
     schema = next(name for name in main.indexable_schemas if name != main.indexable_schemas[0])
@@ -372,15 +373,22 @@ def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
             SourceTable(name="Moved", schemas=(schema,), settings=backed_up),
         ),
     )
-    app = App(context=committed_context(), outdir=str(tmp_path))
+    app = App(context=committed_context(), outdir=str(outdir))
     build_environment(app, moved)
     app.synth()
-    after = load_assembly(tmp_path)
+    after = load_assembly(outdir)
     findings = [
         f
         for f in guard.compare({k: v for k, v in assembly.items() if k in after}, after)
         if f.change == "migration"
     ]
+    return schema, findings
+
+
+def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
+    assembly: dict[str, Stack], tmp_path: Path
+) -> None:
+    schema, findings = migration(assembly, tmp_path)
     assert [(f.resource, f.why) for f in findings] == [
         (
             f"{RETAINED}/Stateless/{schema}",
@@ -393,6 +401,26 @@ def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
         f"{RETAINED}/Stateless/{schema}", "migration", "items copied and reindexed, agreed"
     )
     assert guard.report(findings, [override], "the baseline")[1]
+
+
+def test_the_migration_advice_runs_as_written_and_cites_a_readme_heading(
+    assembly: dict[str, Stack], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command the guard prints is one the ops CLI accepts, for the finding's environment and schema, and the
+    README section it cites exists."""
+    from ops import cli
+
+    schema, findings = migration(assembly, tmp_path)
+    advice = " ".join(findings[0].details)
+    (command,) = re.findall(r"`([^`]*-m ops [^`]*)`", advice)
+    started: list[Any] = []
+    monkeypatch.setattr(cli, "ENVIRONMENTS", environments)
+    monkeypatch.setattr(cli, "run_deployed", lambda args: (started.append(args), ({}, 0))[1])
+    words = shlex.split(command)
+    assert cli.main(words[words.index("ops") + 1 :]) == 0, command
+    assert [(args.command, args.env, args.schema.name) for args in started] == [("reindex", RETAINED, schema)]
+    (heading,) = re.findall(r'\(README, "([^"]+)"\)', advice)
+    assert f"\n### {heading}\n" in (ROOT / "README.md").read_text(), heading
 
 
 @pytest.mark.parametrize(

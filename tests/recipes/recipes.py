@@ -33,7 +33,8 @@ class Added:
 
 
 def add_zones(scratch: Scratch, account: str, region: str) -> None:
-    """The committed availability zones of a new account or region (README: or `npx cdk context` once)."""
+    """The committed availability zones of a new account or region (README: as `aws ec2 describe-availability-zones`
+    lists them, or a `npx cdk synth` with lookups writes them)."""
     path = scratch.root / CONTEXT
     context = json.loads(path.read_text())
     context[f"availability-zones:account={account}:region={region}"] = [
@@ -225,7 +226,8 @@ def older_client_writes_on(root: Path, added: list[Added]) -> str | None:
     )
 
 
-# Each recipe's paragraph in README, "Routine changes", and the one sentence there that counts its files:
+# Each recipe's section in README, "Routine changes" (a `###` heading), and the one sentence there that counts its
+# files:
 # `Files: <n> by hand[, +<n> by `make pins`][, +<n> after review][, +<n> for the release]`.
 TITLES = {
     "add an environment": "Add an environment",
@@ -244,9 +246,10 @@ EXTRA = re.compile(r"\+(\d+) (by `make pins`|after review|for the release)")
 
 def stated_files(readme: str, recipe: str) -> dict[str, int]:
     """How many files README says `recipe` takes: by hand, by `make pins`, after review, for the release."""
-    start = readme.index(f"**{TITLES[recipe]}.**")
-    paragraph = readme[start : readme.find("\n\n", start)]
-    (found,) = FILES.findall(" ".join(paragraph.split()))
+    start = readme.index(f"\n### {TITLES[recipe]}\n") + 1
+    following = re.search(r"^#{1,6} ", readme[start + 1 :], re.MULTILINE)
+    section = readme[start : start + 1 + following.start()] if following else readme[start:]
+    (found,) = FILES.findall(" ".join(section.split()))
     counts = {"by hand": int(found[0]), "by `make pins`": 0, "after review": 0, "for the release": 0}
     counts.update({what: int(number) for number, what in EXTRA.findall(found[1])})
     return counts
