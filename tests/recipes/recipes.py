@@ -246,9 +246,9 @@ EXTRA = re.compile(r"\+(\d+) (by `make pins`|after review|for the release)")
 
 def stated_files(readme: str, recipe: str) -> dict[str, int]:
     """How many files README says `recipe` takes: by hand, by `make pins`, after review, for the release."""
-    start = readme.index(f"\n### {TITLES[recipe]}\n") + 1
-    following = re.search(r"^#{1,6} ", readme[start + 1 :], re.MULTILINE)
-    section = readme[start : start + 1 + following.start()] if following else readme[start:]
+    body = readme.index(f"\n### {TITLES[recipe]}\n") + len(f"\n### {TITLES[recipe]}\n")
+    following = re.search(r"^#{1,6} ", readme[body:], re.MULTILINE)
+    section = readme[body : body + following.start()] if following else readme[body:]
     (found,) = FILES.findall(" ".join(section.split()))
     counts = {"by hand": int(found[0]), "by `make pins`": 0, "after review": 0, "for the release": 0}
     counts.update({what: int(number) for number, what in EXTRA.findall(found[1])})
