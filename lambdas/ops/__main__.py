@@ -2,6 +2,11 @@
 
 import sys
 
-from ops.cli import main
+from ops.advice import missing_dependency
+
+try:
+    from ops.cli import main
+except ModuleNotFoundError as missing:  # the wrong interpreter: say which, and the one that works
+    sys.exit(missing_dependency(missing))
 
 sys.exit(main())
