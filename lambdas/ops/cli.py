@@ -58,7 +58,9 @@ SIGNED_OUT = (
     SSOError,
     TokenRetrievalError,
 )
-REFUSED_KEYS = frozenset({"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException"})
+REFUSED_KEYS = frozenset(
+    {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException"}
+)
 
 
 # The environments config builds (infra.environments.environments), set by the repository root's `ops` package
@@ -378,15 +380,20 @@ class LocalProgress:
                 self._shown = line
 
 
-def _redrive_here(argv: Sequence[str]) -> int:
-    """`stream_sync.redrive.main`, with --endpoint/--region/--geometry-bucket/--queue-url as settings."""
-    from stream_sync import redrive
-
+def redrive_settings() -> argparse.ArgumentParser:
+    """The settings `redrive --local` reads as the other local runs do; the rest goes to `stream_sync.redrive`."""
     settings = argparse.ArgumentParser(add_help=False)
     settings.add_argument("--endpoint")
     settings.add_argument("--region")
     settings.add_argument("--geometry-bucket")
-    known, rest = settings.parse_known_args(argv)
+    return settings
+
+
+def _redrive_here(argv: Sequence[str]) -> int:
+    """`stream_sync.redrive.main`, with --endpoint/--region/--geometry-bucket/--queue-url as settings."""
+    from stream_sync import redrive
+
+    known, rest = redrive_settings().parse_known_args(argv)
     for variable, value in (
         ("OPENSEARCH_ENDPOINT", known.endpoint),
         ("AWS_REGION", known.region),
