@@ -5,7 +5,8 @@ A command is found from its interpreter on (`python -m ops ...`, `.venv/bin/pyth
 `python3.x`) or as `make ops ARGS="..."`, for the modules in PARSERS: `ops`, every `infra.<module>`,
 `stream_sync.redrive` and `refdata.docs`, each parsed by its module's `build_parser()` (ops with the configured
 environments, as the repository root's `ops` package hands them over; `redrive --local` as the CLI routes it).
-It ends where the shell command ends (`&&`, `;`, a pipe, a redirection, a comment). Then it is either:
+It ends where the shell command ends (`&&`, `;`, a pipe, a redirection, a comment) or at a backtick (a code span in a
+code block or in advice). Then it is either:
 
 - **runnable**, and parsed whole. A placeholder (`<env>`, `<the role's ARN>`, `$ENV`, `"$RUN"`, `${X}`, `$(...)`)
   stands for a valid value: the first choice of the option it follows (`--env`: a configured environment), else
@@ -36,7 +37,7 @@ from typing import Any
 
 PROJECT_MODULES = r"ops|infra\.\w+|stream_sync\.redrive|refdata\.docs"
 INVOCATION = re.compile(
-    rf"(?<![\w/.-])(?:[\w./~$()-]*/)?python[\d.]*\s+-m\s+(?P<module>{PROJECT_MODULES})(?![\w.])(?P<rest>.*)"
+    rf"(?<![\w/.-])(?:[\w./~$()-]*/)?python[\d.]*\s+-m\s+(?P<module>{PROJECT_MODULES})(?![\w.])(?P<rest>[^`\n]*)"
 )
 MAKE_OPS = re.compile(r"(?<![\w-])make\s+ops\s+ARGS=(?P<args>\"[^\"]*\"|'[^']*'|\S*)")
 ANGLE_PLACEHOLDER = re.compile(r"<[^<>\n]*>")
