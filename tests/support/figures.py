@@ -93,7 +93,7 @@ def make_help_figures(makefile: Path) -> Iterator[Figure]:
         help_text = match.group("help")
         for _, said, numbers, unit in measured(help_text):
             yield Figure(
-                f"{makefile.relative_to(ROOT)}:{line} (make help, {match.group('target')})",
+                f"{Document(makefile, text).where(line)} (make help, {match.group('target')})",
                 said,
                 numbers,
                 unit,

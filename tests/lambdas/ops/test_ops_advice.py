@@ -37,7 +37,9 @@ def test_the_wrong_interpreter_is_named_with_the_one_that_works(folder: str) -> 
     assert len(lines) == 1, done.stderr  # one line, no traceback
     assert "No module named" in lines[0]
     assert sys.executable in lines[0]
-    assert f"run `make setup` in {ROOT}, then `.venv/bin/python -m ops ...` from the repository root" in lines[0]
+    assert (
+        f"run `make setup` in {ROOT}, then `.venv/bin/python -m ops ...` from the repository root" in lines[0]
+    )
 
 
 def test_an_env_run_where_no_environments_are_loaded_says_to_run_from_the_root(
@@ -111,5 +113,7 @@ def test_what_counts_as_signed_out(error: Exception) -> None:
 
 
 def test_an_aws_refusal_of_something_else_is_not_a_sign_in_problem() -> None:
-    assert not cli.signed_out(ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "StartExecution"))
+    assert not cli.signed_out(
+        ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "StartExecution")
+    )
     assert not cli.signed_out(ValueError("bad"))
