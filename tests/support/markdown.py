@@ -235,7 +235,8 @@ class Document:
     @cached_property
     def paragraphs(self) -> list[Paragraph]:
         found: list[Paragraph] = []
-        start, lines = 0, []
+        lines: list[str] = []
+        start = 0
         for index, line in enumerate([*self.lines, ""]):
             fenced = index < len(self.lines) and self.in_fence[index]
             if line.strip() and not fenced:
