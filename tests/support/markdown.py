@@ -4,6 +4,7 @@ network: what a check needs, with the line each thing is on."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -298,8 +299,8 @@ def broken_links(document: Document) -> list[str]:
         if target.suffix == ".md":
             anchors = Document.read(target).anchors if target != document.path else document.anchors
             if anchor not in anchors:
-                near = sorted(a for a in anchors if anchor.split("-")[0] in a)[:5]
-                hint = f" (anchors there with {anchor.split('-')[0]!r}: {', '.join(near)})" if near else ""
+                near = difflib.get_close_matches(anchor, sorted(anchors), n=3, cutoff=0.6)
+                hint = f" (did you mean {', '.join(f'#{a}' for a in near)}?)" if near else ""
                 problems.append(
                     f"{shown}: {_display(target)} has no heading or <a id> with anchor #{anchor}{hint}"
                 )
