@@ -536,7 +536,7 @@ def migrations(before: Stack, after: Stack) -> list[Finding]:
             (
                 "items left in the old table are no longer indexed; each later change to one is dead-lettered",
                 "copy its items to the new table and delete them from the old one, give the schema a new index "
-                f"version, then `{reindex(before.environment, schema)}` "
+                f"version, then `{reindex(before.environment, schema)}` from the repository root "
                 '(README, "Move a schema that holds items to its own table")',
             ),
         )
