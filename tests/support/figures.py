@@ -114,9 +114,10 @@ def unsourced(found: Iterator[Figure], benchmarks: str) -> list[str]:
     for figure in found:
         if not figure.referenced:
             problems.append(
-                f"{figure.where}: {figure.said!r} is a measured figure that no benchmark or tool computes: state it "
-                "in a generated block, or beside a reference to docs/benchmarks.md where `make bench` wrote it, or "
-                "drop it"
+                f"{figure.where}: {figure.said!r} reads as a measured figure, and no benchmark or tool computes it: "
+                "state it beside a reference to docs/benchmarks.md where `make bench` wrote it, or in a generated "
+                "block; if it follows from configuration, state it exactly, without 'about' or '~', and name the "
+                "setting; else drop it"
             )
         elif missing := [n for n in figure.numbers if not written_in(n, figure.unit, benchmarks)]:
             problems.append(

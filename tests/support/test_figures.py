@@ -23,7 +23,7 @@ def problems(tmp_path: Path, text: str) -> list[str]:
 def test_a_measured_time_nothing_computes_is_named_with_its_line(tmp_path: Path) -> None:
     found = problems(tmp_path, "# Doc\n\n`make recipes` proves them\n(about 13 min).\n")
     assert len(found) == 1 and found[0].startswith(
-        f"{tmp_path / 'doc.md'}:4: 'about 13 min' is a measured figure"
+        f"{tmp_path / 'doc.md'}:4: 'about 13 min' reads as a measured figure"
     )
 
 
@@ -59,4 +59,7 @@ def test_make_help_texts_are_read_too(tmp_path: Path) -> None:
         "\t# a comment taking about 4 s is no help text\n"
     )
     found = unsourced(make_help_figures(makefile), BENCHMARKS)
-    assert len(found) == 1 and "Makefile:1 (make help, recipes): 'about 13 min'" in found[0]
+    assert (
+        len(found) == 1
+        and "Makefile:1 (make help, recipes): 'about 13 min' reads as a measured figure" in found[0]
+    )
