@@ -5,8 +5,10 @@ inside its VPC on Step Functions and Lambda, shows its progress, prints its summ
 operation in this process against the endpoints given (for someone already inside the VPC), with `--segments`
 parallel scan segments on as many threads.
 
-Run it from the repository root (the root's `ops` package puts lambdas/ on the path) or from lambdas/. A deployed
-run uses the environment's region from config (infra/environments.py) unless `--region` names another. Local
+Run it as `.venv/bin/python -m ops ...` from the repository root: the root's `ops` package puts lambdas/ on the path
+and hands over the configured environments (from lambdas/, a deployed run needs `--region`, and says so). A deployed
+run uses the environment's region from config (infra/environments.py) unless `--region` names another, and the
+credentials boto3 finds (AWS_PROFILE after `aws sso login`; without any, it says how to sign in). Local
 settings come from flags, defaulting to the environment variables the functions use: `--table` (TABLE_NAME),
 `--endpoint` (OPENSEARCH_ENDPOINT), `--region` (AWS_REGION, AWS_DEFAULT_REGION), `--geometry-bucket`
 (GEOMETRY_BUCKET). `redrive --local` is `python -m stream_sync.redrive` (its arguments pass through). Both show
