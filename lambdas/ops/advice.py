@@ -11,6 +11,13 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = "`.venv/bin/python -m ops ...` from the repository root"
 
 
+def third_party(error: ModuleNotFoundError) -> bool:
+    """Whether the module missing is a dependency (botocore, ...), not one of the project's own packages (a mistake in
+    the code, which the traceback shows best)."""
+    own = {path.parent.name for path in (ROOT / "lambdas").glob("*/__init__.py")} | {"infra", "ops"}
+    return (error.name or "").split(".")[0] not in own
+
+
 def missing_dependency(error: ModuleNotFoundError) -> str:
     """One line for an interpreter without the project's dependencies (`No module named 'botocore'`)."""
     return (

@@ -117,3 +117,14 @@ def test_an_aws_refusal_of_something_else_is_not_a_sign_in_problem() -> None:
         ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "StartExecution")
     )
     assert not cli.signed_out(ValueError("bad"))
+
+
+@pytest.mark.parametrize(
+    ("name", "dependency"),
+    [("botocore", True), ("boto3.session", True), ("infra.environmentz", False), ("refdata.keyz", False)],
+)
+def test_only_a_missing_dependency_is_blamed_on_the_interpreter(name: str, dependency: bool) -> None:
+    """A missing module of the project's own is a mistake in the code: its traceback says more than advice."""
+    from ops.advice import third_party
+
+    assert third_party(ModuleNotFoundError(f"No module named {name!r}", name=name)) is dependency
