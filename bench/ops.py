@@ -204,7 +204,7 @@ behind the aliases) against the tests' engine, a real OpenSearch node on loopbac
 index and is the node's first use of the script; the rerun runs the self-test on a scratch index of its own again,
 and creates nothing else). The node itself took {engine.start_seconds:.1f} s to start.
 
-**Reindex throughput by parallel scan segments.** The reindex's steps as `python -m ops reindex --local --schema S --segments
+**Reindex throughput by parallel scan segments.** The reindex's steps as `python -m ops reindex --local --segments
 N` runs them (`ops.workflow`: prepare, the parts on N threads, finish) over {ITEMS:,} items of about 2 KB, read in Scan
 pages of {PAGE_ITEMS} from a stand-in DynamoDB that answers each page after {SCAN_LATENCY * 1000:.0f} ms (what a
 200 KB page takes on the real service), written through the stream sync's batch path (one bulk request per page,
