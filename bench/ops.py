@@ -3,7 +3,7 @@ parallel scan segments into it, with the client's and the engine's CPU to show w
 cost model of reading the table by parallel scan or by DynamoDB export, with each environment's crossover. `run()`
 returns a Markdown section for docs/benchmarks.md.
 
-The reindex runs exactly as `python -m ops reindex --local --segments N` does (`ops.workflow.run_local` over
+The reindex runs exactly as `python -m ops reindex --local --schema S --segments N` does (`ops.workflow.run_local` over
 `ops.reindex.Reindex`: move the write alias, backfill through the stream sync's batch path, swap the read alias),
 into a new index version each time. OpenSearch is the tests' engine, a real node (bench.sync.engine_node).
 DynamoDB is a stand-in that answers each Scan page from memory after a fixed latency: moto would run in this

@@ -295,7 +295,7 @@ def synthesized_stage(environment: str, outdir: Path) -> list[StackTemplate]:
     return read_assembly(outdir / f"assembly-{environment}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m infra.diagram", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--environment",
@@ -307,7 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--assembly", type=Path, help="read this synthesized cloud assembly instead of synthesizing"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     environment = args.environment or drawn_environment()
     if args.assembly is not None:
         block = section(environment, read_assembly(args.assembly / f"assembly-{environment}"))

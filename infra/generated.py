@@ -210,14 +210,18 @@ def outputs(configs: Mapping[str, EnvironmentConfig]) -> dict[Path, str]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    from infra.environments import environments
-
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m infra.generated", description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="rewrite the generated files")
     mode.add_argument("--check", action="store_true", help="fail if a generated file is stale")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from infra.environments import environments
+
+    args = build_parser().parse_args(argv)
     stale = [path for path, text in outputs(environments()).items() if path.read_text() != text]
     if args.check:
         for path in stale:

@@ -16,9 +16,16 @@ __path__ = [str(_LAMBDAS / "ops")]
 
 import functools  # noqa: E402
 
-from infra.environments import environments  # noqa: E402 (after the path is set)
-from infra.validation import ConfigError, one_line  # noqa: E402
-from ops import cli  # noqa: E402
+from ops.advice import missing_dependency, third_party  # noqa: E402 (after the path is set; standard library only)
+
+try:
+    from infra.environments import environments
+    from infra.validation import ConfigError, one_line
+    from ops import cli
+except ModuleNotFoundError as missing:  # the wrong interpreter: say which, and the one that works
+    if not third_party(missing):
+        raise
+    raise SystemExit(missing_dependency(missing)) from None
 
 
 @functools.cache

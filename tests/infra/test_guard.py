@@ -25,6 +25,7 @@ from infra.config import SourceTable
 from infra.environments import environments
 from infra.templates import Stack, load_assembly
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
+from tests.support.shown_commands import commands_in, refused
 
 # The guard's rules are read on real templates: one environment that deletes its data and one that retains it.
 DISPOSABLE = next(name for name, config in environments().items() if not config.retains_data)
@@ -397,6 +398,7 @@ def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
     ]
     text, passed = guard.report(findings, [], "the baseline")
     assert not passed and 'change = "migration"' in text
+    assert f"reindex --env {RETAINED} --schema {schema}" in advice_that_runs(text)[0]
     override = guard.Override(
         f"{RETAINED}/Stateless/{schema}", "migration", "items copied and reindexed, agreed"
     )
@@ -466,3 +468,70 @@ def test_an_account_or_region_move_is_one_finding_named_a_new_deployment_until_o
     )
     text, passed = guard.report([finding], reviewed, "the baseline")
     assert passed and text.splitlines()[-1] == "Verdict: passed (1 change(s) allowed by reviewed overrides)"
+
+
+def advice_that_runs(text: str) -> list[str]:
+    """The ops commands in a guard report, each accepted by the ops CLI's own parser."""
+    shown = [
+        one
+        for number, line in enumerate(text.splitlines(), 1)
+        for one in commands_in(line, f"report:{number}")
+    ]
+    assert not refused(shown), refused(shown)
+    assert all(one.words and not one.synopsis for one in shown), [one.text for one in shown]
+    return [one.text for one in shown]
+
+
+def streams(schemas: dict[str, str], account: str, region: str, name: str) -> Stack:
+    """A stateless stack whose event source mappings admit each schema from the named table stream."""
+    parameters = {
+        f"Stream{i}": {"Default": f"/refdata/stateful/{stream}"}
+        for i, stream in enumerate(set(schemas.values()))
+    }
+    by_stream = {spec["Default"].rsplit("/", 1)[-1]: key for key, spec in parameters.items()}
+    resources = {
+        f"Mapping{i}": {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "EventSourceArn": {"Ref": by_stream[stream]},
+                "FilterCriteria": {
+                    "Filters": [
+                        {
+                            "Pattern": json.dumps(
+                                {"dynamodb": {"Keys": {"pk": {"S": [{"prefix": f"{schema}::"}]}}}}
+                            )
+                        }
+                    ]
+                },
+            },
+        }
+        for i, (schema, stream) in enumerate(sorted(schemas.items()))
+    }
+    return Stack(
+        name, {"Parameters": parameters, "Resources": resources}, name.replace("/", "-"), account, region
+    )
+
+
+def test_every_command_the_guard_prints_is_one_the_ops_cli_accepts() -> None:
+    """The migration and the move findings tell the operator to reindex: with the environment filled in, as the
+    ops CLI requires (`--env`), for every indexable schema of every environment."""
+    from refdata.registry import REGISTRY
+
+    indexable = sorted(name for name, schema in REGISTRY.items() if schema.indexable)
+    for environment, config in environments().items():
+        name = f"{environment}/Stateless"
+        before = {
+            name: streams(dict.fromkeys(indexable, "table-stream-arn"), config.account, config.region, name)
+        }
+        after = {
+            name: streams(
+                dict.fromkeys(indexable, "table-moved-stream-arn"), config.account, config.region, name
+            )
+        }
+        moved = {name: replace(before[name], account="000000000000")}
+        for findings in (guard.compare(before, after), guard.compare(before, moved)):
+            assert findings
+            commands = advice_that_runs(guard.report(findings, [], "the baseline")[0])
+            assert {
+                f"{guard.OPS} reindex --env {environment} --schema {schema}" for schema in indexable
+            } <= set(commands)

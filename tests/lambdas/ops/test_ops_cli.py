@@ -150,9 +150,9 @@ def test_a_deployed_run_uses_the_environments_region_unless_region_says_otherwis
     monkeypatch.setenv("AWS_REGION", "eu-west-1")  # a laptop's default region is not the environment's
     for name, config in environments().items():
         for command in ("purge", "smoke"):  # smoke too: it took AWS_REGION over the configured region
-            args = cli._parser().parse_args([command, "--env", name])
+            args = cli.build_parser().parse_args([command, "--env", name])
             assert cli.deployed_region(args) == config.region
-            args = cli._parser().parse_args([command, "--env", name, "--region", "us-east-2"])
+            args = cli.build_parser().parse_args([command, "--env", name, "--region", "us-east-2"])
             assert cli.deployed_region(args) == "us-east-2"
 
 
@@ -167,7 +167,7 @@ def test_an_unknown_schema_gets_the_nearest_indexable_one_and_a_non_indexable_on
         ("counter", "schema 'counter' is not indexable (it is never in the search domain)"),
     ):
         with pytest.raises(SystemExit):
-            cli._parser().parse_args(["reindex", "--env", "dev", "--schema", schema])
+            cli.build_parser().parse_args(["reindex", "--env", "dev", "--schema", schema])
         assert said in capsys.readouterr().err
 
 
