@@ -168,11 +168,10 @@ def broken_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
-def record_line(copy: Path) -> int:
-    """The line of the ``EnvironmentConfig(`` call that holds the planted mistake (where Python reports it)."""
+def planted_line(copy: Path) -> int:
+    """The line where the planted mistake is written (not the ``EnvironmentConfig(`` call Python reports)."""
     lines = (copy / "infra" / "environments.py").read_text().splitlines()
-    planted = next(number for number, line in enumerate(lines, 1) if 'max_azs="' in line)
-    return max(number for number, line in enumerate(lines[:planted], 1) if "EnvironmentConfig(" in line)
+    return next(number for number, line in enumerate(lines, 1) if 'max_azs="' in line)
 
 
 @pytest.mark.parametrize(
@@ -196,7 +195,7 @@ def test_every_command_prints_a_config_error_as_one_line_and_exits_2(
     )
     first = next(iter(environments()))
     expected = (
-        f"config error: infra/environments.py:{record_line(broken_copy)}: "
+        f"config error: infra/environments.py:{planted_line(broken_copy)}: "
         f"{first}.network.max_azs: must be an integer, not '2' (str)"
     )
     assert (done.returncode, done.stdout, done.stderr) == (2, "", expected + "\n")
