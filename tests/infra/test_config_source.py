@@ -8,8 +8,6 @@ follows whatever the file configures), builds the environments from the copy and
 from __future__ import annotations
 
 import ast
-import importlib.util
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,10 +16,16 @@ import pytest
 from infra.config import ConfigError
 from infra.environments import environments
 from infra.validation import one_line, source_of
-
-ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "infra" / "environments.py"
-_modules = itertools.count()
+from tests.support.config_copy import (
+    CONFIG,
+    bad_domain_name,
+    environment_call,
+    keyword,
+    load,
+    module_assignment,
+    replaced,
+    search_call,
+)
 
 
 @dataclass(frozen=True)
@@ -33,12 +37,7 @@ class Cited:
 
 def built(directory: Path, text: str, accounts: dict[str, str] | None = None) -> Cited:
     """The error building the environments of ``text`` (a copy of infra/environments.py) raises, as cited."""
-    scratch = directory / "environments.py"
-    scratch.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"scratch_environments_{next(_modules)}", scratch)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load(directory, text)
     with pytest.raises(ConfigError) as raised:
         module.environments(accounts)
     error = raised.value
@@ -49,52 +48,6 @@ def built(directory: Path, text: str, accounts: dict[str, str] | None = None) ->
         == f"config error: environments.py:{location.line}: {error}"
     )
     return Cited(location.line, location.environment, str(error))
-
-
-def called(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        return node.func.id
-    return None
-
-
-def keyword(call: ast.Call, name: str) -> ast.keyword | None:
-    return next((k for k in call.keywords if k.arg == name), None)
-
-
-def environment_call(tree: ast.Module, name: str) -> ast.Call:
-    """The ``EnvironmentConfig(name=<name>, ...)`` call of the file."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and called(node) == "EnvironmentConfig":
-            written = keyword(node, "name")
-            if (
-                written is not None
-                and isinstance(written.value, ast.Constant)
-                and written.value.value == name
-            ):
-                return node
-    raise AssertionError(f"no EnvironmentConfig(name={name!r}) call in {CONFIG}")
-
-
-def replaced(text: str, node: ast.AST, source: str) -> str:
-    """``text`` with ``node``'s source replaced by ``source``."""
-    lines = text.splitlines(keepends=True)
-    start = sum(len(line) for line in lines[: node.lineno - 1]) + node.col_offset  # type: ignore[attr-defined]
-    end = sum(len(line) for line in lines[: node.end_lineno - 1]) + node.end_col_offset  # type: ignore[attr-defined]
-    return text[:start] + source + text[end:]
-
-
-def module_assignment(tree: ast.Module, name: str) -> ast.Assign | None:
-    return next(
-        (
-            node
-            for node in tree.body
-            if isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id == name
-        ),
-        None,
-    )
 
 
 @pytest.fixture
@@ -108,22 +61,12 @@ def env(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def search_call(tree: ast.Module, env: str) -> ast.Call:
-    search = keyword(environment_call(tree, env), "search")
-    assert search is not None and isinstance(search.value, ast.Call), (
-        f"{env} writes no search=SearchSettings(...)"
-    )
-    return search.value
-
-
 def test_a_value_in_an_environments_call_is_cited_at_its_own_line(
     tmp_path: Path, source: tuple[str, ast.Module], env: str
 ) -> None:
-    text, tree = source
-    domain = keyword(search_call(tree, env), "domain_name")
-    assert domain is not None
-    cited = built(tmp_path, replaced(text, domain.value, '"Bad_Name"'), None)
-    assert cited == Cited(domain.value.lineno, env, cited.message)
+    planted, value = bad_domain_name(source[0], env)
+    cited = built(tmp_path, planted)
+    assert cited == Cited(value.lineno, env, cited.message)
     assert cited.message.startswith(f"{env}.search.domain_name: 'Bad_Name' ")
 
 
