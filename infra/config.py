@@ -175,12 +175,10 @@ def instance_type_problem(instance_type: str, region: str) -> str | None:
         return None
     if instance_type in opensearch_warm_instance_types():
         return f"{instance_type!r} is an UltraWarm type: warm nodes only, never a data or master node"
+    source = "(cfn-lint's list, from AWS's price list: a newer type needs a newer cfn-lint)"
     if instance_type in anywhere:
-        return f"{instance_type!r} is not offered in {region}{nearest(instance_type, here)}"
-    return (
-        f"{instance_type!r} is not an OpenSearch instance type{nearest(instance_type, here)} (the types cfn-lint "
-        "lists from AWS's price list; a newer one needs a newer cfn-lint in requirements.txt)"
-    )
+        return f"{instance_type!r} is not offered in {region}{nearest(instance_type, here)} {source}"
+    return f"{instance_type!r} is not an OpenSearch instance type{nearest(instance_type, here)} {source}"
 
 
 @dataclass(frozen=True, kw_only=True)
