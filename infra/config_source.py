@@ -103,28 +103,38 @@ class _Runtime:
             code = frame.f_code
             if code.co_filename != filename:
                 continue
-            if isinstance(scope, ast.FunctionDef) and code.co_name != scope.name:
-                continue
-            if name in frame.f_locals:
-                return True, frame.f_locals[name]
+            if isinstance(scope, ast.FunctionDef):
+                if code.co_name != scope.name:
+                    continue
+                if name in frame.f_locals:
+                    return True, frame.f_locals[name]
             if name in frame.f_globals:
                 return True, frame.f_globals[name]
         return False, None
 
 
-@functools.cache
 def _source(filename: str) -> _Source:
-    return _Source(filename)
+    try:
+        text = Path(filename).read_text()
+    except (OSError, ValueError):
+        text = ""
+    return _parsed(filename, text)
+
+
+@functools.cache
+def _parsed(filename: str, text: str) -> _Source:
+    """Parsed once per content: a file edited since (a scratch copy rewritten) is parsed again."""
+    return _Source(filename, text)
 
 
 class _Source:
     """One file's syntax tree, with what following a path through it needs."""
 
-    def __init__(self, filename: str) -> None:
+    def __init__(self, filename: str, text: str) -> None:
         self.filename = filename
         try:
-            self.tree: ast.Module = ast.parse(Path(filename).read_text(), filename)
-        except (OSError, SyntaxError, ValueError):
+            self.tree: ast.Module = ast.parse(text, filename)
+        except (SyntaxError, ValueError):
             self.tree = ast.Module(body=[], type_ignores=[])
         self.parents = {
             child: parent for parent in ast.walk(self.tree) for child in ast.iter_child_nodes(parent)
