@@ -10,6 +10,7 @@ module: the standard library's dataclass plus two checks a person editing ``infr
   field's value against its annotation and names it by its full path (``dev.network.max_azs: must be an integer,
   not '2' (str)``). An enum accepts its members and their values (``"retain"`` becomes ``RemovalPolicy.RETAIN``);
   a list given for a tuple becomes a tuple. Nothing else is converted: ``"2"`` is not an integer.
+- ``one_line`` prints an error with the file and line where the value it names is written (infra/config_source.py).
 
 Why not pydantic (a dependency of the test tools only): its dataclasses validate each nested record when it is
 built, before anything knows which environment and field will hold it, so errors could not carry
