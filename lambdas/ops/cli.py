@@ -71,7 +71,33 @@ ENVIRONMENTS: Callable[[], Mapping[str, Any]] | None = None
 
 
 class ConfigUnusable(Exception):
-    """The configured environments cannot be built: the message is the config error's one line."""
+    """The configured environments cannot be built: the message is the config error's one line; ``environment`` the
+    environment whose own setting is wrong (None: something the environments share, or not known)."""
+
+    def __init__(self, message: str, environment: str | None = None) -> None:
+        super().__init__(message)
+        self.environment = environment
+
+    def answer(self, asked: str | None) -> str:
+        """The line to print for a command on environment ``asked``: a mistake in another environment says so.
+        Every environment is built and checked before any command runs (infra/environments.py builds them in one
+        call, some rules span environments, and the checkout that cannot build one cannot deploy any), so it stops
+        a command on this one too."""
+        if asked is None or self.environment in (None, asked):
+            return str(self)
+        return (
+            f"{self} [in environment {self.environment!r}, not {asked!r} (the one you asked for): every environment "
+            "is checked before any command runs; fix it, or set that edit aside, first]"
+        )
+
+
+def asked_environment(arguments: Sequence[str]) -> str | None:
+    """The environment ``--env`` names in ``arguments`` (as argparse reads it: ``--env X``, ``--env=X``, ``--en X``)."""
+    for index, argument in enumerate(arguments):
+        option, equals, value = argument.partition("=")
+        if len(option) > 2 and "--env".startswith(option):
+            return value if equals else (arguments[index + 1] if index + 1 < len(arguments) else None)
+    return None
 
 
 def configured_environments() -> dict[str, Any] | None:
@@ -419,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             configured_environments()
         except ConfigUnusable as error:  # one line, as every entry point answers a config mistake
-            print(error, file=sys.stderr)
+            print(error.answer(asked_environment(arguments)), file=sys.stderr)
             return 2
     args = build_parser().parse_args(arguments)
     try:

@@ -6,12 +6,14 @@ what it added, so the suite run there can be asked whether the new thing got the
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.config import instance_type_problem, opensearch_instance_types, opensearch_warm_instance_types
 from tests.recipes.scratch import Scratch
 
 ENVIRONMENTS = "infra/environments.py"
@@ -158,10 +160,17 @@ def add_read_role(scratch: Scratch) -> list[Added]:
 
 
 def change_account_and_region(scratch: Scratch) -> list[Added]:
-    """Change an environment's account and region: test moves to its own account in ca-west-1."""
+    """Change an environment's account and region: test moves to its own account in ca-west-1, on instance types
+    offered there (config refuses one that is not, naming the nearest that is)."""
     text = (scratch.root / ENVIRONMENTS).read_text()
     block = environment_block(text, "test")
-    scratch.edit(ENVIRONMENTS, block, block.replace("region=REGION,", 'region="ca-west-1",'))
+    moved = block.replace("region=REGION,", 'region="ca-west-1",')
+    offered = sorted(opensearch_instance_types()["ca-west-1"] - opensearch_warm_instance_types())
+    for written in sorted(set(re.findall(r'_node_type="([^"]+)"', moved))):
+        if instance_type_problem(written, "ca-west-1") is not None:
+            nearest = difflib.get_close_matches(written, offered, n=1, cutoff=0)[0]
+            moved = moved.replace(f'"{written}"', f'"{nearest}"')
+    scratch.edit(ENVIRONMENTS, block, moved)
     scratch.edit(ENVIRONMENTS, '"test": "222222222222"', '"test": "555555555555"')
     add_zones(scratch, "555555555555", "ca-west-1")
     return [Added("environment", "test", "dev")]
