@@ -141,6 +141,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SUPPLY_A_STACK_ID = re.compile(r"^Supply a stack id \(.*\) to display its template\.$")
 CLI_FINDING = re.compile(r"^(ERROR|WARNING|WARN|INFO) .* \(\S+\)$")  # then its construct and rule, indented
 CLI_CONCLUSION = "Synthesis finished with errors"
+CLI_SUBPROCESS = re.compile(r"^.*: Subprocess exited with error \d+$")
+CONFIG_ERROR = "config error: "  # infra.validation's one line: the app's whole answer
 CLI_MISSING = re.compile(r"^Context lookups have been disabled\..* Missing context keys: '(.*)'$")
 
 
@@ -157,9 +159,10 @@ def _owned(block: list[str], problems: list[Problem]) -> bool:
 
 def cli_lines(output: str, problems: list[Problem]) -> list[str]:
     """The CDK CLI's ``output`` less what the gate says itself (each finding the CLI reports again, its missing-context
-    error, and its conclusion once every finding is the gate's) and the "Supply a stack id" line; anything else it
-    said is kept as it said it."""
+    error, and its conclusion once every finding is the gate's), the "Supply a stack id" line, and its "Subprocess
+    exited" line after the app's one-line config error; anything else it said is kept as it said it."""
     lines = output.splitlines()
+    config_error = any(ANSI.sub("", line).startswith(CONFIG_ERROR) for line in lines)
     kept: list[str] = []
     dropped_all = True
     index = 0
@@ -179,7 +182,11 @@ def cli_lines(output: str, problems: list[Problem]) -> list[str]:
             continue
         missing = CLI_MISSING.match(plain)
         keys = {problem.key for problem in problems if problem.key}
-        if SUPPLY_A_STACK_ID.match(plain) or (missing and set(missing[1].split(", ")) <= keys):
+        if (
+            SUPPLY_A_STACK_ID.match(plain)
+            or (missing and set(missing[1].split(", ")) <= keys)
+            or (config_error and CLI_SUBPROCESS.match(plain))
+        ):
             index += 1
             continue
         kept.append(lines[index])
