@@ -134,7 +134,9 @@ def test_a_config_error_is_the_one_line_a_failed_synth_shows(
 ) -> None:
     """The app's one-line config error (infra.validation) is the whole answer: the CLI's "Subprocess exited" line
     after it says nothing more."""
-    error = "config error: infra/environments.py:106: prod.search.data_node_type: 'r7g.lage.search' is not ..."
+    error = (
+        "config error: infra/environments.py:106: prod.search.data_node_type: 'r7g.lage.search' is not ..."
+    )
     cli = f"{error}\n.venv/bin/python app.py: Subprocess exited with error 2\n"
     code, said = gate(tmp_path / "cdk.out", cli, 2, capsys)
     assert code == 2
