@@ -56,15 +56,15 @@ node_modules/.installed: package-lock.json
 # The search engine the tests run against (tests/support/engine_setup.py): the jars engine.lock pins, fetched by Maven
 # and checked against their SHA-256, and our launcher compiled with a JDK 21+. `make test` needs it; `make synth` not.
 ENGINE := .cache/engine/.installed
-SECURED_INPUTS := tests/support/secured/secured.lock tests/support/secured/pom.xml tests/support/secured/SecuredLauncher.java
-$(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/EngineLauncher.java $(SECURED_INPUTS) $(VENV)/.installed
+SECURED_INPUTS := tests/support/secured/secured.lock tests/support/secured/pom.xml
+$(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/NodeLauncher.java $(SECURED_INPUTS) $(VENV)/.installed
 	$(call step,test engine (OpenSearch) from tests/support/engine/engine.lock)
 	@$(BIN)/python -m tests.support.engine_setup install
 	$(call step,secured test node (OpenSearch + security plugin) from tests/support/secured/secured.lock)
 	@$(BIN)/python -m tests.support.secured_setup install
 	@touch $@
 
-engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars and compile their launchers (JDK 21+)
+engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars and compile their launcher (JDK 21+)
 
 engine-lock: setup ## after a version change in tests/support/engine/pom.xml or secured/pom.xml: rewrite both locks
 	@$(BIN)/python -m tests.support.engine_setup lock
