@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from refdata.exceptions import ItemNotFoundError, RefdataError
 from refdata.item_size import check_item
 from refdata.keys import document_id, parse_key
 from refdata.registry import KeyConventionError, Schema, get_schema
@@ -19,11 +20,11 @@ GLOBAL_ID_INDEX = "globalId"
 KEY_ATTRIBUTES = frozenset({"pk", "sk"})
 
 
-class GlobalIdError(ValueError):
+class GlobalIdError(RefdataError, ValueError):
     """A write would set or change a globalId, or one globalId names more than one item."""
 
 
-class ItemExistsError(ValueError):
+class ItemExistsError(RefdataError, ValueError):
     """A create found an item already stored under the same pk and sk."""
 
 
@@ -161,7 +162,7 @@ def update_attributes(table: Any, pk: str, sk: str, changes: Mapping[str, Any]) 
         )
     except Exception as error:
         if is_conditional_failure(error):
-            raise KeyError(f"no item {pk!r} {sk!r}") from error
+            raise ItemNotFoundError(f"no item {pk!r} {sk!r}") from error
         raise
     return dict(response["Attributes"])
 

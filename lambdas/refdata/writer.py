@@ -37,6 +37,7 @@ from refdata.checks import (
     check_key,
 )
 from refdata.counters import next_value
+from refdata.exceptions import ItemNotFoundError
 from refdata.geometry import GeometryError
 from refdata.item_size import ItemSizeError, check_item
 from refdata.keys import build_pk, build_sk
@@ -237,7 +238,7 @@ class Writer:
             self._table(pk).delete_item(Key={"pk": pk, "sk": sk}, ConditionExpression="attribute_exists(pk)")
         except Exception as error:
             if globalid.is_conditional_failure(error):
-                raise KeyError(f"no item {pk!r} {sk!r}") from error
+                raise ItemNotFoundError(f"no item {pk!r} {sk!r}") from error
             raise
 
     def _check_key(self, item: Mapping[str, Any]) -> Schema:
