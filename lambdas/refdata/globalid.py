@@ -40,14 +40,19 @@ def schema_of(item: Mapping[str, Any]) -> Schema:
     return schema
 
 
-def is_conditional_failure(error: Exception) -> bool:
-    """botocore's ClientError for a failed condition, recognised by its response (no botocore import: the
-    conventions import without boto3, and the table is whatever the caller passes)."""
+def error_code(error: Exception) -> str | None:
+    """The error code of botocore's ClientError, read from its response (no botocore import: the conventions import
+    without boto3, and the table is whatever the caller passes); None for any other error."""
     response = getattr(error, "response", None)
-    return (
-        isinstance(response, Mapping)
-        and response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-    )
+    if not isinstance(response, Mapping):
+        return None
+    code = response.get("Error", {}).get("Code")
+    return code if isinstance(code, str) else None
+
+
+def is_conditional_failure(error: Exception) -> bool:
+    """botocore's ClientError for a failed condition."""
+    return error_code(error) == "ConditionalCheckFailedException"
 
 
 def new_item(item: Mapping[str, Any]) -> dict[str, Any]:
