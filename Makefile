@@ -107,7 +107,7 @@ WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 # mypy runs beside pytest: a fresh clone's first type check reads all of aws-cdk-lib's stubs (about 80 s of one
 # core), a warm one takes a second. PYTEST_ARGS narrows the run (the recipes pass the tests a routine change
 # parametrizes); `make test` runs every test.
-test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run every test (about 90 s on two cores: docs/benchmarks.md)
+test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run every test (its time: docs/benchmarks.md)
 	$(call step,mypy and pytest on every core ($(WORKERS) workers))
 	@mkdir -p .cache && { $(MYPY) > .cache/mypy.log 2>&1; echo $$? > .cache/mypy.rc; } & \
 		$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(PYTEST_ARGS); tests=$$?; wait; \
@@ -116,7 +116,7 @@ test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run ever
 
 # Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy and runs
 # the suite there, and plants a finding, an error annotation and a missing context value under `make synth`.
-recipes: setup $(CHECKOV_VENV)/.installed $(ENGINE) ## prove the README's routine-change recipes and the synth gate on scratch copies (about 13 min)
+recipes: setup $(CHECKOV_VENV)/.installed $(ENGINE) ## prove the README's routine-change recipes and the synth gate on scratch copies (slow)
 	$(call step,README recipes and the synth gate on scratch copies)
 	@# One recipe at a time: each runs its tests on every core, and two at once overload the machine.
 	@$(BIN)/python -m pytest -m recipe -p no:cacheprovider -v -rP tests/recipes
@@ -159,17 +159,18 @@ bench: setup ## run the benchmarks into docs/benchmarks.md (slow)
 	@$(BIN)/python -m bench
 
 # The one regeneration command of every routine change (README, "Routine changes").
-docs: setup ## regenerate all that config and the registry define: README tables and diagram, deliver.yml, docs/
+docs: setup ## regenerate all that config and the registry define: docs/ pages and tables, the diagram, deliver.yml
 	$(call step,files generated from config and the schema registry)
 	@PYTHONPATH=lambdas $(BIN)/python -m refdata.docs --write docs/data-model.md
 	@$(BIN)/python -m infra.generated --write
 	@$(MAKE) --no-print-directory synth
-	@$(BIN)/python -m infra.diagram --write README.md --assembly cdk.out
+	@$(BIN)/python -m infra.diagram --write docs/architecture.md --assembly cdk.out
 	@$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
 
 # The package application teams install (README, "For application teams"): lambdas/pyproject.toml, built by its
 # backend alone (flit-core, hash-pinned in requirements-client.txt) in its own small environment, without the
-# platform's toolchain (no `make setup`: no aws-cdk-lib, no Node). The version check needs only the standard library.
+# platform's toolchain (no `make setup`: no aws-cdk-lib, no Node); the version check reads config through the few
+# distributions its validation needs (requirements-client.txt says which).
 # File dates from the last commit, so a build of one commit is byte-identical.
 CLIENT_VENV := .venv-client
 CLIENT_DIST ?= dist

@@ -420,7 +420,7 @@ def execute(
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m infra.client_version", description=(__doc__ or "").split("\n\n")[0]
     )
@@ -432,7 +432,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--date", help="a date to print beside the release's changelog heading (YYYY-MM-DD)")
     parser.add_argument("--record", type=Path, default=RECORD, help=argparse.SUPPRESS)
     parser.add_argument("--changelog", type=Path, default=CHANGELOG, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.date is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date):
         raise ConfigError(f"--date: {args.date!r} is not a date YYYY-MM-DD")
     from refdata import __version__

@@ -231,12 +231,16 @@ def render() -> str:
     return f"{HEADER}{rows}\n\n{notes}\n{VISIBILITY}{attributes}\n{RULES}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m refdata.docs", description="Generate docs/data-model.md."
     )
     parser.add_argument("--write", metavar="PATH", help="write the file instead of printing it")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     text = render()
     if args.write:
         try:
