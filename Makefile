@@ -167,17 +167,29 @@ docs: setup ## regenerate all that config and the registry define: docs/ pages a
 	@$(BIN)/python -m infra.diagram --write docs/architecture.md --assembly cdk.out
 	@$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
 
-# The package application teams install (README, "For application teams"): lambdas/pyproject.toml, built by the
-# pinned flit-core without a download; file dates from the last commit, so a build of one commit is byte-identical.
-CLIENT_BUILD = SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
-	$(BIN)/uv build --quiet --no-build-isolation --python $(BIN)/python
+# The package application teams install (README, "For application teams"): lambdas/pyproject.toml, built by its
+# backend alone (flit-core, hash-pinned in requirements-client.txt) in its own small environment, without the
+# platform's toolchain (no `make setup`: no aws-cdk-lib, no Node); the version check reads config through the few
+# distributions its validation needs (requirements-client.txt says which).
+# File dates from the last commit, so a build of one commit is byte-identical.
+CLIENT_VENV := .venv-client
 CLIENT_DIST ?= dist
-client: setup ## check refdata-client's version against the registry's change, build its wheel and sdist into dist/
+$(CLIENT_VENV)/.installed: requirements-client.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	$(call step,refdata-client build environment $(CLIENT_VENV) from requirements-client.txt)
+	@test -x $(CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CLIENT_VENV)
+	@PIP_CONFIG_FILE=/dev/null $(CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		--no-compile --require-hashes --no-deps --only-binary=:all: -r requirements-client.txt
+	@touch $@
+
+client: $(CLIENT_VENV)/.installed ## check refdata-client's version against the registry's change, build its wheel and sdist into dist/
 	$(call step,refdata-client wheel and sdist into $(CLIENT_DIST)/)
-	@$(BIN)/python -m infra.client_version --check
-	@rm -rf $(CLIENT_DIST)
-	@$(CLIENT_BUILD) --out-dir $(CLIENT_DIST) lambdas
-	@ls -1 $(CLIENT_DIST)/*.whl $(CLIENT_DIST)/*.tar.gz | sed 's/^/wrote /'
+	@PYTHONPATH=lambdas:. $(CLIENT_VENV)/bin/python -m infra.client_version --check
+	@rm -rf $(CLIENT_DIST) && mkdir -p $(CLIENT_DIST)
+	@cd lambdas && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
+		../$(CLIENT_VENV)/bin/python -c 'import sys, flit_core.buildapi as api; \
+		[print(f"wrote {sys.argv[2]}/{build(sys.argv[1])}") for build in (api.build_wheel, api.build_sdist)]' \
+		$(abspath $(CLIENT_DIST)) $(CLIENT_DIST)
 
 clean: ## remove cdk.out, the environments, node_modules and caches
-	rm -rf cdk.out dist $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .cache
+	rm -rf cdk.out dist $(VENV) $(CHECKOV_VENV) $(CLIENT_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .cache
