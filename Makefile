@@ -54,13 +54,13 @@ node_modules/.installed: package-lock.json
 	@touch $@
 
 # The search engine the tests run against (tests/support/engine_setup.py): the jars engine.lock pins, fetched by Maven
-# and checked against their SHA-256, our launcher compiled with a JDK 21+, and each node's class archive
+# and checked against their SHA-256, our launcher compiled with a JDK 21+, and each node kind's class archive
 # (tests/support/node_archive.py). `make test` needs it; `make synth` not.
 ENGINE := .cache/engine/.installed
-SECURED_INPUTS := tests/support/secured/secured.lock tests/support/secured/pom.xml tests/support/secured/SecuredLauncher.java
-# The set-up's own modules too: a change to how it installs (the launchers as jars, the class archives) reruns it.
+SECURED_INPUTS := tests/support/secured/secured.lock tests/support/secured/pom.xml
+# The set-up's own modules too: a change to how it installs (the launcher as a jar, the class archives) reruns it.
 SETUP_INPUTS := tests/support/engine_setup.py tests/support/secured_setup.py tests/support/node_archive.py
-$(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/EngineLauncher.java $(SECURED_INPUTS) $(SETUP_INPUTS) $(VENV)/.installed
+$(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/NodeLauncher.java $(SECURED_INPUTS) $(SETUP_INPUTS) $(VENV)/.installed
 	$(call step,test engine (OpenSearch) from tests/support/engine/engine.lock)
 	@$(BIN)/python -m tests.support.engine_setup install
 	$(call step,secured test node (OpenSearch + security plugin) from tests/support/secured/secured.lock)
@@ -69,7 +69,7 @@ $(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/s
 	@$(BIN)/python -m tests.support.node_archive
 	@touch $@
 
-engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars, compile their launchers (JDK 21+), record their class archives
+engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars, compile their launcher (JDK 21+), record their class archives
 
 engine-lock: setup ## after a version change in tests/support/engine/pom.xml or secured/pom.xml: rewrite both locks
 	@$(BIN)/python -m tests.support.engine_setup lock
@@ -112,7 +112,7 @@ WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 # mypy runs beside pytest: a fresh clone's first type check reads all of aws-cdk-lib's stubs (about 80 s of one
 # core), a warm one takes a second. PYTEST_ARGS narrows the run (the recipes pass the tests a routine change
 # parametrizes); `make test` runs every test.
-test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run every test (about 90 s on two cores: docs/benchmarks.md)
+test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run every test (its time: docs/benchmarks.md)
 	$(call step,mypy and pytest on every core ($(WORKERS) workers))
 	@mkdir -p .cache && { $(MYPY) > .cache/mypy.log 2>&1; echo $$? > .cache/mypy.rc; } & \
 		$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(PYTEST_ARGS); tests=$$?; wait; \
@@ -121,7 +121,7 @@ test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run ever
 
 # Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy and runs
 # the suite there, and plants a finding, an error annotation and a missing context value under `make synth`.
-recipes: setup $(CHECKOV_VENV)/.installed $(ENGINE) ## prove the README's routine-change recipes and the synth gate on scratch copies (about 13 min)
+recipes: setup $(CHECKOV_VENV)/.installed $(ENGINE) ## prove the README's routine-change recipes and the synth gate on scratch copies (slow)
 	$(call step,README recipes and the synth gate on scratch copies)
 	@# One recipe at a time: each runs its tests on every core, and two at once overload the machine.
 	@$(BIN)/python -m pytest -m recipe -p no:cacheprovider -v -rP tests/recipes
@@ -164,25 +164,37 @@ bench: setup ## run the benchmarks into docs/benchmarks.md (slow)
 	@$(BIN)/python -m bench
 
 # The one regeneration command of every routine change (README, "Routine changes").
-docs: setup ## regenerate all that config and the registry define: README tables and diagram, deliver.yml, docs/
+docs: setup ## regenerate all that config and the registry define: docs/ pages and tables, the diagram, deliver.yml
 	$(call step,files generated from config and the schema registry)
 	@PYTHONPATH=lambdas $(BIN)/python -m refdata.docs --write docs/data-model.md
 	@$(BIN)/python -m infra.generated --write
 	@$(MAKE) --no-print-directory synth
-	@$(BIN)/python -m infra.diagram --write README.md --assembly cdk.out
+	@$(BIN)/python -m infra.diagram --write docs/architecture.md --assembly cdk.out
 	@$(BIN)/python -m infra.cost cdk.out --write docs/cost.md --readme README.md
 
-# The package application teams install (README, "For application teams"): lambdas/pyproject.toml, built by the
-# pinned flit-core without a download; file dates from the last commit, so a build of one commit is byte-identical.
-CLIENT_BUILD = SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
-	$(BIN)/uv build --quiet --no-build-isolation --python $(BIN)/python
+# The package application teams install (README, "For application teams"): lambdas/pyproject.toml, built by its
+# backend alone (flit-core, hash-pinned in requirements-client.txt) in its own small environment, without the
+# platform's toolchain (no `make setup`: no aws-cdk-lib, no Node); the version check reads config through the few
+# distributions its validation needs (requirements-client.txt says which).
+# File dates from the last commit, so a build of one commit is byte-identical.
+CLIENT_VENV := .venv-client
 CLIENT_DIST ?= dist
-client: setup ## check refdata-client's version against the registry's change, build its wheel and sdist into dist/
+$(CLIENT_VENV)/.installed: requirements-client.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	$(call step,refdata-client build environment $(CLIENT_VENV) from requirements-client.txt)
+	@test -x $(CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CLIENT_VENV)
+	@PIP_CONFIG_FILE=/dev/null $(CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		--no-compile --require-hashes --no-deps --only-binary=:all: -r requirements-client.txt
+	@touch $@
+
+client: $(CLIENT_VENV)/.installed ## check refdata-client's version against the registry's change, build its wheel and sdist into dist/
 	$(call step,refdata-client wheel and sdist into $(CLIENT_DIST)/)
-	@$(BIN)/python -m infra.client_version --check
-	@rm -rf $(CLIENT_DIST)
-	@$(CLIENT_BUILD) --out-dir $(CLIENT_DIST) lambdas
-	@ls -1 $(CLIENT_DIST)/*.whl $(CLIENT_DIST)/*.tar.gz | sed 's/^/wrote /'
+	@PYTHONPATH=lambdas:. $(CLIENT_VENV)/bin/python -m infra.client_version --check
+	@rm -rf $(CLIENT_DIST) && mkdir -p $(CLIENT_DIST)
+	@cd lambdas && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
+		../$(CLIENT_VENV)/bin/python -c 'import sys, flit_core.buildapi as api; \
+		[print(f"wrote {sys.argv[2]}/{build(sys.argv[1])}") for build in (api.build_wheel, api.build_sdist)]' \
+		$(abspath $(CLIENT_DIST)) $(CLIENT_DIST)
 
 clean: ## remove cdk.out, the environments, node_modules and caches
-	rm -rf cdk.out dist $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .cache
+	rm -rf cdk.out dist $(VENV) $(CHECKOV_VENV) $(CLIENT_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .cache

@@ -3,7 +3,7 @@ parallel scan segments into it, with the client's and the engine's CPU to show w
 cost model of reading the table by parallel scan or by DynamoDB export, with each environment's crossover. `run()`
 returns a Markdown section for docs/benchmarks.md.
 
-The reindex runs exactly as `python -m ops reindex --local --segments N` does (`ops.workflow.run_local` over
+The reindex runs exactly as `python -m ops reindex --local --schema S --segments N` does (`ops.workflow.run_local` over
 `ops.reindex.Reindex`: move the write alias, backfill through the stream sync's batch path, swap the read alias),
 into a new index version each time. OpenSearch is the tests' engine, a real node (bench.sync.engine_node).
 DynamoDB is a stand-in that answers each Scan page from memory after a fixed latency: moto would run in this
@@ -204,8 +204,8 @@ behind the aliases) against the tests' engine, a real OpenSearch node on loopbac
 index and is the node's first use of the script; the rerun runs the self-test on a scratch index of its own again,
 and creates nothing else). The node itself took {engine.start_seconds:.1f} s to start.
 
-**Reindex throughput by parallel scan segments.** The reindex's steps as `python -m ops reindex --local --segments
-N` runs them (`ops.workflow`: prepare, the parts on N threads, finish) over {ITEMS:,} items of about 2 KB, read in Scan
+**Reindex throughput by parallel scan segments.** The reindex's steps as a local run with N segments (`--local
+--segments N`) runs them (`ops.workflow`: prepare, the parts on N threads, finish) over {ITEMS:,} items of about 2 KB, read in Scan
 pages of {PAGE_ITEMS} from a stand-in DynamoDB that answers each page after {SCAN_LATENCY * 1000:.0f} ms (what a
 200 KB page takes on the real service), written through the stream sync's batch path (one bulk request per page,
 the stored script on every document) to the same node. A new index version each run, so every run does the same

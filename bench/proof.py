@@ -144,11 +144,11 @@ def engine_start_rows() -> list[str]:
             finally:
                 node.stop()
         rows += [
-            f"| {kind.description}: its node's start, a fresh JVM to ready (the first of {ENGINE_STARTS} one after "
+            f"| the {kind.launcher.name}: its node's start, a fresh JVM to ready (the first of {ENGINE_STARTS} one after "
             f"the other; the median of the others: {statistics.median(starts[1:]):.1f} s); CPU: the JVM's to "
             f"ready, median | {starts[0]:.1f} | {statistics.median(cpu):.1f} | | in the background while the "
             "session collects and synthesizes; one per worker |",
-            f"| {kind.description}: the wipe each of its tests begins with, on a running node (median of {WIPES}) | "
+            f"| the {kind.launcher.name}: the wipe each of its tests begins with, on a running node (median of {WIPES}) | "
             f"{statistics.median(wipes):.2f} | | | |",
         ]
     return rows

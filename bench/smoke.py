@@ -122,7 +122,7 @@ def run() -> str:
     body = "\n\n".join(sections)
     return f"""## Smoke run
 
-The post-deploy smoke run (`python -m ops smoke --env <env>`, docs/operations.md) end to end: the CLI starts the
+The post-deploy smoke run (`.venv/bin/python -m ops smoke --env <env>`, docs/operations.md) end to end: the CLI starts the
 smoke workflow and follows it to its verdict; the workflow writes, updates and deletes one canary per indexable
 schema (parts in parallel, at most the environment's `ops.max_concurrency` at once), waiting each time for the
 index, checks each read role's view twice, cleans up and sweeps. The stack is the smoke test's, in this process:

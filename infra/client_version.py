@@ -5,15 +5,16 @@
 
 The *surface* is what an application holding the `refdata-client` distribution relies on: per schema its key
 patterns (scope fields with their kinds and widths, sharding, the sk strategy and fields), whether it is indexed,
-looked up by globalId, hidden by a flag, its declared attributes (kind, visibility), and per environment the table
+looked up by globalId, hidden by a flag, whether it takes free (undeclared) attributes, its declared attributes (kind,
+visibility), and per environment the table
 holding each schema. Descriptions and examples are not part of it.
 
 The last release's surface is committed in ``release/client/registry.json``. A change from it needs a release:
 
 - major: a schema, or an attribute, removed; an attribute retyped or made internal; a key pattern changed;
-  indexing, globalId or the hidden flag of a schema changed (indexing turned on excepted); a schema moves table in
-  an environment;
-- minor: a schema or an attribute added; an attribute made public; indexing turned on;
+  indexing, globalId or the hidden flag of a schema changed (indexing turned on excepted); free attributes no longer
+  taken; a schema moves table in an environment;
+- minor: a schema or an attribute added; an attribute made public; indexing turned on; free attributes taken;
 - none: everything else (an environment added or removed is noted in the next release's changelog).
 
 ``--check`` fails when ``__version__`` (lambdas/refdata/__init__.py) is below the record's, bumps less than the
@@ -89,6 +90,7 @@ def schema_surface(schema: Schema) -> dict[str, Any]:
         "indexable": schema.indexable,
         "globalId": schema.global_id,
         "hiddenFlag": schema.hidden_flag,
+        "freeAttributes": schema.free_attributes,
         "attributes": {
             a.name: {"kind": a.kind.value, "visibility": a.visibility.value} for a in schema.attributes
         },
@@ -180,6 +182,12 @@ def _schema_changes(name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -
         )
     if old["hiddenFlag"] != new["hiddenFlag"]:
         add("major", f"hidden_flag changes from {old['hiddenFlag']!r} to {new['hiddenFlag']!r}")
+    # A record written before schemas could refuse undeclared attributes holds only schemas that took them.
+    was_free, now_free = old.get("freeAttributes", True), new.get("freeAttributes", True)
+    if was_free and not now_free:
+        add("major", "no longer takes free attributes (the writer refuses every undeclared name)")
+    if now_free and not was_free:
+        add("minor", "takes free attributes (undeclared names are indexed dynamically)")
     before, after = old["attributes"], new["attributes"]
     for attribute in sorted(before.keys() - after.keys()):
         add("major", f"attribute '{attribute}' removed")
@@ -412,7 +420,7 @@ def execute(
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m infra.client_version", description=(__doc__ or "").split("\n\n")[0]
     )
@@ -424,7 +432,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--date", help="a date to print beside the release's changelog heading (YYYY-MM-DD)")
     parser.add_argument("--record", type=Path, default=RECORD, help=argparse.SUPPRESS)
     parser.add_argument("--changelog", type=Path, default=CHANGELOG, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.date is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date):
         raise ConfigError(f"--date: {args.date!r} is not a date YYYY-MM-DD")
     from refdata import __version__

@@ -12,11 +12,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import ipaddress
+import json
 import math
 import re
 from collections.abc import Iterable
 from dataclasses import field, fields, is_dataclass
 from enum import StrEnum
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from refdata.registry import COUNTER, REGISTRY
@@ -135,6 +138,47 @@ def aws_regions() -> frozenset[str]:
 
     endpoints = create_loader().load_data("endpoints")
     return frozenset(region for partition in endpoints["partitions"] for region in partition["regions"])
+
+
+# cfn-lint's per-region lists of OpenSearch instance types (its rule E3653), inside its distribution.
+OPENSEARCH_INSTANCE_TYPES = (
+    "cfnlint/data/schemas/extensions/aws_opensearchservice_domain/clusterconfig_instancetype_enum.json"
+)
+
+
+@functools.cache
+def opensearch_instance_types() -> dict[str, frozenset[str]]:
+    """Region -> the OpenSearch instance types offered there: the list cfn-lint ships for its rule E3653 (taken
+    from AWS's price list), read from the installed package (no hand-kept list; a newer type needs a newer cfn-lint
+    in requirements.txt). botocore's service model has an enum too, but it stops at the 6th generation."""
+    # Read from the distribution's files: importing cfnlint would load all of it (seconds), for one JSON file.
+    listed = metadata.distribution("cfn-lint").locate_file(OPENSEARCH_INSTANCE_TYPES)
+    data = json.loads(Path(str(listed)).read_text())
+    return {region: frozenset(entry["enum"]) for region, entry in data.items() if isinstance(entry, dict)}
+
+
+@functools.cache
+def opensearch_warm_instance_types() -> frozenset[str]:
+    """The instance types only UltraWarm nodes take (botocore's OpenSearch service model): no data or master node."""
+    from botocore.loaders import create_loader
+
+    model = create_loader().load_service_model("opensearch", "service-2")
+    return frozenset(model["shapes"]["OpenSearchWarmPartitionInstanceType"]["enum"])
+
+
+def instance_type_problem(instance_type: str, region: str) -> str | None:
+    """Why ``instance_type`` cannot be a data or master node of a domain in ``region``, or None."""
+    offered = opensearch_instance_types()
+    anywhere = frozenset().union(*offered.values())
+    here = offered.get(region, anywhere) - opensearch_warm_instance_types()
+    if instance_type in here:
+        return None
+    if instance_type in opensearch_warm_instance_types():
+        return f"{instance_type!r} is an UltraWarm type: warm nodes only, never a data or master node"
+    source = "(cfn-lint's list, from AWS's price list: a newer type needs a newer cfn-lint)"
+    if instance_type in anywhere:
+        return f"{instance_type!r} is not offered in {region}{nearest(instance_type, here)} {source}"
+    return f"{instance_type!r} is not an OpenSearch instance type{nearest(instance_type, here)} {source}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -580,11 +624,6 @@ class SearchSettings:
             f"{self.engine_version!r} is not an OpenSearch engine version like 'OpenSearch_3.3'",
         )
         _require(
-            self.data_node_type.endswith(".search"),
-            f"{path}.data_node_type",
-            f"{self.data_node_type!r} is not an OpenSearch instance type",
-        )
-        _require(
             self.availability_zone_count in (1, 2, 3), f"{path}.availability_zone_count", "must be 1, 2 or 3"
         )
         _require(
@@ -876,7 +915,7 @@ class EnvironmentConfig:
     log_retention_days: int
     table: TableSettings
     search: SearchSettings
-    # Source tables beside the main one (``table``), each holding the schemas it claims (README, "Add a table").
+    # Source tables beside the main one (``table``), each holding the schemas it claims (README, "Add a source table").
     additional_tables: tuple[SourceTable, ...] = ()
     network: NetworkSettings = field(default_factory=NetworkSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
@@ -888,7 +927,7 @@ class EnvironmentConfig:
     # bootstrap and its provider, the ops worker's from ops.worker_concurrency). Lambda keeps 100 of an account's
     # quota unreserved, so a new account (quota often 10) cannot reserve anything: turn it off there.
     reserve_concurrency: bool = True
-    # The role the deploy workflow assumes through GitHub's OIDC provider (README, "Deploy from GitHub Actions"):
+    # The role the deploy workflow assumes through GitHub's OIDC provider (docs/deploy.md, "Deploy from GitHub Actions"):
     # a role path/name in this environment's account, or a full role ARN (a role in a tooling account).
     deploy_role: str = "refdata-github-deploy"
 
@@ -911,6 +950,10 @@ class EnvironmentConfig:
             f"{self.region!r} is not an AWS region{nearest(self.region, aws_regions())} (the regions botocore "
             "knows; a newer one needs a newer boto3 in requirements.txt)",
         )
+        for name in ("data_node_type", "master_node_type"):
+            instance_type = getattr(self.search, name)
+            problem = None if instance_type is None else instance_type_problem(instance_type, self.region)
+            _require(problem is None, f"{path}.search.{name}", problem or "")
         _require(
             self.log_retention_days in LOG_RETENTION_DAYS,
             f"{path}.log_retention_days",

@@ -1036,7 +1036,7 @@ def with_readme_table(readme: str, table: list[str]) -> str:
     return readme[: begin + len(README_BEGIN)] + "\n" + "\n".join(table) + "\n" + readme[end:]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m infra.cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("cloud_assembly", nargs="?", type=Path, default=ROOT / "cdk.out")
     parser.add_argument("--write", type=Path, help="write the estimate to this Markdown file")
@@ -1046,7 +1046,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(
             f"--{f.name.replace('_', '-')}", type=kind, default=f.default, help=f.metadata["help"]
         )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     stacks = command_assembly(args.cloud_assembly)
     try:
         workload = Workload(**{f.name: getattr(args, f.name) for f in fields(Workload)})

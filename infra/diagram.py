@@ -1,8 +1,8 @@
 """The architecture diagram, drawn from a synthesized cloud assembly: one box per construct, grouped by stack.
 
-``python -m infra.diagram --write README.md`` synthesizes the app (offline, like ``make synth``) and replaces the
-Mermaid block between the README's markers; ``make docs`` runs it and ``tests/infra/test_diagram.py`` fails when the
-README's block differs from what the session's templates draw.
+``python -m infra.diagram --write docs/architecture.md`` synthesizes the app (offline, like ``make synth``) and
+replaces the Mermaid block between that page's markers; ``make docs`` runs it and ``tests/infra/test_diagram.py``
+fails when the page's block differs from what the session's templates draw.
 
 What is drawn, all read from the assembly (templates and the logical-id metadata that maps each resource to its
 construct path): a box per top-level construct of each stack, labelled with the kinds of resources it holds
@@ -76,7 +76,8 @@ PLUMBING = {
 }
 # Resources that hold data are drawn as cylinders.
 STORES = {"AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::OpenSearchService::Domain"}
-# Physical names another stack may write as literals (fixed names: README, "No exports between the stacks").
+# Physical names another stack may write as literals (fixed names: docs/architecture.md, "No exports between the
+# stacks").
 NAME_PROPERTIES = {"AWS::IAM::Role": "RoleName", "AWS::OpenSearchService::Domain": "DomainName"}
 
 
@@ -256,7 +257,7 @@ def mermaid(stage: str, stacks: Sequence[StackTemplate]) -> str:
 
 
 def section(stage: str, stacks: Sequence[StackTemplate]) -> str:
-    """The README's block: the diagram and how to read it."""
+    """docs/architecture.md's block: the diagram and how to read it."""
     legend = textwrap.fill(
         f"The `{stage}` environment as synthesized: a box per construct (its resources, without policies and other "
         "plumbing), an arrow from a construct to each one it references. Dotted arrows cross stacks, through the "
@@ -275,7 +276,7 @@ def replace_block(text: str, block: str) -> str:
 
 
 def drawn_environment() -> str:
-    """The environment the README draws: the first production one (the largest), else the last one."""
+    """The environment docs/architecture.md draws: the first production one (the largest), else the last one."""
     from infra.environments import environments
 
     configs = environments()
@@ -294,17 +295,23 @@ def synthesized_stage(environment: str, outdir: Path) -> list[StackTemplate]:
     return read_assembly(outdir / f"assembly-{environment}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m infra.diagram", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--environment",
         help="the stage to draw (default: the first production environment, else the last one)",
     )
-    parser.add_argument("--write", type=Path, help="replace the diagram block in this file (the README)")
+    parser.add_argument(
+        "--write", type=Path, help="replace the diagram block in this file (docs/architecture.md)"
+    )
     parser.add_argument(
         "--assembly", type=Path, help="read this synthesized cloud assembly instead of synthesizing"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     environment = args.environment or drawn_environment()
     if args.assembly is not None:
         block = section(environment, read_assembly(args.assembly / f"assembly-{environment}"))

@@ -1,4 +1,4 @@
-"""The deployment environments. Edit the account ids here (or override them, see the README)."""
+"""The deployment environments. Edit the account ids here (or override them: docs/deploy.md, "1. Accounts")."""
 
 from __future__ import annotations
 

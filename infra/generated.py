@@ -1,5 +1,5 @@
-"""What config alone defines, written where people read it: the README's per-environment table and the deliver
-workflow's jobs (one per environment, in config order).
+"""What config alone defines, written where people read it: docs/environments.md's per-environment table and the
+deliver workflow's jobs (one per environment, in config order).
 
     python -m infra.generated --write     (``make docs``: after adding, removing or changing an environment)
     python -m infra.generated --check     fails, naming the stale files (tests/infra/test_generated.py runs it)
@@ -19,7 +19,7 @@ from infra.config import CapacityMode, EnvironmentConfig, TableSettings, data_sc
 from infra.files import write
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+ENVIRONMENTS_DOC = ROOT / "docs" / "environments.md"
 DELIVER = ROOT / ".github" / "workflows" / "deliver.yml"
 TABLE_BEGIN = (
     "<!-- environments-table:begin (make docs: python -m infra.generated, from infra/environments.py) -->"
@@ -112,7 +112,7 @@ ROWS: tuple[tuple[str, Callable[[EnvironmentConfig], str]], ...] = (
 
 
 def environments_table(configs: Mapping[str, EnvironmentConfig]) -> str:
-    """The README's per-environment table, one column per environment in config order."""
+    """docs/environments.md's per-environment table, one column per environment in config order."""
     lines = [
         "| | " + " | ".join(configs) + " |",
         "|---|" + "---|" * len(configs),
@@ -121,11 +121,11 @@ def environments_table(configs: Mapping[str, EnvironmentConfig]) -> str:
     return "\n".join(lines)
 
 
-def with_table(readme: str, table: str) -> str:
-    start, end = readme.find(TABLE_BEGIN), readme.find(TABLE_END)
+def with_table(doc: str, table: str) -> str:
+    start, end = doc.find(TABLE_BEGIN), doc.find(TABLE_END)
     if start < 0 or end < start:
-        raise ValueError(f"README.md lacks the markers {TABLE_BEGIN!r} ... {TABLE_END!r}")
-    return readme[: start + len(TABLE_BEGIN)] + "\n" + table + "\n" + readme[end:]
+        raise ValueError(f"docs/environments.md lacks the markers {TABLE_BEGIN!r} ... {TABLE_END!r}")
+    return doc[: start + len(TABLE_BEGIN)] + "\n" + table + "\n" + doc[end:]
 
 
 DELIVER_HEADER = """\
@@ -134,7 +134,7 @@ DELIVER_HEADER = """\
 # Deploys through the environments in config order, each with the reusable deploy.yml: every push to main goes
 # through each non-production environment; a release (a v* tag, or a manual run on main) goes on to the production
 # ones. A production environment's GitHub environment holds the required reviewers and allows only main and v* tags
-# (README, "Deploy from GitHub Actions").
+# (docs/deploy.md, "Deploy from GitHub Actions").
 #
 # A release is never skipped silently: each deploy job queues in its environment's concurrency group (deploy.yml,
 # `queue: max`) instead of being cancelled while pending when a later push arrives, and the last job fails the run,
@@ -205,19 +205,23 @@ def deliver_workflow(configs: Mapping[str, EnvironmentConfig]) -> str:
 def outputs(configs: Mapping[str, EnvironmentConfig]) -> dict[Path, str]:
     """Every generated file with the content config implies."""
     return {
-        README: with_table(README.read_text(), environments_table(configs)),
+        ENVIRONMENTS_DOC: with_table(ENVIRONMENTS_DOC.read_text(), environments_table(configs)),
         DELIVER: deliver_workflow(configs),
     }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m infra.generated", description=__doc__.split("\n\n")[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="rewrite the generated files")
+    mode.add_argument("--check", action="store_true", help="fail if a generated file is stale")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     from infra.environments import environments
 
-    parser = argparse.ArgumentParser(prog="python -m infra.generated", description=__doc__.split("\n\n")[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="rewrite the generated files")
-    mode.add_argument("--check", action="store_true", help="fail if a generated file is stale")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     stale = [path for path, text in outputs(environments()).items() if path.read_text() != text]
     if args.check:
         for path in stale:

@@ -49,9 +49,11 @@ from infra.templates import (
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "release" / "baseline"
 OVERRIDES = ROOT / "release" / "guard-overrides.toml"
+# How the advice runs the ops CLI: from the repository root, with the project's interpreter (`ops.advice` says the same).
+OPS = ".venv/bin/python -m ops"
 BASELINE_MANIFEST = "stacks.json"
 OVERRIDES_HEADER = """\
-# Reviewed exceptions to the destructive-change guard (`make guard`, README "Destructive-change guard").
+# Reviewed exceptions to the destructive-change guard (`make guard`, docs/guard.md).
 # One [[override]] per change the guard reports that is intended:
 #
 #   [[override]]
@@ -513,6 +515,12 @@ def stream_schemas(stack: Stack) -> dict[str, str]:
     return found
 
 
+def reindex(environment: str, schema: str) -> str:
+    """The ops command that refills ``schema``'s index in ``environment`` from its table, as it runs from the
+    repository root (tests/infra/test_guard.py parses every command the guard prints with the CLI's own parser)."""
+    return f"{OPS} reindex --env {environment} --schema {schema}"
+
+
 def migrations(before: Stack, after: Stack) -> list[Finding]:
     """A schema whose stream moves from one table to another: its items stay in the old table unless copied, and
     its documents carry the old stream's sequence numbers, which the new stream's do not compare with."""
@@ -528,9 +536,8 @@ def migrations(before: Stack, after: Stack) -> list[Finding]:
             (
                 "items left in the old table are no longer indexed; each later change to one is dead-lettered",
                 "copy its items to the new table and delete them from the old one, give the schema a new index "
-                "version, then `python -m ops reindex --schema "
-                + schema
-                + '` (README, "Move a schema to its own table")',
+                f"version, then `{reindex(before.environment, schema)}` from the repository root "
+                '(README, "Move a schema that holds items to its own table")',
             ),
         )
         for schema in sorted(old.keys() & new.keys())
@@ -571,8 +578,19 @@ def moved(before: Mapping[str, Stack], after: Mapping[str, Stack]) -> list[Findi
                 "buckets, keys, the search domain) stay where they are, untouched and still billed.",
                 (
                     "deploy the new location, then move the data: export each table (point-in-time export) and "
-                    "import it there, or reload it; copy the geometry bucket; reindex the domain from the new tables "
-                    "(python -m ops reindex)",
+                    "import it there, or reload it; copy the geometry bucket; reindex the domain from the new tables, "
+                    "each indexable schema: "
+                    + "; ".join(
+                        f"`{reindex(environment, schema)}`"
+                        for schema in sorted(
+                            {
+                                s
+                                for name, stack in after.items()
+                                if name.split("/", 1)[0] == environment
+                                for s in stream_schemas(stack)
+                            }
+                        )
+                    ),
                     "point readers and writers at the new tables and endpoint, and run the smoke run there",
                     "retire the old location: lift termination protection, delete its stacks, then delete its "
                     "retained resources by hand once the data is verified in the new one",
@@ -753,7 +771,7 @@ def report(findings: Iterable[Finding], overrides: list[Override], source: str) 
     return "\n".join([*lines, "", verdict]), passed
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m infra.guard", description=__doc__.split("\n\n")[0])
     parser.add_argument("cloud_assembly", nargs="?", type=Path, default=ROOT / "cdk.out")
     parser.add_argument(
@@ -767,7 +785,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--summary", type=Path, help="also append the report to this Markdown file (a job summary)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     stacks = command_assembly(args.cloud_assembly)
     try:
         if args.write_baseline:

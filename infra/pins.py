@@ -15,6 +15,7 @@ nothing, and the pin test keeps failing until the change is undone (or reviewed 
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import sys
@@ -197,13 +198,16 @@ def write_pins(path: Path, found: Pins) -> None:
     write(path, text)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="python -m infra.pins",
+        description="make pins: pin the logical ids of new source tables in tests/infra/test_shipped_config.py "
+        "(adds pins only; a pinned id that changed is refused and named)",
+    )
+
+
 def main(argv: list[str]) -> int:
-    if argv:
-        print(
-            "usage: python -m infra.pins   (make pins: pin the logical ids of new source tables)",
-            file=sys.stderr,
-        )
-        return 2
+    build_parser().parse_args(argv)
     from infra.environments import environments
 
     stateful_types, _ = read(PINS.read_text())

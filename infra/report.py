@@ -1,4 +1,4 @@
-"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``), the synth gate (``python -m infra.report
+"""Synth reports: one line per stack (``python -m infra.report [cdk.out]``; ``--help`` lists the modes), the synth gate (``python -m infra.report
 --check cdk.out [--cli-output <what cdk synth printed> --cli-status <its status>]``: fails on any cdk-nag finding,
 error annotation or missing context value and says each once, with its fix; `make synth` hands it the CLI's
 output, which it passes on less the CLI's own report of the same problems), the cdk-nag acknowledgments with their
@@ -100,7 +100,7 @@ class Problem:
 # How to fix each kind of problem, said once under the problems of that kind.
 HINTS = {
     "cdk-nag finding": "fix the resource; a finding that cannot be fixed is acknowledged with its reason on the "
-    'construct that owns the resource: infra.nag.acknowledge(construct, "<why>", "<rule>") (README, "Checks")',
+    'construct that owns the resource: infra.nag.acknowledge(construct, "<why>", "<rule>") (docs/testing.md, "What make test checks")',
     "error annotation": "the app refuses the configuration or construct it names: fix what the message says",
 }
 
@@ -141,6 +141,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SUPPLY_A_STACK_ID = re.compile(r"^Supply a stack id \(.*\) to display its template\.$")
 CLI_FINDING = re.compile(r"^(ERROR|WARNING|WARN|INFO) .* \(\S+\)$")  # then its construct and rule, indented
 CLI_CONCLUSION = "Synthesis finished with errors"
+CLI_SUBPROCESS = re.compile(r"^.*: Subprocess exited with error \d+$")
+CONFIG_ERROR = "config error: "  # infra.validation's one line: the app's whole answer
 CLI_MISSING = re.compile(r"^Context lookups have been disabled\..* Missing context keys: '(.*)'$")
 
 
@@ -157,9 +159,10 @@ def _owned(block: list[str], problems: list[Problem]) -> bool:
 
 def cli_lines(output: str, problems: list[Problem]) -> list[str]:
     """The CDK CLI's ``output`` less what the gate says itself (each finding the CLI reports again, its missing-context
-    error, and its conclusion once every finding is the gate's) and the "Supply a stack id" line; anything else it
-    said is kept as it said it."""
+    error, and its conclusion once every finding is the gate's), the "Supply a stack id" line, and its "Subprocess
+    exited" line after the app's one-line config error; anything else it said is kept as it said it."""
     lines = output.splitlines()
+    config_error = any(ANSI.sub("", line).startswith(CONFIG_ERROR) for line in lines)
     kept: list[str] = []
     dropped_all = True
     index = 0
@@ -179,7 +182,11 @@ def cli_lines(output: str, problems: list[Problem]) -> list[str]:
             continue
         missing = CLI_MISSING.match(plain)
         keys = {problem.key for problem in problems if problem.key}
-        if SUPPLY_A_STACK_ID.match(plain) or (missing and set(missing[1].split(", ")) <= keys):
+        if (
+            SUPPLY_A_STACK_ID.match(plain)
+            or (missing and set(missing[1].split(", ")) <= keys)
+            or (config_error and CLI_SUBPROCESS.match(plain))
+        ):
             index += 1
             continue
         kept.append(lines[index])
@@ -214,23 +221,55 @@ def check(assembly: Path, cli_output: Path | None = None, cli_status: int = 0) -
     return 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.report",
+        description="Synth reports: one line per stack of the cloud assembly (the default), the synth gate, the cdk-nag "
+        "acknowledgments, or one environment's deploy target.",
+    )
+    parser.add_argument(
+        "assembly",
+        nargs="?",
+        type=Path,
+        default=Path("cdk.out"),
+        help="the synthesized cloud assembly (cdk.out)",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--check",
+        action="store_true",
+        help="the synth gate: fail on any cdk-nag finding, error annotation or missing context value, each named "
+        "once with its fix",
+    )
+    mode.add_argument(
+        "--acknowledgments", action="store_true", help="list the cdk-nag acknowledgments with their reasons"
+    )
+    mode.add_argument(
+        "--deploy-target",
+        metavar="ENV",
+        help="what the deploy workflow needs to know of this environment, as key=value lines for $GITHUB_OUTPUT",
+    )
+    parser.add_argument("--cli-output", type=Path, help="(--check) what `cdk synth` printed (make synth)")
+    parser.add_argument("--cli-status", type=int, default=0, help="(--check) its exit status")
+    return parser
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "--deploy-target":
-        print("\n".join(deploy_target(argv[1])))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.check and (args.cli_output is not None or args.cli_status):
+        parser.error("--cli-output and --cli-status go with --check")
+    if args.deploy_target is not None:
+        print("\n".join(deploy_target(args.deploy_target)))
         return 0
-    if argv == ["--acknowledgments"]:
+    if args.acknowledgments:
         _print_acknowledgments()
         return 0
-    if argv[:1] == ["--check"]:
-        parser = argparse.ArgumentParser(prog="python -m infra.report --check")
-        parser.add_argument("assembly", nargs="?", default="cdk.out", type=Path)
-        parser.add_argument("--cli-output", type=Path, help="what `cdk synth` printed (make synth)")
-        parser.add_argument("--cli-status", type=int, default=0, help="its exit status")
-        args = parser.parse_args(argv[1:])
+    if args.check:
         return check(args.assembly, args.cli_output, args.cli_status)
-    lines = stack_lines(Path(argv[0] if argv else "cdk.out"))
+    lines = stack_lines(args.assembly)
     if not lines:
-        print("no templates found: run `make synth`", file=sys.stderr)
+        print(f"no templates found in {args.assembly}: run `make synth`", file=sys.stderr)
         return 1
     print("\n".join(lines))
     return 0

@@ -10,6 +10,7 @@ module: the standard library's dataclass plus two checks a person editing ``infr
   field's value against its annotation and names it by its full path (``dev.network.max_azs: must be an integer,
   not '2' (str)``). An enum accepts its members and their values (``"retain"`` becomes ``RemovalPolicy.RETAIN``);
   a list given for a tuple becomes a tuple. Nothing else is converted: ``"2"`` is not an integer.
+- ``one_line`` prints an error with the file and line where the value it names is written (infra/config_source.py).
 
 Why not pydantic (a dependency of the test tools only): its dataclasses validate each nested record when it is
 built, before anything knows which environment and field will hold it, so errors could not carry
@@ -29,12 +30,19 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar, dataclass_transform
 
+from infra.config_source import Location, locate
+
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 
 
 class ConfigError(ValueError):
-    """A setting is invalid; the message starts with the field's dotted path."""
+    """A setting is invalid; the message starts with the field's dotted path, or, when a record refuses a keyword
+    as it is built, with the record's name (``argument`` is then that keyword)."""
+
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
 
 
 def nearest(name: str, candidates: typing.Iterable[str], fits: Callable[[str], bool] | None = None) -> str:
@@ -74,10 +82,10 @@ def dataclass(cls: type[T] | None = None, /, *, renamed: dict[str, str] | None =
         def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
             for key, value in kwargs.items():
                 if key not in names and renamed and key in renamed:
-                    raise ConfigError(f"{made.__name__}: field {key!r} is now {renamed[key]}")
+                    raise ConfigError(f"{made.__name__}: field {key!r} is now {renamed[key]}", argument=key)
                 if key not in names:
                     hint = nearest(key, names, functools.partial(_takes, made, value))
-                    raise ConfigError(f"{made.__name__}: unknown field {key!r}{hint}")
+                    raise ConfigError(f"{made.__name__}: unknown field {key!r}{hint}", argument=key)
             given = set(names[: len(args)]) | set(kwargs)
             missing = [name for name in required if name not in given]
             if missing:
@@ -188,18 +196,32 @@ def _matches(value: Any, hint: Any) -> bool:
     return True
 
 
-def one_line(error: ConfigError, traceback: types.TracebackType | None) -> str:
-    """The error as one line, prefixed with the config file and line that built the failing record."""
+def source_of(
+    error: ConfigError, traceback: types.TracebackType | None, root: Path = ROOT
+) -> Location | None:
+    """Where the value ``error`` names is written in the project's files under ``root`` (infra/config_source.py), and
+    the environment it belongs to; None when no frame of the traceback ran a file of the project's config."""
     frames = []
     while traceback is not None:
         frames.append(traceback)
         traceback = traceback.tb_next
     machinery = {Path(__file__).resolve(), ROOT / "infra" / "config.py"}
-    for frame in reversed(frames):
-        filename = Path(frame.tb_frame.f_code.co_filename).resolve()
-        if filename not in machinery and filename.is_file() and filename.is_relative_to(ROOT):
-            return f"config error: {filename.relative_to(ROOT)}:{frame.tb_lineno}: {error}"
-    return f"config error: {error}"
+    ours = [
+        frame
+        for frame in frames
+        if (filename := Path(frame.tb_frame.f_code.co_filename).resolve()) not in machinery
+        and filename.is_file()
+        and filename.is_relative_to(root)
+    ]
+    return locate(str(error), error.argument, ours) if ours else None
+
+
+def one_line(error: ConfigError, traceback: types.TracebackType | None, root: Path = ROOT) -> str:
+    """The error as one line, prefixed with the file and line where the value it names is written."""
+    location = source_of(error, traceback, root)
+    if location is None:
+        return f"config error: {error}"
+    return f"config error: {location.filename.resolve().relative_to(root)}:{location.line}: {error}"
 
 
 def run(main: Callable[[], int | None]) -> None:

@@ -16,18 +16,28 @@ __path__ = [str(_LAMBDAS / "ops")]
 
 import functools  # noqa: E402
 
-from infra.environments import environments  # noqa: E402 (after the path is set)
-from infra.validation import ConfigError, one_line  # noqa: E402
-from ops import cli  # noqa: E402
+from ops.advice import missing_dependency, third_party  # noqa: E402 (after the path is set; standard library only)
+
+try:
+    from infra.environments import environments
+    from infra.validation import ConfigError, one_line, source_of
+    from ops import cli
+except ModuleNotFoundError as missing:  # the wrong interpreter: say which, and the one that works
+    if not third_party(missing):
+        raise
+    raise SystemExit(missing_dependency(missing)) from None
 
 
 @functools.cache
 def _configured() -> dict[str, object]:
-    """The configured environments; a config mistake as the CLI's one-line `ConfigUnusable`."""
+    """The configured environments; a config mistake as the CLI's one-line `ConfigUnusable`, with the environment
+    whose setting it is."""
     try:
         return dict(environments())
     except ConfigError as error:
-        raise cli.ConfigUnusable(one_line(error, error.__traceback__)) from None
+        location = source_of(error, error.__traceback__)
+        environment = location.environment if location else None
+        raise cli.ConfigUnusable(one_line(error, error.__traceback__), environment) from None
 
 
 cli.ENVIRONMENTS = _configured  # --env's choices and regions come from config

@@ -1,4 +1,5 @@
-"""Ops tools over the runtime packages: reindex (mapping-change flow), reconcile, and the DLQ redrive.
+"""Ops tools over the runtime packages: reindex (mapping-change flow), reconcile, the DLQ redrive, purge, smoke.
 
-`python -m ops --help`. Every command is safe to rerun; see docs/operations.md, "Ops commands".
+`.venv/bin/python -m ops --help` from the repository root. Every command is safe to rerun; see docs/operations.md,
+"Ops workflows: reindex, reconcile, redrive, purge, smoke".
 """

@@ -5,8 +5,10 @@ inside its VPC on Step Functions and Lambda, shows its progress, prints its summ
 operation in this process against the endpoints given (for someone already inside the VPC), with `--segments`
 parallel scan segments on as many threads.
 
-Run it from the repository root (the root's `ops` package puts lambdas/ on the path) or from lambdas/. A deployed
-run uses the environment's region from config (infra/environments.py) unless `--region` names another. Local
+Run it as `.venv/bin/python -m ops ...` from the repository root: the root's `ops` package puts lambdas/ on the path
+and hands over the configured environments (from lambdas/, a deployed run needs `--region`, and says so). A deployed
+run uses the environment's region from config (infra/environments.py) unless `--region` names another, and the
+credentials boto3 finds (AWS_PROFILE after `aws sso login`; without any, it says how to sign in). Local
 settings come from flags, defaulting to the environment variables the functions use: `--table` (TABLE_NAME),
 `--endpoint` (OPENSEARCH_ENDPOINT), `--region` (AWS_REGION, AWS_DEFAULT_REGION), `--geometry-bucket`
 (GEOMETRY_BUCKET). `redrive --local` is `python -m stream_sync.redrive` (its arguments pass through). Both show
@@ -29,17 +31,38 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from botocore.credentials import DeferredRefreshableCredentials
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    CredentialRetrievalError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    SSOError,
+    TokenRetrievalError,
+)
 from refdata.registry import REGISTRY, Schema
 from stream_sync.config import ConfigError
 from stream_sync.tables import SchemaTables
 
+from ops.advice import no_configured_environments, no_credentials
 from ops.index import OpsError
 from ops.runs import PartState
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 EXIT_STATUS = {"done": 0, "work-left": 1, "failed": 2}
 COMMANDS = ("reindex", "reconcile", "redrive", "purge", "smoke")
+# No credentials, or a sign-in that cannot give any (an expired or missing SSO token, a failing credential process),
+# and what AWS answers to keys it no longer accepts.
+SIGNED_OUT = (
+    NoCredentialsError,
+    PartialCredentialsError,
+    CredentialRetrievalError,
+    SSOError,
+    TokenRetrievalError,
+)
+REFUSED_KEYS = frozenset(
+    {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException"}
+)
 
 
 # The environments config builds (infra.environments.environments), set by the repository root's `ops` package
@@ -48,7 +71,33 @@ ENVIRONMENTS: Callable[[], Mapping[str, Any]] | None = None
 
 
 class ConfigUnusable(Exception):
-    """The configured environments cannot be built: the message is the config error's one line."""
+    """The configured environments cannot be built: the message is the config error's one line; ``environment`` the
+    environment whose own setting is wrong (None: something the environments share, or not known)."""
+
+    def __init__(self, message: str, environment: str | None = None) -> None:
+        super().__init__(message)
+        self.environment = environment
+
+    def answer(self, asked: str | None) -> str:
+        """The line to print for a command on environment ``asked``: a mistake in another environment says so.
+        Every environment is built and checked before any command runs (infra/environments.py builds them in one
+        call, some rules span environments, and the checkout that cannot build one cannot deploy any), so it stops
+        a command on this one too."""
+        if asked is None or self.environment in (None, asked):
+            return str(self)
+        return (
+            f"{self} [in environment {self.environment!r}, not {asked!r} (the one you asked for): every environment "
+            "is checked before any command runs; fix it, or set that edit aside, first]"
+        )
+
+
+def asked_environment(arguments: Sequence[str]) -> str | None:
+    """The environment ``--env`` names in ``arguments`` (as argparse reads it: ``--env X``, ``--env=X``, ``--en X``)."""
+    for index, argument in enumerate(arguments):
+        option, equals, value = argument.partition("=")
+        if len(option) > 2 and "--env".startswith(option):
+            return value if equals else (arguments[index + 1] if index + 1 < len(arguments) else None)
+    return None
 
 
 def configured_environments() -> dict[str, Any] | None:
@@ -86,7 +135,9 @@ def _positive(text: str) -> int:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's arguments, `--env`'s choices from the configured environments (tests/docs parses what the docs show
+    with it)."""
     parser = argparse.ArgumentParser(
         prog="python -m ops",
         description=__doc__.split("\n")[0],
@@ -213,7 +264,9 @@ def deployed_region(args: argparse.Namespace) -> str:
     if args.region:
         return str(args.region)
     known = configured_environments()
-    if known is None or args.env not in known:
+    if known is None:
+        raise OpsError(no_configured_environments(args.env))
+    if args.env not in known:
         raise OpsError(f"--region required: no configured environment {args.env!r} to take the region from")
     return str(known[args.env].region)
 
@@ -355,15 +408,20 @@ class LocalProgress:
                 self._shown = line
 
 
-def _redrive_here(argv: Sequence[str]) -> int:
-    """`stream_sync.redrive.main`, with --endpoint/--region/--geometry-bucket/--queue-url as settings."""
-    from stream_sync import redrive
-
+def redrive_settings() -> argparse.ArgumentParser:
+    """The settings `redrive --local` reads as the other local runs do; the rest goes to `stream_sync.redrive`."""
     settings = argparse.ArgumentParser(add_help=False)
     settings.add_argument("--endpoint")
     settings.add_argument("--region")
     settings.add_argument("--geometry-bucket")
-    known, rest = settings.parse_known_args(argv)
+    return settings
+
+
+def _redrive_here(argv: Sequence[str]) -> int:
+    """`stream_sync.redrive.main`, with --endpoint/--region/--geometry-bucket/--queue-url as settings."""
+    from stream_sync import redrive
+
+    known, rest = redrive_settings().parse_known_args(argv)
     for variable, value in (
         ("OPENSEARCH_ENDPOINT", known.endpoint),
         ("AWS_REGION", known.region),
@@ -387,12 +445,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             configured_environments()
         except ConfigUnusable as error:  # one line, as every entry point answers a config mistake
-            print(error, file=sys.stderr)
+            print(error.answer(asked_environment(arguments)), file=sys.stderr)
             return 2
-    args = _parser().parse_args(arguments)
+    args = build_parser().parse_args(arguments)
     try:
         summary, status = run_deployed(args) if args.env else run_local(args)
     except (OpsError, ConfigError, BotoCoreError, ClientError, ValueError) as error:
+        if signed_out(error):
+            print(no_credentials(error), file=sys.stderr)
         failed: dict[str, Any] = {"command": args.command, "error": f"{type(error).__name__}: {error}"}
         print(json.dumps(failed | _dry_run_note(args)))
         return EXIT_STATUS["failed"]
@@ -404,6 +464,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary = summary | _dry_run_note(args)
     print(json.dumps(summary, default=str))
     return status
+
+
+def signed_out(error: Exception) -> bool:
+    """Whether `error` means this process has no usable AWS credentials (the fix is a sign-in, not the command)."""
+    if isinstance(error, ClientError):
+        return error.response.get("Error", {}).get("Code") in REFUSED_KEYS
+    return isinstance(error, SIGNED_OUT)
 
 
 def _dry_run_note(args: argparse.Namespace) -> dict[str, Any]:

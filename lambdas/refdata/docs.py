@@ -53,7 +53,9 @@ VISIBILITY = """
 Each indexable item becomes one OpenSearch document (the whole item, see docs/sync.md). A schema declares the
 attributes search must know about: their kind gives them an explicit mapping in the schema's index template
 (`text` is full text with an exact `.keyword` subfield; `date` takes ISO-8601 dates or date-times), and their
-visibility says who sees them. Attributes a schema does not declare are mapped dynamically and are public.
+visibility says who sees them; the writer refuses a value its attribute's kind cannot take (`refdata.checks`).
+Attributes a schema does not declare are mapped dynamically and are public, unless the schema takes no free
+attributes (`free_attributes=False`, "refused" below): then the engine refuses them, and the writer before it.
 
 Read roles (`search.read_roles` in the environment's config, created by the index bootstrap) read only through
 the read aliases, and fine-grained access control restricts them whichever index name they use:
@@ -217,7 +219,8 @@ def _attribute_rows(schema: Schema) -> list[str]:
         if schema.hidden_flag
         else "no hidden flag: every live item is visible"
     )
-    return [*rows, f"| `{schema.name}` | *(any other)* | dynamic | public | {hidden} |"]
+    other = "dynamic | public" if schema.free_attributes else "refused | none"
+    return [*rows, f"| `{schema.name}` | *(any other)* | {other} | {hidden} |"]
 
 
 def render() -> str:
@@ -228,12 +231,16 @@ def render() -> str:
     return f"{HEADER}{rows}\n\n{notes}\n{VISIBILITY}{attributes}\n{RULES}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m refdata.docs", description="Generate docs/data-model.md."
     )
     parser.add_argument("--write", metavar="PATH", help="write the file instead of printing it")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     text = render()
     if args.write:
         try:

@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 
+from refdata.exceptions import RefdataError
 from refdata.numbers import NumberError, parse_number_text
 
 EXACT_NUMBERS_FIELD: Final = "exactNumbers"
 _INDEX: Final = re.compile(r"0|[1-9][0-9]*")  # an array index token (RFC 6901: no leading zeros)
 
 
-class ExactNumbersError(ValueError):
+class ExactNumbersError(RefdataError, ValueError):
     """An `exactNumbers` entry that does not name a number of its document, or whose text is not a number."""
 
 

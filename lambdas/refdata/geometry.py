@@ -14,12 +14,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from refdata.exceptions import RefdataError
+
 GEOMETRY_PREFIX = "geometries/"
 
 Position = tuple[float, float]
 
 
-class GeometryError(ValueError):
+class GeometryError(RefdataError, ValueError):
     """Not a valid GeoJSON geometry; the message names where and why."""
 
 

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from refdata.exceptions import ItemNotFoundError, RefdataError
 from refdata.item_size import check_item
 from refdata.keys import document_id, parse_key
 from refdata.registry import KeyConventionError, Schema, get_schema
@@ -19,11 +20,11 @@ GLOBAL_ID_INDEX = "globalId"
 KEY_ATTRIBUTES = frozenset({"pk", "sk"})
 
 
-class GlobalIdError(ValueError):
+class GlobalIdError(RefdataError, ValueError):
     """A write would set or change a globalId, or one globalId names more than one item."""
 
 
-class ItemExistsError(ValueError):
+class ItemExistsError(RefdataError, ValueError):
     """A create found an item already stored under the same pk and sk."""
 
 
@@ -39,14 +40,19 @@ def schema_of(item: Mapping[str, Any]) -> Schema:
     return schema
 
 
-def is_conditional_failure(error: Exception) -> bool:
-    """botocore's ClientError for a failed condition, recognised by its response (no botocore import: the
-    conventions import without boto3, and the table is whatever the caller passes)."""
+def error_code(error: Exception) -> str | None:
+    """The error code of botocore's ClientError, read from its response (no botocore import: the conventions import
+    without boto3, and the table is whatever the caller passes); None for any other error."""
     response = getattr(error, "response", None)
-    return (
-        isinstance(response, Mapping)
-        and response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-    )
+    if not isinstance(response, Mapping):
+        return None
+    code = response.get("Error", {}).get("Code")
+    return code if isinstance(code, str) else None
+
+
+def is_conditional_failure(error: Exception) -> bool:
+    """botocore's ClientError for a failed condition."""
+    return error_code(error) == "ConditionalCheckFailedException"
 
 
 def new_item(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,7 +167,7 @@ def update_attributes(table: Any, pk: str, sk: str, changes: Mapping[str, Any]) 
         )
     except Exception as error:
         if is_conditional_failure(error):
-            raise KeyError(f"no item {pk!r} {sk!r}") from error
+            raise ItemNotFoundError(f"no item {pk!r} {sk!r}") from error
         raise
     return dict(response["Attributes"])
 

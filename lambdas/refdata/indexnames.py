@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from refdata.exceptions import ArgumentError
+
 WRITE_ALIAS_SUFFIX: Final = "-write"
 
 _INDEX_NAME_FORBIDDEN = re.compile(r'[\\/*?"<>|,#:\s]')
@@ -17,13 +19,13 @@ _INDEX_NAME_FORBIDDEN = re.compile(r'[\\/*?"<>|,#:\s]')
 def _base(schema: str) -> str:
     base = schema.lower()
     if not base or base.startswith(("_", "-", "+")) or _INDEX_NAME_FORBIDDEN.search(base):
-        raise ValueError(f"schema name {schema!r} cannot be used in an OpenSearch index name")
+        raise ArgumentError(f"schema name {schema!r} cannot be used in an OpenSearch index name")
     return base
 
 
 def index_name(schema: str, version: int) -> str:
     if version < 1:
-        raise ValueError(f"index versions start at 1, got {version}")
+        raise ArgumentError(f"index versions start at 1, got {version}")
     return f"{_base(schema)}-v{version}"
 
 

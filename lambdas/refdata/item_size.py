@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence, Set
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
+from refdata.exceptions import RefdataError
 from refdata.keys import MAX_PK_BYTES, MAX_SK_BYTES
 from refdata.numbers import range_error
 
@@ -25,7 +27,7 @@ MAX_ITEM_BYTES = 400 * 1024
 MAX_NESTING = 32
 
 
-class ItemSizeError(ValueError):
+class ItemSizeError(RefdataError, ValueError):
     """An item, or a value in it, that DynamoDB would refuse."""
 
 
@@ -64,7 +66,16 @@ def value_size(value: Any, depth: int = 1) -> int:
         return _set_size(value)
     if isinstance(value, Sequence):
         return 3 + sum(value_size(v, depth + 1) + 1 for v in value)
-    raise ItemSizeError(f"value {value!r} of type {type(value).__name__} cannot be stored (use Decimal)")
+    raise ItemSizeError(f"value {value!r} of type {type(value).__name__} cannot be stored: {_advice(value)}")
+
+
+def _advice(value: Any) -> str:
+    """What to store instead of a value DynamoDB has no type for."""
+    if isinstance(value, date):  # a datetime is a date too
+        return f"DynamoDB stores dates as ISO-8601 text: pass {type(value).__name__}.isoformat() ({value.isoformat()!r})"
+    if isinstance(value, float):
+        return f"DynamoDB numbers are exact: pass Decimal({str(value)!r}) or an int"
+    return "DynamoDB stores text, numbers (int, Decimal), booleans, bytes, None, lists, mappings and sets"
 
 
 def _binary(value: Any) -> bytes | None:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
+from refdata.exceptions import RefdataError
+
 DEPTH_LIMIT: Final = 20  # index.mapping.depth.limit
 TOTAL_FIELDS_LIMIT: Final = 1000  # index.mapping.total_fields.limit
 NAME_LENGTH_LIMIT: Final = 50_000  # opensearch.xcontent.name.length.max (Jackson StreamReadConstraints)
@@ -45,7 +47,7 @@ INVALID_FIELD_NAME: Final = "invalid-field-name"
 FIELD_CONFLICT: Final = "field-conflict"
 
 
-class DocumentLimitError(ValueError):
+class DocumentLimitError(RefdataError, ValueError):
     """An item the engine would refuse; `kind` is document-limit, invalid-field-name or field-conflict."""
 
     def __init__(self, kind: str, detail: str) -> None:

@@ -1,9 +1,11 @@
 """How the search engine maps a schema's documents: the platform's fields, the schema's declared attributes, and
-everything else dynamically (strings as text with a keyword subfield, every number as a double).
+everything else dynamically (strings as text with a keyword subfield, every number as a double), unless the schema
+takes no free attributes (`Schema.free_attributes`: then the engine refuses every other name).
 
 The index bootstrap puts this into each schema's index template (search.indices adds the fingerprint); the engine's
 document limits (`refdata.limits`) are checked against it by the stream sync on every document and by the writer
-before every write, so an item the engine could never index is refused before it is stored.
+before every write, and the writer checks each mapped attribute's value against its mapped type (`refdata.checks`),
+so an item the engine could never index is refused before it is stored.
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ def attribute_mapping(kind: AttributeKind) -> dict[str, Any]:
     return _text_with_keyword() if kind is AttributeKind.TEXT else {"type": kind.value}
 
 
-def _mapping_body() -> dict[str, Any]:
+def _mapping_body(free_attributes: bool) -> dict[str, Any]:
     return {
-        "dynamic": True,
+        # A schema without free attributes takes only what it declares: the engine refuses any other name.
+        "dynamic": True if free_attributes else "strict",
         # Strings never become dates or numbers by guesswork; geometry is mapped explicitly above.
         "date_detection": False,
         "numeric_detection": False,
@@ -72,9 +75,10 @@ def _mapping_body() -> dict[str, Any]:
 
 def document_mappings(schema: str) -> dict[str, Any]:
     """The mappings of `schema`'s documents: the platform's fields and the schema's declared attributes mapped
-    explicitly, everything else dynamically."""
-    body = _mapping_body()
-    for attribute in get_schema(schema).attributes:
+    explicitly, everything else dynamically (or, for a schema without free attributes, nothing else)."""
+    declared = get_schema(schema)
+    body = _mapping_body(declared.free_attributes)
+    for attribute in declared.attributes:
         body["properties"][attribute.name] = attribute_mapping(attribute.kind)
     return body
 

@@ -13,13 +13,15 @@ import re
 from decimal import Decimal
 from typing import Final
 
+from refdata.exceptions import RefdataError
+
 MAX_NUMBER_DIGITS: Final = 38
 MIN_NUMBER_EXPONENT: Final = -130
 MAX_NUMBER_EXPONENT: Final = 125
 NUMBER_TEXT: Final = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
-class NumberError(ValueError):
+class NumberError(RefdataError, ValueError):
     """A value that is not a DynamoDB number; the message says why."""
 
 

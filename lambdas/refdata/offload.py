@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from refdata.exceptions import ArgumentError
 from refdata.geometry import GeometryError, canonical_bytes, centroid, content_key, envelope
 from refdata.globalid import create_item, replace_item
 from refdata.item_size import MAX_ITEM_BYTES, check_item, item_size
@@ -47,7 +48,7 @@ def plan_item(bucket: str, item: Mapping[str, Any], *, threshold: int) -> tuple[
     bbox and location added; the geometry replaced by its URL when the inline item would be larger than `threshold`
     bytes. Everything that can fail is checked here. Items without geometry pass as they are."""
     if not 0 < threshold < MAX_ITEM_BYTES:
-        raise ValueError(f"threshold must be between 1 and {MAX_ITEM_BYTES - 1} bytes, got {threshold}")
+        raise ArgumentError(f"threshold must be between 1 and {MAX_ITEM_BYTES - 1} bytes, got {threshold}")
     if GEOMETRY not in item:
         return dict(item), None
     geometry = item[GEOMETRY]

@@ -25,6 +25,7 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from refdata.exceptions import RefdataError
 from refdata.geometry import validate
 from refdata.indexnames import read_alias
 from refdata.keys import pk_prefix
@@ -34,6 +35,10 @@ COLLECTION_FIELD: Final = "collectionId"
 MAX_PAGE_SIZE: Final = 1000
 # pk and sk are keyword fields and `<pk>#<sk>` is the document id: together they order documents totally.
 TIEBREAKER: Final[tuple[dict[str, str], ...]] = ({"pk": "asc"}, {"sk": "asc"})
+
+
+class QueryError(RefdataError, ValueError):
+    """A request the helpers refuse to build: a schema not searchable that way, a value out of range."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ class GeoPoint:
 
     def __post_init__(self) -> None:
         if not -90 <= self.lat <= 90 or not -180 <= self.lon <= 180:
-            raise ValueError(f"({self.lat}, {self.lon}) is outside lat [-90, 90] / lon [-180, 180]")
+            raise QueryError(f"({self.lat}, {self.lon}) is outside lat [-90, 90] / lon [-180, 180]")
 
     def geojson(self) -> dict[str, Any]:
         return {"type": "Point", "coordinates": [self.lon, self.lat]}
@@ -70,7 +75,7 @@ class BoundingBox:
         for lat, lon in ((self.south, self.west), (self.north, self.east)):
             GeoPoint(lat, lon)  # range checks
         if self.west > self.east or self.south > self.north:
-            raise ValueError(
+            raise QueryError(
                 f"box west {self.west} east {self.east} south {self.south} north {self.north}: west must not be "
                 "east of east, nor south north of north (boxes crossing the antimeridian are not supported)"
             )
@@ -119,9 +124,9 @@ class DateRange:
     def __post_init__(self) -> None:
         for bound in (self.start, self.end):
             if isinstance(bound, datetime) and bound.tzinfo is None:
-                raise ValueError(f"{bound.isoformat()} has no time zone")
+                raise QueryError(f"{bound.isoformat()} has no time zone")
         if self.start is None and self.end is None:
-            raise ValueError("a date range needs a start or an end")
+            raise QueryError("a date range needs a start or an end")
 
 
 @dataclass(frozen=True)
@@ -141,7 +146,7 @@ class Page:
 
     def __post_init__(self) -> None:
         if not 1 <= self.size <= MAX_PAGE_SIZE:
-            raise ValueError(f"page size {self.size} must be 1 to {MAX_PAGE_SIZE}")
+            raise QueryError(f"page size {self.size} must be 1 to {MAX_PAGE_SIZE}")
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,7 @@ def distance_search(
     """Documents whose `location` is at most `meters` from `center` (great-circle), nearest first; each hit's
     first sort value is its distance in meters."""
     if not meters > 0:
-        raise ValueError(f"distance {meters} must be positive")
+        raise QueryError(f"distance {meters} must be positive")
     origin = _latlon(center.lat, center.lon)
     query = {"geo_distance": {"distance": f"{meters}m", "location": origin}}
     sort: list[dict[str, Any]] = [
@@ -214,9 +219,9 @@ def text_search(
     declared = get_schema(schema)
     fields = declared.attributes_of(AttributeKind.TEXT, Visibility.PUBLIC)
     if not fields:
-        raise ValueError(f"schema {schema!r} declares no public text attribute to search")
+        raise QueryError(f"schema {schema!r} declares no public text attribute to search")
     if not text.strip():
-        raise ValueError("the text to search for is empty")
+        raise QueryError("the text to search for is empty")
     query = {
         "multi_match": {
             "query": text,
@@ -261,7 +266,7 @@ def _request(
 ) -> SearchRequest:
     declared = get_schema(schema)
     if not declared.indexable:
-        raise ValueError(f"schema {schema!r} is not synced to OpenSearch")
+        raise QueryError(f"schema {schema!r} is not synced to OpenSearch")
     clauses = _filter_clauses(declared, filters)
     if clauses:
         query = {"bool": {"must": [query], "filter": clauses}}
@@ -275,7 +280,7 @@ def _filter_clauses(schema: Schema, filters: Filters) -> list[dict[str, Any]]:
     clauses: list[dict[str, Any]] = []
     if filters.collection is not None:
         if not schema.pk_fields or schema.pk_fields[0].name != COLLECTION_FIELD:
-            raise ValueError(f"schema {schema.name!r} is not scoped by {COLLECTION_FIELD}")
+            raise QueryError(f"schema {schema.name!r} is not scoped by {COLLECTION_FIELD}")
         prefix = pk_prefix(schema.name, {COLLECTION_FIELD: filters.collection})
         clauses.append({"term": {"pk": prefix}} if len(schema.pk_fields) == 1 else {"prefix": {"pk": prefix}})
     if filters.dates is not None:
@@ -288,12 +293,12 @@ def _date_clause(schema: Schema, dates: DateRange) -> dict[str, Any]:
     attribute = dates.attribute
     if attribute is None:
         if len(candidates) != 1:
-            raise ValueError(
+            raise QueryError(
                 f"schema {schema.name!r} has public date attributes {list(candidates)}: name one"
             )
         (attribute,) = candidates
     elif attribute not in candidates:
-        raise ValueError(
+        raise QueryError(
             f"{attribute!r} is not a public date attribute of {schema.name!r}: {list(candidates)}"
         )
     # Date-only bounds are inclusive days: the engine rounds `gte` to the day's start and `lte` to its end.
@@ -308,7 +313,7 @@ def _date_clause(schema: Schema, dates: DateRange) -> dict[str, Any]:
 def _sort_field(schema: Schema, attribute: str) -> str:
     declared = {a.name: a for a in schema.attributes if a.visibility is Visibility.PUBLIC}
     if attribute not in declared:
-        raise ValueError(
+        raise QueryError(
             f"{attribute!r} is not a public attribute of {schema.name!r}: {sorted(declared)} can sort"
         )
     return f"{attribute}.keyword" if declared[attribute].kind is AttributeKind.TEXT else attribute

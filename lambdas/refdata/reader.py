@@ -23,6 +23,7 @@ from typing import Any, Final, Protocol
 
 from refdata.errors import describe, error_reason
 from refdata.exact_numbers import apply_exact_numbers
+from refdata.exceptions import RefdataError
 from refdata.keys import ItemKey, parse_document_id, parse_key
 from refdata.queries import SearchRequest, next_page
 from refdata.registry import PLATFORM_ATTRIBUTES, Schema, schema_of_pk
@@ -33,7 +34,7 @@ ITEM_ATTRIBUTES: Final = frozenset({"geometry", "location", "bbox", "globalId"})
 DOCUMENT_ONLY: Final = PLATFORM_ATTRIBUTES - ITEM_ATTRIBUTES
 
 
-class SearchError(Exception):
+class SearchError(RefdataError):
     """The engine answered a search with an error (or with partial results): `status` and the engine's
     `reason` (`<type>: <reason>; caused by ...`)."""
 

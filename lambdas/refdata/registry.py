@@ -14,12 +14,14 @@ from datetime import date
 from enum import Enum
 from types import MappingProxyType
 
+from refdata.exceptions import RefdataError, did_you_mean
+
 SEPARATOR = "::"
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
 
-class KeyConventionError(ValueError):
+class KeyConventionError(RefdataError, ValueError):
     """A key, key value or schema declaration breaks the key conventions."""
 
 
@@ -181,6 +183,9 @@ class Schema:
     attributes: tuple[Attribute, ...] = ()
     # A public BOOLEAN attribute: items where it is true are not visible to read roles (document-level security).
     hidden_flag: str | None = None
+    # Undeclared attributes are indexed dynamically (strings as text, numbers as doubles); False maps the schema's
+    # documents strictly: the engine refuses, and the writer before it, every name the schema does not declare.
+    free_attributes: bool = True
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -356,7 +361,9 @@ def get_schema(name: str) -> Schema:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise KeyConventionError(f"unknown schema {name!r}") from None
+        raise KeyConventionError(
+            f"unknown schema {name!r}{did_you_mean(name, REGISTRY)}: the registry declares {sorted(REGISTRY)}"
+        ) from None
 
 
 def indexable_schemas() -> tuple[Schema, ...]:
@@ -368,5 +375,7 @@ def schema_of_pk(pk: str) -> Schema:
     """The schema a partition key belongs to (its first segment)."""
     name = pk.split(SEPARATOR, 1)[0]
     if name not in REGISTRY or not pk.startswith(name + SEPARATOR):
-        raise KeyConventionError(f"pk {pk!r} does not start with a registered schema name and '::'")
+        raise KeyConventionError(
+            f"pk {pk!r} does not start with a registered schema name and '::'{did_you_mean(name, REGISTRY)}"
+        )
     return REGISTRY[name]

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from refdata.exceptions import ArgumentError
 from refdata.keys import build_pk
 from refdata.registry import KeyConventionError, Schema, Sharding, get_schema
 
@@ -104,7 +105,7 @@ def query_all_shards(
     `page_token` is the `next_token` of the previous page; it is None after the last page.
     """
     if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit}")
+        raise ArgumentError(f"limit must be at least 1, got {limit}")
     cursors = _decode(page_token, shard_pks(schema_name, scope_values))
     fetched: dict[str, list[dict[str, Any]]] = {}
     exhausted: set[str] = set()

@@ -29,13 +29,14 @@ from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.session import Session as BotocoreSession
 
 from refdata.errors import error_reason
+from refdata.exceptions import ArgumentError, RefdataError
 
 SERVICE = "es"
 JSON_CONTENT_TYPE = "application/json"
 NDJSON_CONTENT_TYPE = "application/x-ndjson"
 
 
-class TransportError(Exception):
+class TransportError(RefdataError):
     """The request got no HTTP response: connection failure, dropped connection or timeout."""
 
 
@@ -93,7 +94,7 @@ def normalize_endpoint(endpoint: str) -> str:
     """`https://host` for a bare domain endpoint (as CloudFormation returns it); URLs pass unchanged."""
     endpoint = endpoint.strip().rstrip("/")
     if not endpoint:
-        raise ValueError("OpenSearch endpoint is empty")
+        raise ArgumentError("OpenSearch endpoint is empty")
     if "://" not in endpoint:
         endpoint = f"https://{endpoint}"
     return endpoint
@@ -112,9 +113,9 @@ class OpenSearchTransport:
         max_connections: int = 4,
     ) -> None:
         if timeout_seconds <= 0:
-            raise ValueError(f"timeout_seconds must be positive, got {timeout_seconds!r}")
+            raise ArgumentError(f"timeout_seconds must be positive, got {timeout_seconds!r}")
         if not region:
-            raise ValueError("region is required to sign requests")
+            raise ArgumentError("region is required to sign requests")
         self.endpoint = normalize_endpoint(endpoint)
         self.region = region
         self.timeout_seconds = timeout_seconds

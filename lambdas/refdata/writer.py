@@ -12,9 +12,11 @@ given), a UUID field left out is a fresh UUID, a sharded pk gets its shard from 
 never overwrites another's item (`ItemExistsError`), and a put the SDK retried after its lost answer is recognised as
 its own write; it gives a globalId schema's item its globalId. Every refusal comes before any call and is a
 `WriteError` (the conventions' own errors are its cause): keys, the platform's attributes, values, size, what search
-could never index, and schemas this client does not know yet (`ClientTooOldError`). Replacing an item whole keeps its
-globalId; an update sets attributes of an existing item; a delete removes an existing one. Needs boto3 (the `aws`
-extra).
+could never index (a value its attribute's mapped type cannot parse, a name a schema without free attributes does not
+declare), and schemas this client does not know yet (`ClientTooOldError`). Replacing an item whole keeps its
+globalId; an update sets attributes of an existing item and a delete removes an existing one (`ItemNotFoundError`
+when there is none); a table SchemaTables names that does not exist is a `TableNotFoundError` naming it. Every error
+here derives from `refdata.exceptions.RefdataError`. Needs boto3 (the `aws` extra).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from refdata.checks import (
     check_key,
 )
 from refdata.counters import next_value
+from refdata.exceptions import ItemNotFoundError, TableNotFoundError
 from refdata.geometry import GeometryError
+from refdata.globalid import error_code
 from refdata.item_size import ItemSizeError, check_item
 from refdata.keys import build_pk, build_sk
 from refdata.registry import (
@@ -170,8 +174,18 @@ class Writer:
         self._dynamodb = session.resource("dynamodb")
         self._s3 = session.client("s3") if bucket else None
 
-    def _table(self, pk: str) -> Any:
-        return self._dynamodb.Table(self.tables.table_for(schema_of_pk(pk).name))
+    @contextmanager
+    def _table(self, pk: str) -> Iterator[Any]:
+        """The table holding `pk`'s schema, for the calls made in the block: a table the account and region do not
+        have is a TableNotFoundError naming it (botocore says only "Requested resource not found")."""
+        schema = schema_of_pk(pk).name
+        name = self.tables.table_for(schema)
+        try:
+            yield self._dynamodb.Table(name)
+        except Exception as error:
+            if error_code(error) == "ResourceNotFoundException":
+                raise TableNotFoundError(name, schema) from error
+            raise
 
     def create(
         self, schema_name: str, key: Mapping[str, object], attributes: Mapping[str, Any]
@@ -204,7 +218,8 @@ class Writer:
                 {**attributes, "pk": pk, "sk": build_sk(schema_name, values)}, create=True
             )
         if counter_field is not None:
-            number = next_value(self._table(pk), pk)
+            with self._table(pk) as table:
+                number = next_value(table, pk)
             prepared = replace(
                 prepared,
                 item={**prepared.item, "sk": build_sk(schema_name, {**values, counter_field: number})},
@@ -227,18 +242,20 @@ class Writer:
             check_indexable(pk, schema, changes)
             globalid.check_update(pk, sk, changes)
             check_item({**changes, "pk": pk, "sk": sk})  # the values DynamoDB stores (no floats)
-        return globalid.update_attributes(self._table(pk), pk, sk, changes)
+        with self._table(pk) as table:
+            return globalid.update_attributes(table, pk, sk, changes)
 
     def delete(self, pk: str, sk: str) -> None:
-        """Delete an existing item; `KeyError` when there is none."""
+        """Delete an existing item; `ItemNotFoundError` (a `KeyError`) when there is none."""
         with refusing(repr(pk)):
             self._check_key({"pk": pk, "sk": sk})
-        try:
-            self._table(pk).delete_item(Key={"pk": pk, "sk": sk}, ConditionExpression="attribute_exists(pk)")
-        except Exception as error:
-            if globalid.is_conditional_failure(error):
-                raise KeyError(f"no item {pk!r} {sk!r}") from error
-            raise
+        with self._table(pk) as table:
+            try:
+                table.delete_item(Key={"pk": pk, "sk": sk}, ConditionExpression="attribute_exists(pk)")
+            except Exception as error:
+                if globalid.is_conditional_failure(error):
+                    raise ItemNotFoundError(f"no item {pk!r} {sk!r}") from error
+                raise
 
     def _check_key(self, item: Mapping[str, Any]) -> Schema:
         """The item's schema (`check_key`); a schema newer than this client is refused as such."""
@@ -268,7 +285,7 @@ class Writer:
         if prepared.upload is not None:
             assert self._s3 is not None and self.bucket is not None
             offload.upload(self._s3, self.bucket, prepared.upload)
-        table = self._table(str(prepared.item["pk"]))
-        if prepared.condition is None:
-            return globalid.put_new(table, prepared.item)
-        return globalid.put_replacement(table, prepared.item, prepared.condition)
+        with self._table(str(prepared.item["pk"])) as table:
+            if prepared.condition is None:
+                return globalid.put_new(table, prepared.item)
+            return globalid.put_replacement(table, prepared.item, prepared.condition)

@@ -372,7 +372,7 @@ def redrive_queue(
     return reports
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stream_sync.redrive", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--table", help="the environment's only table (TABLE_NAME); with several, set SCHEMA_TABLES instead"
@@ -382,6 +382,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--visibility-timeout", type=int, default=300)
     parser.add_argument("--wait-seconds", type=int, default=1, help="SQS long-poll wait per receive")
     parser.add_argument("--dry-run", action="store_true", help="receive and report, change nothing")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     settings = Settings.from_env(os.environ)
     table = args.table or (None if settings.schema_tables else os.environ.get("TABLE_NAME"))

@@ -229,6 +229,13 @@ CASES: list[tuple[str, tuple[Schema, ...], Mapping[str, Mapping[str, str]], str,
         ["schema 'zone': hidden_flag changes from 'hidden' to None"],
     ),
     (
+        "free attributes refused",
+        (ZONE, dataclasses.replace(STAY, free_attributes=False), NOTE),
+        TABLES,
+        "major",
+        ["schema 'stay': no longer takes free attributes"],
+    ),
+    (
         "a schema moves table in an environment",
         (ZONE, STAY, NOTE),
         MOVED,
@@ -278,6 +285,18 @@ def test_the_surface_is_json_and_deterministic() -> None:
     assert BASE["schemas"]["zone"]["attributes"]["notes"] == {"kind": "text", "visibility": "internal"}
     assert (BASE["schemas"]["zone"]["hiddenFlag"], BASE["schemas"]["stay"]["globalId"]) == ("hidden", False)
     assert BASE["environments"]["one"]["stay"] == "TableStays"
+
+
+def test_free_attributes_allowed_again_is_minor_and_a_record_from_before_the_flag_reads_as_free() -> None:
+    strict = surface_of(ZONE, dataclasses.replace(STAY, free_attributes=False), NOTE)
+    changes = cv.classify(strict, BASE)
+    assert [(c.level, c.text) for c in changes] == [
+        ("minor", "schema 'stay': takes free attributes (undeclared names are indexed dynamically)")
+    ]
+    before_the_flag = json.loads(json.dumps(BASE))
+    for schema in before_the_flag["schemas"].values():
+        del schema["freeAttributes"]
+    assert cv.classify(before_the_flag, BASE) == []
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ synth happens here.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,9 @@ from infra.config import (
     TableSettings,
     data_schemas,
     http_payload_limit_bytes,
+    instance_type_problem,
+    opensearch_instance_types,
+    opensearch_warm_instance_types,
 )
 from infra.environments import environments
 from tests.infra.conftest import base_config, production_config, provisioned_config
@@ -513,6 +517,7 @@ def test_bulk_max_bytes_below_one_mib_is_rejected(config: EnvironmentConfig) -> 
         ({"engine_version": "Elasticsearch_7.10"}, "engine_version"),
         ({"engine_version": "3.3"}, "engine_version"),
         ({"data_node_type": "m7g.large.elasticsearch"}, "data_node_type"),
+        ({"data_node_type": "m7g.large"}, "data_node_type"),
         ({"volume_size_gib": 5}, "volume_size_gib"),
         ({"master_role_arn": "arn:aws:iam::123:user/admin"}, "master_role_arn"),
         ({"snapshot_hour_utc": 24}, "snapshot_hour_utc"),
@@ -523,6 +528,89 @@ def test_invalid_search_setting_names_its_field(
 ) -> None:
     with rejects(f"{config.name}.search.{field}"):
         with_search(config, **changes)
+
+
+# --- instance types: cfn-lint's per-region list (E3653) -----------------------------------------------------
+
+
+def with_masters(config: EnvironmentConfig, master_node_type: str) -> EnvironmentConfig:
+    return with_search(config, master_node_type=master_node_type, master_node_count=3)
+
+
+def misspelt(instance_type: str) -> str:
+    """``r7g.large.search`` as someone types it in a hurry: a letter of its size dropped (``r7g.lare.search``)."""
+    family, size, suffix = instance_type.split(".")
+    return f"{family}.{size[:-2]}{size[-1]}.{suffix}"
+
+
+def offered_here(config: EnvironmentConfig) -> list[str]:
+    return sorted(opensearch_instance_types()[config.region] - opensearch_warm_instance_types())
+
+
+@pytest.mark.parametrize("field", ["data_node_type", "master_node_type"])
+def test_a_misspelt_instance_type_names_the_field_and_the_type_meant(
+    config: EnvironmentConfig, field: str
+) -> None:
+    meant = config.search.data_node_type
+    typo = misspelt(meant)
+    changes = {"data_node_type": typo} if field == "data_node_type" else {}
+    with pytest.raises(
+        ConfigError,
+        match=rf"^{config.name}\.search\.{field}: {re.escape(repr(typo))} is not an OpenSearch instance type "
+        rf"\(did you mean {re.escape(repr(meant))}\?\) [^\n]*cfn-lint[^\n]*$",
+    ):
+        with_search(with_masters(config, typo if field == "master_node_type" else meant), **changes)
+
+
+def test_every_type_offered_in_the_region_is_a_valid_data_and_master_node_type(
+    config: EnvironmentConfig,
+) -> None:
+    for instance_type in offered_here(config):
+        assert instance_type_problem(instance_type, config.region) is None, instance_type
+    assert with_masters(config, offered_here(config)[0]).search.master_node_type == offered_here(config)[0]
+
+
+def test_a_type_offered_only_in_other_regions_is_refused_as_not_offered_here(
+    config: EnvironmentConfig,
+) -> None:
+    offered = opensearch_instance_types()
+    elsewhere = sorted(frozenset().union(*offered.values()) - offered[config.region])
+    if not elsewhere:
+        pytest.skip(f"{config.region} offers every listed type")
+    with rejects(f"{config.name}.search.data_node_type") as refused:
+        with_search(config, data_node_type=elsewhere[0])
+    assert f"{elsewhere[0]!r} is not offered in {config.region}" in str(refused.value)
+
+
+@pytest.mark.parametrize("field", ["data_node_type", "master_node_type"])
+def test_an_ultrawarm_type_is_no_data_or_master_node(config: EnvironmentConfig, field: str) -> None:
+    warm = sorted(opensearch_warm_instance_types())[0]
+    with rejects(f"{config.name}.search.{field}") as refused:
+        if field == "master_node_type":
+            with_masters(config, warm)
+        else:
+            with_search(config, data_node_type=warm)
+    assert "UltraWarm" in str(refused.value)
+
+
+def test_the_instance_types_are_the_list_cfn_lints_own_rule_checks() -> None:
+    """Read from the installed cfn-lint at validation time: the same data E3653 checks templates against."""
+    from importlib import resources
+
+    import cfnlint.data.schemas.extensions.aws_opensearchservice_domain as listed
+
+    data = json.loads(resources.files(listed).joinpath("clusterconfig_instancetype_enum.json").read_text())
+    regions = {region: frozenset(entry["enum"]) for region, entry in data.items() if isinstance(entry, dict)}
+    assert opensearch_instance_types() == regions
+
+
+def test_the_warm_types_are_botocores_ultrawarm_enum() -> None:
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("opensearch")
+    assert opensearch_warm_instance_types() == frozenset(
+        model.shape_for("OpenSearchWarmPartitionInstanceType").enum
+    )
 
 
 def test_data_nodes_not_a_multiple_of_zones_are_rejected(config: EnvironmentConfig) -> None:
@@ -825,7 +913,10 @@ def test_the_former_seconds_field_is_refused_with_what_it_became() -> None:
     assert f"{MIN_SMOKE_STARTUP_MINUTES}-{MAX_SMOKE_STARTUP_MINUTES}" in str(refused.value)
 
 
-STARTUP_DOCS = ("README.md", "docs/operations.md", "docs/runbook.md", "docs/sync.md")
+STARTUP_DOCS = (
+    "README.md",
+    *sorted(f"docs/{page.name}" for page in (Path(__file__).resolve().parents[2] / "docs").glob("*.md")),
+)
 
 
 def startup_budget_statements(text: str) -> dict[str, list[tuple[int, ...]]]:

@@ -23,7 +23,10 @@ from infra.config import (
     NetworkSettings,
     RemovalPolicy,
     SourceTable,
+    aws_regions,
     environment_map,
+    instance_type_problem,
+    opensearch_instance_types,
 )
 from infra.environments import environments
 
@@ -152,27 +155,31 @@ def test_two_environments_with_one_name_are_refused() -> None:
 # --- the commands people run ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def broken_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The app's sources with every environment's network given ``max_azs="2"``."""
-    copy = tmp_path_factory.mktemp("broken") / "repo"
+def scratch_copy(directory: Path, pattern: str, replacement: str) -> Path:
+    """The app's sources in ``directory`` with the first match of ``pattern`` in infra/environments.py replaced."""
+    copy = directory / "repo"
     for name in ("infra", "lambdas", "ops"):
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("app.py", "cdk.json", "cdk.context.json"):
         shutil.copy(ROOT / name, copy / name)
     environments_py = copy / "infra" / "environments.py"
     text = environments_py.read_text()
-    planted = re.sub(r"max_azs=(\d)", r'max_azs="\1"', text, count=1)
+    planted = re.sub(pattern, replacement, text, count=1)
     assert planted != text
     environments_py.write_text(planted)
     return copy
 
 
-def record_line(copy: Path) -> int:
-    """The line of the ``EnvironmentConfig(`` call that holds the planted mistake (where Python reports it)."""
+@pytest.fixture(scope="module")
+def broken_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The app's sources with the first environment's network given ``max_azs="2"``."""
+    return scratch_copy(tmp_path_factory.mktemp("broken"), r"max_azs=(\d)", r'max_azs="\1"')
+
+
+def planted_line(copy: Path) -> int:
+    """The line where the planted mistake is written (not the ``EnvironmentConfig(`` call Python reports)."""
     lines = (copy / "infra" / "environments.py").read_text().splitlines()
-    planted = next(number for number, line in enumerate(lines, 1) if 'max_azs="' in line)
-    return max(number for number, line in enumerate(lines[:planted], 1) if "EnvironmentConfig(" in line)
+    return next(number for number, line in enumerate(lines, 1) if 'max_azs="' in line)
 
 
 @pytest.mark.parametrize(
@@ -196,10 +203,35 @@ def test_every_command_prints_a_config_error_as_one_line_and_exits_2(
     )
     first = next(iter(environments()))
     expected = (
-        f"config error: infra/environments.py:{record_line(broken_copy)}: "
+        f"config error: infra/environments.py:{planted_line(broken_copy)}: "
         f"{first}.network.max_azs: must be an integer, not '2' (str)"
     )
     assert (done.returncode, done.stdout, done.stderr) == (2, "", expected + "\n")
+
+
+def test_a_misspelt_instance_type_fails_the_app_in_one_line_at_its_own_line_with_the_type_meant(
+    tmp_path: Path,
+) -> None:
+    """`r7g.lage.search` passed synth: only the `.search` suffix was checked, and cfn-lint caught it 90 s into the
+    tests."""
+    written = re.search(r'data_node_type="(?P<type>[^"]+)"', (ROOT / "infra" / "environments.py").read_text())
+    if written is None:
+        pytest.skip("no environment writes its data_node_type")
+    family, size, suffix = written["type"].split(".")
+    typo = f"{family}.{size[:-2]}{size[-1]}.{suffix}"
+    copy = scratch_copy(tmp_path, re.escape(written[0]), f'data_node_type="{typo}"')
+    done = subprocess.run([sys.executable, "app.py"], cwd=copy, capture_output=True, text=True, timeout=120)
+    lines = (copy / "infra" / "environments.py").read_text().splitlines()
+    line = next(number for number, text in enumerate(lines, 1) if f'"{typo}"' in text)
+    environment = next(
+        name for name, config in environments().items() if config.search.data_node_type == written["type"]
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert re.fullmatch(
+        rf"config error: infra/environments\.py:{line}: {environment}\.search\.data_node_type: '{re.escape(typo)}' is "
+        rf"not an OpenSearch instance type \(did you mean '{re.escape(written['type'])}'\?\) [^\n]*\n",
+        done.stderr,
+    ), done.stderr
 
 
 def test_an_unknown_field_names_the_nearest_field_that_takes_the_value_given() -> None:
@@ -218,7 +250,16 @@ def test_a_misspelt_region_is_refused_with_the_nearest_one_botocore_knows(config
         match=rf"^{config.name}\.region: 'ca-centrl-1' is not an AWS region \(did you mean 'ca-central-1'\?\)",
     ):
         replace(config, region="ca-centrl-1")
-    assert replace(config, region="ca-west-1").region == "ca-west-1"  # a real region, not a pattern
+    # A real region, not a pattern: any other one botocore knows that offers the environment's instance types.
+    types = [t for t in (config.search.data_node_type, config.search.master_node_type) if t is not None]
+    elsewhere = next(
+        region
+        for region in sorted(opensearch_instance_types())
+        if region != config.region
+        and region in aws_regions()
+        and all(instance_type_problem(t, region) is None for t in types)
+    )
+    assert replace(config, region=elsewhere).region == elsewhere
 
 
 def test_a_read_role_on_a_schema_that_is_never_indexed_says_so(config: EnvironmentConfig) -> None:

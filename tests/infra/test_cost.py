@@ -179,3 +179,18 @@ def test_an_environment_outside_the_price_tables_region_is_named_not_priced_sile
         f"**dev is deployed in eu-west-1, and the price table has {prices.region} prices only"
     )
     assert "eu-west-1" not in cost.document(estimates, cost.Workload(), prices, None, {"dev": prices.region})
+
+
+def test_every_priced_instance_type_is_one_config_accepts_in_the_price_tables_region() -> None:
+    """A price for a type AWS does not offer there (a typo, a retired type) would price a domain no config builds."""
+    from infra.config import instance_type_problem
+
+    prices = cost.load_prices()
+    instance_types = [
+        key.removeprefix("opensearch.")
+        for key in prices.prices
+        if key.startswith("opensearch.") and key.endswith(".search")
+    ]
+    assert instance_types
+    problems = {t: p for t in instance_types if (p := instance_type_problem(t, prices.region)) is not None}
+    assert problems == {}

@@ -1,4 +1,4 @@
-"""The README's architecture diagram is the one the synthesized templates draw; how the drawing reads an assembly."""
+"""docs/architecture.md's diagram is the one the synthesized templates draw; how the drawing reads an assembly."""
 
 from __future__ import annotations
 
@@ -13,14 +13,18 @@ from infra import diagram
 from infra.config import EnvironmentConfig
 from tests.infra.conftest import Synthesized
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
 
-def test_readme_shows_the_diagram_of_the_synthesized_production_templates(synthesized: Synthesized) -> None:
+def test_the_architecture_page_shows_the_diagram_of_the_synthesized_production_templates(
+    synthesized: Synthesized,
+) -> None:
     drawn = diagram.drawn_environment()
     block = diagram.section(drawn, diagram.read_assembly(synthesized.outdir / f"assembly-{drawn}"))
-    readme = README.read_text()
-    assert diagram.replace_block(readme, block) == readme, "the README's diagram is stale: run `make docs`"
+    page = ARCHITECTURE.read_text()
+    assert diagram.replace_block(page, block) == page, (
+        "docs/architecture.md's diagram is stale: run `make docs`"
+    )
 
 
 def test_the_drawing_shows_every_construct_of_both_stacks(synthesized: Synthesized, env: str) -> None:
@@ -188,7 +192,7 @@ def test_main_writes_the_block_into_the_file(
     small: list[diagram.StackTemplate], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(diagram, "synthesized_stage", lambda environment, outdir: small)
-    target = tmp_path / "README.md"
+    target = tmp_path / "architecture.md"
     target.write_text(f"# Title\n{diagram.BEGIN}\n{diagram.END}\n")
     assert diagram.main(["--environment", "stage", "--write", str(target)]) == 0
     assert target.read_text() == f"# Title\n{diagram.section('stage', small)}\n"

@@ -1,5 +1,5 @@
 """cdk.json sets every feature flag aws-cdk-lib recommends, at the recommended value, as a new app would; the
-README gives the reason for each deliberate deviation. (The pinned logical ids in test_logical_ids.py run with
+docs/environments.md gives the reason for each deliberate deviation. (The pinned logical ids in test_logical_ids.py run with
 these flags, so a flag that would replace a stateful resource fails there.)"""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import aws_cdk
 
 ROOT = Path(__file__).resolve().parents[2]
-# Deliberate deviations from the recommended values; the README's "Feature flags" section says why.
+# Deliberate deviations from the recommended values; docs/environments.md, "Feature flags", says why.
 DEVIATIONS = {"@aws-cdk/core:target-partitions": ["aws"]}
 
 
@@ -45,7 +45,7 @@ def test_no_flag_is_set_that_the_library_does_not_recommend() -> None:
     assert set(configured_flags()) - set(recommended_flags()) == set()
 
 
-def test_readme_gives_the_reason_for_each_deviation() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Feature flags", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_give_the_reason_for_each_deviation() -> None:
+    doc = (ROOT / "docs" / "environments.md").read_text()
+    section = doc.split("\n## Feature flags\n", 1)[1].split("\n## ", 1)[0]
     assert all(f"`{flag}`" in section for flag in DEVIATIONS)

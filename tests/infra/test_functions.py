@@ -1,5 +1,5 @@
 """Every function of the stateless stack: reserved concurrency per environment, environment variables encrypted
-with the data key, and the account quota each environment needs (as the README states it)."""
+with the data key, and the account quota each environment needs (as docs/environments.md states it)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.infra.test_stream_sync import data_key_arn, resolve, sync_function
 from tests.support.template import Template
 
 FUNCTION = "AWS::Lambda::Function"
-README = Path(__file__).resolve().parents[2] / "README.md"
+ENVIRONMENTS_DOC = Path(__file__).resolve().parents[2] / "docs" / "environments.md"
 FUNCTION_NAMES = ("stream sync", "index bootstrap", "bootstrap provider", "ops worker")
 
 
@@ -62,9 +62,11 @@ def test_every_function_encrypts_its_environment_with_the_data_key(
 
 
 @pytest.mark.parametrize("name", sorted(environments()))
-def test_readme_states_the_concurrency_quota_each_environment_needs(name: str) -> None:
+def test_the_docs_state_the_concurrency_quota_each_environment_needs(name: str) -> None:
     config = environments()[name]
-    row = re.search(r"^\| Lambda concurrency quota needed \|(.*)$", README.read_text(), re.MULTILINE)
-    assert row, "README has no 'Lambda concurrency quota needed' row in the environments table"
+    row = re.search(
+        r"^\| Lambda concurrency quota needed \|(.*)$", ENVIRONMENTS_DOC.read_text(), re.MULTILINE
+    )
+    assert row, "docs/environments.md has no 'Lambda concurrency quota needed' row in the environments table"
     cells = [cell.strip() for cell in row.group(1).strip().strip("|").split("|")]
     assert cells[list(environments()).index(name)].startswith(f"{config.required_concurrency_quota()}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shlex
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -24,9 +25,11 @@ from infra.config import SourceTable
 from infra.environments import environments
 from infra.templates import Stack, load_assembly
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
+from tests.support.shown_commands import commands_in, refused
 
 # The guard's rules are read on real templates: one environment that deletes its data and one that retains it.
 DISPOSABLE = next(name for name, config in environments().items() if not config.retains_data)
+ROOT = Path(__file__).resolve().parents[2]
 RETAINED = next(name for name, config in environments().items() if config.retains_data)
 
 TABLE = "Table7ABB320E"
@@ -358,9 +361,8 @@ def test_the_baseline_is_read_as_committed_at_a_revision() -> None:
         assert committed == guard.load_baseline(guard.BASELINE)
 
 
-def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
-    assembly: dict[str, Stack], tmp_path: Path
-) -> None:
+def migration(assembly: dict[str, Stack], outdir: Path) -> tuple[str, list[guard.Finding]]:
+    """A schema of the retained environment's main table moved to a table of its own, and the migration findings."""
     config = environments()[RETAINED]
     main = config.source_tables[0]
     schema = next(name for name in main.indexable_schemas if name != main.indexable_schemas[0])
@@ -372,15 +374,22 @@ def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
             SourceTable(name="Moved", schemas=(schema,), settings=backed_up),
         ),
     )
-    app = App(context=committed_context(), outdir=str(tmp_path))
+    app = App(context=committed_context(), outdir=str(outdir))
     build_environment(app, moved)
     app.synth()
-    after = load_assembly(tmp_path)
+    after = load_assembly(outdir)
     findings = [
         f
         for f in guard.compare({k: v for k, v in assembly.items() if k in after}, after)
         if f.change == "migration"
     ]
+    return schema, findings
+
+
+def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
+    assembly: dict[str, Stack], tmp_path: Path
+) -> None:
+    schema, findings = migration(assembly, tmp_path)
     assert [(f.resource, f.why) for f in findings] == [
         (
             f"{RETAINED}/Stateless/{schema}",
@@ -389,10 +398,31 @@ def test_a_schema_moved_to_a_table_of_its_own_is_reported_as_a_migration(
     ]
     text, passed = guard.report(findings, [], "the baseline")
     assert not passed and 'change = "migration"' in text
+    assert f"reindex --env {RETAINED} --schema {schema}" in advice_that_runs(text)[0]
     override = guard.Override(
         f"{RETAINED}/Stateless/{schema}", "migration", "items copied and reindexed, agreed"
     )
     assert guard.report(findings, [override], "the baseline")[1]
+
+
+def test_the_migration_advice_runs_as_written_and_cites_a_readme_heading(
+    assembly: dict[str, Stack], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command the guard prints is one the ops CLI accepts, for the finding's environment and schema, and the
+    README section it cites exists."""
+    from ops import cli
+
+    schema, findings = migration(assembly, tmp_path)
+    advice = " ".join(findings[0].details)
+    (command,) = re.findall(r"`([^`]*-m ops [^`]*)`", advice)
+    started: list[Any] = []
+    monkeypatch.setattr(cli, "ENVIRONMENTS", environments)
+    monkeypatch.setattr(cli, "run_deployed", lambda args: (started.append(args), ({}, 0))[1])
+    words = shlex.split(command)
+    assert cli.main(words[words.index("ops") + 1 :]) == 0, command
+    assert [(args.command, args.env, args.schema.name) for args in started] == [("reindex", RETAINED, schema)]
+    (heading,) = re.findall(r'\(README, "([^"]+)"\)', advice)
+    assert f"\n### {heading}\n" in (ROOT / "README.md").read_text(), heading
 
 
 @pytest.mark.parametrize(
@@ -438,3 +468,70 @@ def test_an_account_or_region_move_is_one_finding_named_a_new_deployment_until_o
     )
     text, passed = guard.report([finding], reviewed, "the baseline")
     assert passed and text.splitlines()[-1] == "Verdict: passed (1 change(s) allowed by reviewed overrides)"
+
+
+def advice_that_runs(text: str) -> list[str]:
+    """The ops commands in a guard report, each accepted by the ops CLI's own parser."""
+    shown = [
+        one
+        for number, line in enumerate(text.splitlines(), 1)
+        for one in commands_in(line, f"report:{number}")
+    ]
+    assert not refused(shown), refused(shown)
+    assert all(one.words and not one.synopsis for one in shown), [one.text for one in shown]
+    return [one.text for one in shown]
+
+
+def streams(schemas: dict[str, str], account: str, region: str, name: str) -> Stack:
+    """A stateless stack whose event source mappings admit each schema from the named table stream."""
+    parameters = {
+        f"Stream{i}": {"Default": f"/refdata/stateful/{stream}"}
+        for i, stream in enumerate(set(schemas.values()))
+    }
+    by_stream = {spec["Default"].rsplit("/", 1)[-1]: key for key, spec in parameters.items()}
+    resources = {
+        f"Mapping{i}": {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "EventSourceArn": {"Ref": by_stream[stream]},
+                "FilterCriteria": {
+                    "Filters": [
+                        {
+                            "Pattern": json.dumps(
+                                {"dynamodb": {"Keys": {"pk": {"S": [{"prefix": f"{schema}::"}]}}}}
+                            )
+                        }
+                    ]
+                },
+            },
+        }
+        for i, (schema, stream) in enumerate(sorted(schemas.items()))
+    }
+    return Stack(
+        name, {"Parameters": parameters, "Resources": resources}, name.replace("/", "-"), account, region
+    )
+
+
+def test_every_command_the_guard_prints_is_one_the_ops_cli_accepts() -> None:
+    """The migration and the move findings tell the operator to reindex: with the environment filled in, as the
+    ops CLI requires (`--env`), for every indexable schema of every environment."""
+    from refdata.registry import REGISTRY
+
+    indexable = sorted(name for name, schema in REGISTRY.items() if schema.indexable)
+    for environment, config in environments().items():
+        name = f"{environment}/Stateless"
+        before = {
+            name: streams(dict.fromkeys(indexable, "table-stream-arn"), config.account, config.region, name)
+        }
+        after = {
+            name: streams(
+                dict.fromkeys(indexable, "table-moved-stream-arn"), config.account, config.region, name
+            )
+        }
+        moved = {name: replace(before[name], account="000000000000")}
+        for findings in (guard.compare(before, after), guard.compare(before, moved)):
+            assert findings
+            commands = advice_that_runs(guard.report(findings, [], "the baseline")[0])
+            assert {
+                f"{guard.OPS} reindex --env {environment} --schema {schema}" for schema in indexable
+            } <= set(commands)

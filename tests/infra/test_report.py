@@ -127,3 +127,48 @@ def test_a_failed_synth_without_an_assembly_shows_everything_the_cli_said(
     code, said = gate(tmp_path / "cdk.out", cli, 1, capsys)
     assert code == 1
     assert said.splitlines() == cli.splitlines()
+
+
+def test_a_config_error_is_the_one_line_a_failed_synth_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The app's one-line config error (infra.validation) is the whole answer: the CLI's "Subprocess exited" line
+    after it says nothing more."""
+    error = (
+        "config error: infra/environments.py:106: prod.search.data_node_type: 'r7g.lage.search' is not ..."
+    )
+    cli = f"{error}\n.venv/bin/python app.py: Subprocess exited with error 2\n"
+    code, said = gate(tmp_path / "cdk.out", cli, 2, capsys)
+    assert code == 2
+    assert said.splitlines() == [error]
+
+
+def test_help_prints_every_mode_and_exits_0() -> None:
+    """`python -m infra.report --help` answers with its usage, not "no templates found"."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.report", "--help"], cwd=root, capture_output=True, text=True
+    )
+
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("usage: python -m infra.report")
+    for mode in ("--check", "--acknowledgments", "--deploy-target", "--cli-output", "--cli-status"):
+        assert mode in done.stdout
+
+
+def test_the_synth_gates_own_flags_go_with_check_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["cdk.out", "--cli-status", "1"])
+
+    assert exit.value.code == 2
+    assert "--cli-output and --cli-status go with --check" in capsys.readouterr().err
+
+
+def test_one_line_per_stack_names_the_assembly_it_found_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(tmp_path)]) == 1
+    assert capsys.readouterr().err == f"no templates found in {tmp_path}: run `make synth`\n"

@@ -6,12 +6,14 @@ what it added, so the suite run there can be asked whether the new thing got the
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.config import instance_type_problem, opensearch_instance_types, opensearch_warm_instance_types
 from tests.recipes.scratch import Scratch
 
 ENVIRONMENTS = "infra/environments.py"
@@ -33,7 +35,8 @@ class Added:
 
 
 def add_zones(scratch: Scratch, account: str, region: str) -> None:
-    """The committed availability zones of a new account or region (README: or `npx cdk context` once)."""
+    """The committed availability zones of a new account or region (README: as `aws ec2 describe-availability-zones`
+    lists them, or a `npx cdk synth` with lookups writes them)."""
     path = scratch.root / CONTEXT
     context = json.loads(path.read_text())
     context[f"availability-zones:account={account}:region={region}"] = [
@@ -157,10 +160,17 @@ def add_read_role(scratch: Scratch) -> list[Added]:
 
 
 def change_account_and_region(scratch: Scratch) -> list[Added]:
-    """Change an environment's account and region: test moves to its own account in ca-west-1."""
+    """Change an environment's account and region: test moves to its own account in ca-west-1, on instance types
+    offered there (config refuses one that is not, naming the nearest that is)."""
     text = (scratch.root / ENVIRONMENTS).read_text()
     block = environment_block(text, "test")
-    scratch.edit(ENVIRONMENTS, block, block.replace("region=REGION,", 'region="ca-west-1",'))
+    moved = block.replace("region=REGION,", 'region="ca-west-1",')
+    offered = sorted(opensearch_instance_types()["ca-west-1"] - opensearch_warm_instance_types())
+    for written in sorted(set(re.findall(r'_node_type="([^"]+)"', moved))):
+        if instance_type_problem(written, "ca-west-1") is not None:
+            nearest = difflib.get_close_matches(written, offered, n=1, cutoff=0)[0]
+            moved = moved.replace(f'"{written}"', f'"{nearest}"')
+    scratch.edit(ENVIRONMENTS, block, moved)
     scratch.edit(ENVIRONMENTS, '"test": "222222222222"', '"test": "555555555555"')
     add_zones(scratch, "555555555555", "ca-west-1")
     return [Added("environment", "test", "dev")]
@@ -225,7 +235,8 @@ def older_client_writes_on(root: Path, added: list[Added]) -> str | None:
     )
 
 
-# Each recipe's paragraph in README, "Routine changes", and the one sentence there that counts its files:
+# Each recipe's section in README, "Routine changes" (a `###` heading), and the one sentence there that counts its
+# files:
 # `Files: <n> by hand[, +<n> by `make pins`][, +<n> after review][, +<n> for the release]`.
 TITLES = {
     "add an environment": "Add an environment",
@@ -244,9 +255,10 @@ EXTRA = re.compile(r"\+(\d+) (by `make pins`|after review|for the release)")
 
 def stated_files(readme: str, recipe: str) -> dict[str, int]:
     """How many files README says `recipe` takes: by hand, by `make pins`, after review, for the release."""
-    start = readme.index(f"**{TITLES[recipe]}.**")
-    paragraph = readme[start : readme.find("\n\n", start)]
-    (found,) = FILES.findall(" ".join(paragraph.split()))
+    body = readme.index(f"\n### {TITLES[recipe]}\n") + len(f"\n### {TITLES[recipe]}\n")
+    following = re.search(r"^#{1,6} ", readme[body:], re.MULTILINE)
+    section = readme[body : body + following.start()] if following else readme[body:]
+    (found,) = FILES.findall(" ".join(section.split()))
     counts = {"by hand": int(found[0]), "by `make pins`": 0, "after review": 0, "for the release": 0}
     counts.update({what: int(number) for number, what in EXTRA.findall(found[1])})
     return counts

@@ -48,7 +48,7 @@ class Answer:
 class EngineNode:
     """One node in a child JVM; it stops when its standard input closes (here, or because this process died)."""
 
-    kind, description, launcher = "engine", "the test engine", ENGINE
+    kind, launcher = "engine", ENGINE
 
     def __init__(self) -> None:
         self.directory = Path()
@@ -62,7 +62,9 @@ class EngineNode:
     def start(self, *, record_archive: bool = False) -> EngineNode:
         """Start the JVM (`record_archive`: the set-up's run that records the class archive as it exits)."""
         if not self.launcher.installed():
-            raise EngineSetupError(f"{self.description} is not installed: run `make engine` (or `make test`)")
+            raise EngineSetupError(
+                f"the {self.launcher.name} is not installed: run `make engine` (or `make test`)"
+            )
         # In memory where the machine has it: every cluster-state change (an index, a template, a script) is fsynced.
         # The launcher deletes it when it stops, even after this process was killed.
         memory = Path("/dev/shm")

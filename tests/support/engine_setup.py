@@ -1,11 +1,14 @@
-"""The test engine's artifacts and launcher, installed by the set-up (`make test` runs it), never at test time.
+"""The test nodes' artifacts and launcher, installed by the set-up (`make test` runs it), never at test time.
 
-tests/support/engine/pom.xml names the OpenSearch core and the modules the platform uses; Maven resolves them with
-their transitive dependencies, and engine.lock pins every jar by group:artifact:version and SHA-256. `install`
-copies exactly the locked jars into .cache/engine/lib (Maven's own client and its default remote repository; a jar
-the lock does not name, or one whose checksum differs, fails the set-up) and compiles the launcher
-(EngineLauncher.java) into .cache/engine/launcher.jar with a JDK 21 or newer. `lock` rewrites engine.lock after a
-version change in pom.xml. A node's JVM command line (`Launcher.command`) is here too, for both node kinds.
+A node kind is a Maven project (pom.xml) naming the OpenSearch core and the modules the platform uses, and a lock
+pinning every artifact it resolves to, with their transitive dependencies, by group:artifact:version and SHA-256.
+`install` copies exactly the locked artifacts into the kind's .cache lib (Maven's own client and its default remote
+repository; an artifact the lock does not name, or one whose checksum differs, fails the set-up), adds every jar of a
+locked plugin zip whose artifact the node does not already have (the node's own version wins), and compiles the one
+launcher both kinds run (engine/NodeLauncher.java) against that lib into the kind's launcher.jar with a JDK 21 or
+newer. `lock` rewrites the lock after a version change in pom.xml. A kind's JVM command line (`NodeKind.command`) is
+here too. This module's kind is the engine (tests/support/engine); the secured node's is in
+tests/support/secured_setup.py.
 
     python -m tests.support.engine_setup install
     python -m tests.support.engine_setup lock
@@ -24,37 +27,93 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_DIR = Path(__file__).resolve().parent / "engine"
-POM = ENGINE_DIR / "pom.xml"
-LOCK = ENGINE_DIR / "engine.lock"
-LAUNCHER_SOURCE = ENGINE_DIR / "EngineLauncher.java"
-LAUNCHER_CLASS = "refdata.engine.EngineLauncher"
+LAUNCHER_SOURCE = ENGINE_DIR / "NodeLauncher.java"
+LAUNCHER_CLASS = "refdata.engine.NodeLauncher"
 LOG_CONFIG = ENGINE_DIR / "log4j2.properties"
-CACHE = ROOT / ".cache" / "engine"
-LIB = CACHE / "lib"
-LAUNCHER_JAR = (
-    CACHE / "launcher.jar"
-)  # a jar, not a folder: a class archive refuses a non-empty folder on the classpath
-ARCHIVE = CACHE / "classes.jsa"  # tests/support/node_archive.py records it
 HEAP = "512m"
 MIN_JAVA = 21
 JVM_DIRECTORY = Path("/usr/lib/jvm")
-_LOCK_HEADER = (
-    "# Every jar the test engine loads: group:artifact:version and SHA-256 (tests/support/engine_setup.py).\n"
-    "# Rewrite after changing tests/support/engine/pom.xml: make engine-lock\n"
-)
+# Artifacts Maven resolves as a zip of jars rather than a jar.
+PLUGIN_ZIPS = frozenset({("org.opensearch.plugin", "opensearch-security")})
 
 
 class EngineSetupError(RuntimeError):
     """The set-up cannot provide the engine; the message says what to do."""
 
 
+@dataclass(frozen=True)
+class NodeKind:
+    """One kind of test node: what it is called, where its pom.xml and lock are, and where it is installed."""
+
+    name: str
+    directory: Path
+    lock_name: str
+    cache: Path
+
+    @property
+    def pom(self) -> Path:
+        return self.directory / "pom.xml"
+
+    @property
+    def lock(self) -> Path:
+        return self.directory / self.lock_name
+
+    @property
+    def lib(self) -> Path:
+        return self.cache / "lib"
+
+    @property
+    def jar(self) -> Path:
+        """The compiled launcher: a jar, not a folder (a class archive refuses a non-empty folder on the classpath)."""
+        return self.cache / "launcher.jar"
+
+    @property
+    def archive(self) -> Path:
+        """The JVM's class archive (tests/support/node_archive.py records it)."""
+        return self.cache / "classes.jsa"
+
+    def installed(self) -> bool:
+        return self.jar.is_file() and self.lib.is_dir()
+
+    def command(self, home: Path, *, record_archive: bool = False) -> list[str]:
+        """The JVM's command line for a node in `home`: it maps the class archive when there is one, or records it
+        when it exits (`record_archive`). Real paths on the classpath, so the archive a checkout recorded matches
+        in a scratch copy that links its .cache/engine. The JVM's own warnings (an archive that does not match
+        is one) go to stderr, the node's log: stdout carries only the ready line."""
+        if record_archive:
+            share = [f"-XX:ArchiveClassesAtExit={self.archive}"]
+        else:
+            share = [f"-XX:SharedArchiveFile={self.archive}"] if self.archive.is_file() else []
+        return [
+            str(java_home() / "bin" / "java"), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1", "--enable-native-access=ALL-UNNAMED", "-Xlog:disable",
+            "-Xlog:all=warning:stderr", *share, f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+            "-cp", f"{self.jar.resolve()}:{self.lib.resolve()}/*", LAUNCHER_CLASS, str(home),
+        ]  # fmt: skip
+
+    def archive_matches(self) -> bool:
+        """Whether the JVM accepts the class archive for this classpath and JDK (it checks each jar's size and
+        time, and its own build)."""
+        if not self.archive.is_file():
+            return False
+        command = self.command(Path())
+        java, classpath = command[0], command[command.index("-cp") + 1]
+        check = [java, "-Xshare:on", f"-XX:SharedArchiveFile={self.archive}", "-cp", classpath, "-version"]
+        return subprocess.run(check, capture_output=True, check=False).returncode == 0
+
+
+ENGINE = NodeKind("test engine", ENGINE_DIR, "engine.lock", ROOT / ".cache" / "engine")
+LIB, LOCK = ENGINE.lib, ENGINE.lock
+
+
 @dataclass(frozen=True, order=True)
-class LockedJar:
+class LockedArtifact:
     group: str
     artifact: str
     version: str
@@ -66,7 +125,8 @@ class LockedJar:
 
     @property
     def file_name(self) -> str:
-        return f"{self.artifact}-{self.version}.jar"
+        extension = "zip" if (self.group, self.artifact) in PLUGIN_ZIPS else "jar"
+        return f"{self.artifact}-{self.version}.{extension}"
 
 
 def java_feature_version(home: Path) -> int | None:
@@ -101,62 +161,22 @@ def java_home(environ: dict[str, str] | None = None, jvm_directory: Path = JVM_D
     return Path(found[-1][1])
 
 
-@dataclass(frozen=True)
-class Launcher:
-    """How one kind of node starts: its launcher's main class and jar, the jars it runs on, its class archive."""
-
-    main_class: str
-    jar: Path
-    lib: Path
-    archive: Path
-
-    def installed(self) -> bool:
-        return self.jar.is_file() and self.lib.is_dir()
-
-    def command(self, home: Path, *, record_archive: bool = False) -> list[str]:
-        """The JVM's command line for a node in `home`: it maps the class archive when there is one, or records it
-        when it exits (`record_archive`). Real paths on the classpath, so the archive a checkout recorded matches
-        in a scratch copy that links its .cache/engine. The JVM's own warnings (an archive that does not match
-        is one) go to stderr, the node's log: stdout carries only the ready line."""
-        if record_archive:
-            share = [f"-XX:ArchiveClassesAtExit={self.archive}"]
-        else:
-            share = [f"-XX:SharedArchiveFile={self.archive}"] if self.archive.is_file() else []
-        return [
-            str(java_home() / "bin" / "java"), f"-Xms{HEAP}", f"-Xmx{HEAP}", "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1", "--enable-native-access=ALL-UNNAMED", "-Xlog:disable",
-            "-Xlog:all=warning:stderr", *share, f"-Dlog4j2.configurationFile={LOG_CONFIG}",
-            "-cp", f"{self.jar.resolve()}:{self.lib.resolve()}/*", self.main_class, str(home),
-        ]  # fmt: skip
-
-    def archive_matches(self) -> bool:
-        """Whether the JVM accepts the class archive for this classpath and JDK (it checks each jar's size and
-        time, and its own build)."""
-        if not self.archive.is_file():
-            return False
-        command = self.command(Path())
-        java, classpath = command[0], command[command.index("-cp") + 1]
-        check = [java, "-Xshare:on", f"-XX:SharedArchiveFile={self.archive}", "-cp", classpath, "-version"]
-        return subprocess.run(check, capture_output=True, check=False).returncode == 0
-
-
-ENGINE = Launcher(LAUNCHER_CLASS, LAUNCHER_JAR, LIB, ARCHIVE)
-
-
-def read_lock(path: Path = LOCK) -> list[LockedJar]:
-    jars = []
+def read_lock(path: Path = LOCK) -> list[LockedArtifact]:
+    artifacts = []
     for line in path.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        coordinates, sha256 = line.split()
-        group, artifact, version = coordinates.split(":")
-        jars.append(LockedJar(group, artifact, version, sha256))
-    return jars
+        if line.strip() and not line.startswith("#"):
+            coordinates, sha256 = line.split()
+            group, artifact, version = coordinates.split(":")
+            artifacts.append(LockedArtifact(group, artifact, version, sha256))
+    return artifacts
 
 
-def write_lock(jars: list[LockedJar], path: Path = LOCK) -> None:
-    lines = [f"{jar.coordinates} {jar.sha256}" for jar in sorted(jars)]
-    path.write_text(_LOCK_HEADER + "\n".join(lines) + "\n")
+def write_lock(artifacts: list[LockedArtifact], path: Path = LOCK) -> None:
+    header = (
+        "# Every artifact this test node loads: group:artifact:version and SHA-256 (tests/support/engine_setup.py).\n"
+        "# Rewrite after changing the pom.xml beside this file: make engine-lock\n"
+    )
+    path.write_text(header + "".join(f"{a.coordinates} {a.sha256}\n" for a in sorted(artifacts)))
 
 
 def sha256_of(path: Path) -> str:
@@ -167,109 +187,121 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def resolve(jdk: Path, into: Path) -> dict[str, tuple[LockedJar, Path]]:
-    """Maven resolves pom.xml's dependencies into `into` (repository layout); file name -> (jar, path)."""
+def resolve(kind: NodeKind, jdk: Path, into: Path) -> dict[str, tuple[LockedArtifact, Path]]:
+    """Maven resolves the kind's pom.xml into `into` (repository layout); file name -> (artifact, path)."""
     command = [
-        "mvn", "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
+        "mvn", "-B", "-q", "-f", str(kind.pom), "dependency:copy-dependencies",
         f"-DoutputDirectory={into}", "-Dmdep.useRepositoryLayout=true", "-DincludeScope=runtime",
     ]  # fmt: skip
     done = subprocess.run(command, env={**os.environ, "JAVA_HOME": str(jdk)}, capture_output=True, text=True)
     if done.returncode != 0:
-        raise EngineSetupError(f"Maven could not resolve the engine's artifacts:\n{done.stdout}{done.stderr}")
-    resolved: dict[str, tuple[LockedJar, Path]] = {}
-    for path in sorted(into.rglob("*.jar")):
+        raise EngineSetupError(
+            f"Maven could not resolve the {kind.name}'s artifacts:\n{done.stdout}{done.stderr}"
+        )
+    resolved: dict[str, tuple[LockedArtifact, Path]] = {}
+    for path in sorted([*into.rglob("*.jar"), *into.rglob("*.zip")]):
         version_dir = path.parent
-        artifact, version = version_dir.parent.name, version_dir.name
         group = ".".join(version_dir.parent.parent.relative_to(into).parts)
-        jar = LockedJar(group, artifact, version, sha256_of(path))
-        if jar.file_name in resolved or path.name != jar.file_name:
+        artifact = LockedArtifact(group, version_dir.parent.name, version_dir.name, sha256_of(path))
+        if path.name != artifact.file_name or path.name in resolved:
             raise EngineSetupError(f"unexpected artifact file {path.relative_to(into)}")
-        resolved[jar.file_name] = (jar, path)
+        resolved[path.name] = (artifact, path)
     return resolved
 
 
-def verified_install(locked: list[LockedJar], lib: Path = LIB) -> bool:
-    """Whether `lib` holds exactly the locked jars with their checksums."""
-    if not lib.is_dir():
-        return False
-    present = {path.name for path in lib.glob("*.jar")}
-    if present != {jar.file_name for jar in locked}:
-        return False
-    return all(sha256_of(lib / jar.file_name) == jar.sha256 for jar in locked)
+def _artifact_name(jar_name: str) -> str:
+    """`netty-codec-http-4.2.7.Final.jar` -> `netty-codec-http`: the name without its version."""
+    return re.sub(r"-\d[^-]*(-[A-Za-z0-9_.]+)?\.jar$", "", jar_name)
 
 
-def install() -> None:
+def bundled_jars(directory: Path, names: Iterable[str]) -> dict[str, Path]:
+    """The jars inside the plugin zips among `names` (files in `directory`) whose artifact none of the jars among
+    `names` is: jar name -> its zip."""
+    names = list(names)
+    present = {_artifact_name(name) for name in names if name.endswith(".jar")}
+    bundled = {}
+    for zip_name in (name for name in names if name.endswith(".zip")):
+        with zipfile.ZipFile(directory / zip_name) as archive:
+            for jar in archive.namelist():
+                if jar.endswith(".jar") and "/" not in jar.strip("/") and _artifact_name(jar) not in present:
+                    bundled[jar] = directory / zip_name
+    return bundled
+
+
+def verified_install(locked: list[LockedArtifact], lib: Path = LIB) -> bool:
+    """Whether `lib` holds exactly the locked artifacts (checksums verified) and the jars their zips bundle."""
+    wanted = {artifact.file_name: artifact for artifact in locked}
+    if not all((lib / name).is_file() and sha256_of(lib / name) == a.sha256 for name, a in wanted.items()):
+        return False
+    return {path.name for path in lib.iterdir()} == set(wanted) | set(bundled_jars(lib, wanted))
+
+
+def install(kind: NodeKind = ENGINE) -> None:
     jdk = java_home()
-    locked = read_lock()
-    if not verified_install(locked):
-        with tempfile.TemporaryDirectory(dir=CACHE.parent if CACHE.parent.is_dir() else None) as scratch:
-            resolved = resolve(jdk, Path(scratch) / "repository")
-            wanted = {jar.file_name: jar for jar in locked}
-            unexpected = sorted(set(resolved) - set(wanted))
-            missing = sorted(set(wanted) - set(resolved))
-            differing = sorted(
-                name for name in wanted.keys() & resolved.keys() if resolved[name][0] != wanted[name]
-            )
+    locked = read_lock(kind.lock)
+    if not verified_install(locked, kind.lib):
+        kind.cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=kind.cache) as scratch:
+            resolved = resolve(kind, jdk, Path(scratch) / "repository")
+            wanted = {artifact.file_name: artifact for artifact in locked}
+            unexpected, missing = sorted(set(resolved) - set(wanted)), sorted(set(wanted) - set(resolved))
+            differing = sorted(n for n in wanted.keys() & resolved.keys() if resolved[n][0] != wanted[n])
             if unexpected or missing or differing:
                 raise EngineSetupError(
-                    "The resolved engine artifacts differ from tests/support/engine/engine.lock "
+                    f"The resolved {kind.name} artifacts differ from {kind.lock.relative_to(ROOT)} "
                     f"(unlocked: {unexpected}, not resolved: {missing}, checksum differs: {differing}). "
                     "After a deliberate version change run `make engine-lock`."
                 )
             staging = Path(scratch) / "lib"
             staging.mkdir()
-            for name, (_jar, path) in resolved.items():
+            for name, (_artifact, path) in resolved.items():
                 shutil.copy2(path, staging / name)
-            shutil.rmtree(LIB, ignore_errors=True)
-            LIB.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(staging), LIB)
-        print(f"engine: {len(locked)} jars installed into {LIB.relative_to(ROOT)}, checksums verified")
-    compile_launcher(jdk)
+            for jar, zip_path in bundled_jars(staging, resolved).items():
+                with zipfile.ZipFile(zip_path) as archive:
+                    (staging / jar).write_bytes(archive.read(jar))
+            shutil.rmtree(kind.lib, ignore_errors=True)
+            shutil.move(str(staging), kind.lib)
+        print(
+            f"{kind.name}: {len(locked)} artifacts installed into {kind.lib.relative_to(ROOT)}, checksums verified"
+        )
+    compile_launcher(jdk, kind)
 
 
-def compile_launcher(
-    jdk: Path,
-    *,
-    source: Path = LAUNCHER_SOURCE,
-    jar: Path = LAUNCHER_JAR,
-    lib: Path = LIB,
-) -> None:
-    """javac a node's launcher against its installed jars into its jar, unless the jar is newer than its source
-    (the secured node's set-up compiles its own with this too)."""
-    if jar.exists() and jar.stat().st_mtime >= source.stat().st_mtime:
+def compile_launcher(jdk: Path, kind: NodeKind) -> None:
+    """javac the launcher against the kind's installed jars into its jar, unless the jar is newer than the source."""
+    if kind.jar.exists() and kind.jar.stat().st_mtime >= LAUNCHER_SOURCE.stat().st_mtime:
         return
     with tempfile.TemporaryDirectory() as scratch:
         classes = Path(scratch) / "classes"
         command = [
             str(jdk / "bin" / "javac"), "--release", str(MIN_JAVA), "-d", str(classes),
-            "-cp", str(lib / "*"), str(source),
+            "-cp", str(kind.lib / "*"), str(LAUNCHER_SOURCE),
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
-            raise EngineSetupError(f"javac failed on {source.name}:\n{done.stdout}{done.stderr}")
-        partial = jar.with_suffix(".partial")
+            raise EngineSetupError(f"javac failed on {LAUNCHER_SOURCE.name}:\n{done.stdout}{done.stderr}")
+        partial = kind.jar.with_suffix(".partial")
         with zipfile.ZipFile(partial, "w") as archive:
             for path in sorted(classes.rglob("*.class")):
                 archive.write(path, path.relative_to(classes).as_posix())
-        partial.replace(jar)
+        partial.replace(kind.jar)
 
 
-def lock() -> None:
-    jdk = java_home()
+def lock(kind: NodeKind = ENGINE) -> None:
     with tempfile.TemporaryDirectory() as scratch:
-        resolved = resolve(jdk, Path(scratch))
-    write_lock([jar for jar, _path in resolved.values()])
-    print(f"engine: {LOCK.relative_to(ROOT)} now pins {len(resolved)} jars")
+        resolved = resolve(kind, java_home(), Path(scratch))
+    write_lock([artifact for artifact, _path in resolved.values()], kind.lock)
+    print(f"{kind.name}: {kind.lock.relative_to(ROOT)} now pins {len(resolved)} artifacts")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, kind: NodeKind = ENGINE) -> int:
+    parser = argparse.ArgumentParser(description=f"Install or lock the {kind.name}'s artifacts.")
     parser.add_argument("action", choices=("install", "lock"))
     arguments = parser.parse_args(argv)
     try:
-        install() if arguments.action == "install" else lock()
+        install(kind) if arguments.action == "install" else lock(kind)
     except EngineSetupError as error:
-        print(f"engine set-up: {error}", file=sys.stderr)
+        print(f"{kind.name} set-up: {error}", file=sys.stderr)
         return 1
     return 0
 

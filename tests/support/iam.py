@@ -449,11 +449,11 @@ class SdkCalls:
                 return original(client, operation, params)
             return calls._check(role, client, operation, params, lambda: original(client, operation, params))
 
-        BaseClient._make_api_call = checked  # type: ignore[method-assign]
+        BaseClient._make_api_call = checked
         try:
             yield self
         finally:
-            BaseClient._make_api_call = original  # type: ignore[method-assign]
+            BaseClient._make_api_call = original
 
     def _role_of(self, client: BaseClient) -> str | None:
         """The credentials decide first (a session a checked AssumeRole handed out acts as its role, whichever
@@ -469,7 +469,7 @@ class SdkCalls:
 
     def _check(
         self, role: str, client: BaseClient, operation: str, params: dict[str, Any], send: Callable[[], Any]
-    ):
+    ) -> Any:
         signing_name = client.meta.service_model.signing_name
         prefix = IAM_PREFIXES.get(signing_name, signing_name)
         call, context = self.authorize(
@@ -637,10 +637,10 @@ class SdkCalls:
                 return [("kms:GenerateDataKey", key)]
         if prefix == "sqs" and operation in ("SendMessage", "SendMessageBatch", "ReceiveMessage"):
             queue = self._resources(prefix, action_of(prefix, operation), operation, params)[0]
-            key = self.policies.queue_keys.get(queue)
-            if key:  # SSE-KMS: a producer needs GenerateDataKey and Decrypt, a consumer Decrypt
-                return [("kms:Decrypt", key)] + (
-                    [("kms:GenerateDataKey", key)] if operation != "ReceiveMessage" else []
+            queue_key = self.policies.queue_keys.get(queue)
+            if queue_key:  # SSE-KMS: a producer needs GenerateDataKey and Decrypt, a consumer Decrypt
+                return [("kms:Decrypt", queue_key)] + (
+                    [("kms:GenerateDataKey", queue_key)] if operation != "ReceiveMessage" else []
                 )
         if prefix == "dynamodb" and operation not in DYNAMODB_WITHOUT_KEY:
             keys = {

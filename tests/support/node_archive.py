@@ -41,7 +41,7 @@ def record(kinds: tuple[type[EngineNode], ...] = NODES) -> list[str]:
             raise EngineSetupError(
                 f"the JVM did not record a usable class archive at {kind.launcher.archive}"
             )
-    return [kind.description for kind in stale]
+    return [kind.launcher.name for kind in stale]
 
 
 def main() -> int:

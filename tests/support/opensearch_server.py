@@ -1,20 +1,20 @@
 """The loopback front of an Amazon OpenSearch Service domain, for tests only: an HTTP server on 127.0.0.1 that does
 what the service does before a request reaches the engine, then forwards it to a real OpenSearch node
 (tests/support/engine_node.py, or the secured node with the security plugin, tests/support/secured_node.py) through
-tests/support/engine_proxy.py. The node answers; the front never emulates the engine.
+tests/support/engine_proxy.py. The node answers, `filter_path` and every other parameter included; the front never
+emulates the engine.
 
 Before forwarding, as the service does:
 - like a domain with signed access only, it answers 403 to requests without a SigV4 `Authorization` header for
   service `es`; given credentials it also verifies the signature;
-- with `fgac`, every signed request is attributed to the IAM role its access key belongs to
-  (tests/support/domain_principals.py) and forwarded as that role, for the secured node's plugin to decide;
+- with `fgac`, every signed request is attributed to the IAM role its access key belongs to and forwarded as that
+  role, for the secured node's plugin to decide what the role may do;
 - with `access` (tests/support/iam.py `DomainAccess`), IAM decides each signed request first: the domain's access
-  policy with the caller's identity policies, answering 403 `{"Message": ...}`;
-- `max_body_bytes` is the instance type's request size limit (HTTP 413).
+  policy with the caller's identity policies, answering 403 `{"Message": ...}`.
 
-Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `enqueue_fault`, `fail_item`,
-`latency_seconds`, `lose_points_in_time`) and inspect it through `requests`, `count()`, `requests_to()`, and
-`document()`, `documents()`, `index_names()` and `aliases_of()`, which ask the node.
+Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `fail_item`, `latency_seconds`,
+`lose_points_in_time`) and inspect it through `requests`, `count()`, `requests_to()`, and `document()`,
+`documents()`, `index_names()` and `aliases_of()`, which ask the node.
 """
 
 from __future__ import annotations
@@ -25,88 +25,74 @@ import json
 import re
 import socket
 import threading
-from collections import Counter, deque
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.support.domain_principals import UNRESTRICTED, FineGrainedAccessControl, Subject
 from tests.support.engine_node import EngineNode
 from tests.support.engine_proxy import Forwarded, ItemError, forward, forward_bulk
 from tests.support.iam import DomainAccess
 from tests.support.secured_node import SecuredNode
 
-__all__ = [
-    "ROUTE_ALIAS",
-    "ROUTE_ALIASES",
-    "ROUTE_BULK",
-    "ROUTE_CAT_INDICES",
-    "ROUTE_CLUSTER_SETTINGS",
-    "ROUTE_COUNT",
-    "ROUTE_DOC",
-    "ROUTE_INDEX",
-    "ROUTE_INDEX_TEMPLATE",
-    "ROUTE_MAPPING",
-    "ROUTE_MGET",
-    "ROUTE_POINT_IN_TIME",
-    "ROUTE_REFRESH",
-    "ROUTE_ROOT",
-    "ROUTE_SCRIPTS",
-    "ROUTE_SEARCH",
-    "ROUTE_SECURITY",
-    "ROUTE_SETTINGS",
-    "ROUTE_UNKNOWN",
-    "Fault",
-    "FineGrainedAccessControl",
-    "LoopbackOpenSearch",
-    "OpenSearchError",
-    "RecordedRequest",
-]
-
-ROUTE_ROOT = "root"
+# The routes a test can fault or count; requests to any other path are recorded as ROUTE_OTHER.
 ROUTE_BULK = "_bulk"
 ROUTE_INDEX_TEMPLATE = "_index_template"
 ROUTE_INDEX = "index"
-ROUTE_MAPPING = "_mapping"
 ROUTE_SETTINGS = "_settings"
 ROUTE_CLUSTER_SETTINGS = "_cluster/settings"
 ROUTE_ALIASES = "_aliases"
 ROUTE_ALIAS = "_alias"
-ROUTE_CAT_INDICES = "_cat/indices"
 ROUTE_SCRIPTS = "_scripts"
-ROUTE_DOC = "_doc"
-ROUTE_SEARCH = "_search"
-ROUTE_COUNT = "_count"
-ROUTE_REFRESH = "_refresh"
-ROUTE_MGET = "_mget"
-ROUTE_POINT_IN_TIME = "_search/point_in_time"
 ROUTE_SECURITY = "_plugins/_security"
-ROUTE_UNKNOWN = "unknown"
+ROUTE_OTHER = "other"
+_ROUTE_OF_FIRST_SEGMENT = {
+    "_index_template": ROUTE_INDEX_TEMPLATE,
+    "_scripts": ROUTE_SCRIPTS,
+    "_aliases": ROUTE_ALIASES,
+}
+# A domain's request idle timeout is longer; the tests' clients never leave a connection idle this long.
+_IDLE_CONNECTION_TIMEOUT_SECONDS = 5.0
+_DEFAULT_ERROR_TYPES = {
+    429: "rejected_execution_exception",  # OpenSearch's name; Elasticsearch said es_rejected_...
+    502: "bad_gateway",
+    503: "cluster_block_exception",
+    504: "gateway_timeout",
+}
 
 
-class OpenSearchError(Exception):
-    """An error the front answers itself (a refused signature, an injected fault), in OpenSearch's wire shape."""
+def _error_body(status: int, error_type: str, reason: str) -> dict[str, Any]:
+    """An error in OpenSearch's wire shape."""
+    error = {"type": error_type, "reason": reason}
+    return {"error": {"root_cause": [error], **error}, "status": status}
 
-    def __init__(self, status: int, error_type: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status, self.error_type, self.reason = status, error_type, reason
 
-    def body(self) -> dict[str, Any]:
-        error = {"type": self.error_type, "reason": self.reason}
-        return {"error": {"root_cause": [error], **error}, "status": self.status}
+@dataclass(frozen=True)
+class FineGrainedAccessControl:
+    """Attribute signed requests to IAM roles, as a domain with IAM authentication does.
+
+    `principals` maps a request's access key id to the IAM role ARN whose credentials they are (as STS handed
+    them out: an assumed-role session acts as its role); `master_role_arn` is the domain's FGAC master user ARN.
+    """
+
+    master_role_arn: str
+    principals: Mapping[str, str] | Callable[[str], str | None]
+
+    def principal(self, access_key: str) -> str | None:
+        lookup = self.principals
+        return lookup(access_key) if callable(lookup) else lookup.get(access_key)
 
 
 @dataclass(frozen=True)
 class RecordedRequest:
     method: str
     path: str
-    query: dict[str, str]
     headers: dict[str, str]
     body: bytes
     route: str
@@ -136,197 +122,28 @@ class Fault:
 
 
 @dataclass
-class ItemFault:
-    status: int
-    error_type: str
-    reason: str
-    remaining: int | None
-
-
-def _take_fault(queue: deque[ItemFault] | None) -> ItemFault | None:
-    """The fault at the head of a document's queue, used up once its ``remaining`` count runs out (None: always)."""
-    if not queue:
-        return None
-    fault = queue[0]
-    if fault.remaining is not None:
-        fault.remaining -= 1
-        if fault.remaining <= 0:
-            queue.popleft()
-    return fault
-
-
-@dataclass
-class _FilterNode:
-    """One level of a `filter_path`: exact field names and `*` patterns -> the next level, or None where a
-    path ends (everything below is kept)."""
-
-    exact: dict[str, _FilterNode | None] = field(default_factory=dict)
-    patterns: list[tuple[re.Pattern[str] | None, _FilterNode | None]] = field(default_factory=list)
-
-    def child(self, part: str) -> _FilterNode | None:
-        if "*" not in part:
-            node = self.exact.get(part, _FilterNode())
-            self.exact.setdefault(part, node)
-            return node
-        for pattern, node in self.patterns:
-            if (pattern.pattern if pattern else "*") == part:
-                return node
-        matcher = None if part == "*" else re.compile(".*".join(re.escape(p) for p in part.split("*")))
-        node = _FilterNode()
-        self.patterns.append((matcher, node))
-        return node
-
-    def end(self, part: str) -> None:
-        if "*" not in part:
-            self.exact[part] = None
-            return
-        matcher = None if part == "*" else re.compile(".*".join(re.escape(p) for p in part.split("*")))
-        self.patterns = [
-            (m, n)
-            for m, n in self.patterns
-            if (m.pattern if m else "*") != (matcher.pattern if matcher else "*")
-        ]
-        self.patterns.append((matcher, None))
-
-    def lookup(self, key: str) -> list[_FilterNode | None]:
-        found = [self.exact[key]] if key in self.exact else []
-        for pattern, node in self.patterns:
-            if pattern is None or pattern.fullmatch(key):
-                found.append(node)
-        return found
-
-
-_FILTERED_OUT = object()
-
-
-def _response_filter(expression: str | None) -> _FilterNode | None:
-    """OpenSearch's `filter_path` query parameter: comma-separated dotted field paths, `*` matching any
-    characters within one name; arrays are filtered element by element and what is left empty disappears.
-    Exclusions (`-path`) and `**` are not emulated (400)."""
-    paths = [path.strip() for path in (expression or "").split(",") if path.strip()]
-    if not paths:
-        return None
-    root = _FilterNode()
-    for path in paths:
-        if path.startswith("-") or "**" in path:
-            raise OpenSearchError(
-                400,
-                "illegal_argument_exception",
-                f"filter_path [{path}]: exclusions and ** are not emulated by the loopback server",
-            )
-        *parents, last = path.split(".")
-        node: _FilterNode | None = root
-        for part in parents:
-            assert node is not None
-            node = node.child(part)
-            if node is None:  # a shorter path already keeps everything below
-                break
-        else:
-            assert node is not None
-            node.end(last)
-    return root
-
-
-def _merged(nodes: list[_FilterNode]) -> _FilterNode:
-    merged = _FilterNode()
-    for node in nodes:
-        for name, below in node.exact.items():
-            if name not in merged.exact:
-                merged.exact[name] = below
-            else:
-                other = merged.exact[name]
-                merged.exact[name] = None if other is None or below is None else _merged([other, below])
-        merged.patterns.extend(node.patterns)
-    return merged
-
-
-def _filter_value(value: Any, node: _FilterNode) -> Any:
-    if isinstance(value, list):
-        kept = []
-        for element in value:
-            filtered = _filter_value(element, node)
-            if filtered is not _FILTERED_OUT:
-                kept.append(filtered)
-        return kept if kept else _FILTERED_OUT
-    if not isinstance(value, dict):
-        return _FILTERED_OUT  # the path goes deeper than this value
-    result = {}
-    exact, patterns = node.exact, node.patterns
-    if not exact and len(patterns) == 1 and patterns[0][0] is None:  # a lone `*`: every key, same level below
-        below_all = patterns[0][1]
-        for key, member in value.items():
-            filtered = member if below_all is None else _filter_value(member, below_all)
-            if filtered is not _FILTERED_OUT:
-                result[key] = filtered
-        return result if result else _FILTERED_OUT
-    for key, member in value.items():
-        if patterns:
-            found = node.lookup(key)
-            if not found:
-                continue
-            below = (
-                None
-                if None in found
-                else (found[0] if len(found) == 1 else _merged([n for n in found if n is not None]))
-            )
-        elif key in exact:
-            below = exact[key]
-        else:
-            continue
-        if below is None:
-            result[key] = member
-            continue
-        filtered = _filter_value(member, below)
-        if filtered is not _FILTERED_OUT:
-            result[key] = filtered
-    return result if result else _FILTERED_OUT
-
-
-def _filter_response(payload: Any, response_filter: _FilterNode | None) -> Any:
-    if response_filter is None or not isinstance(payload, dict | list):
-        return payload
-    filtered = _filter_value(payload, response_filter)
-    return {} if filtered is _FILTERED_OUT else filtered
+class _ItemFault:
+    error: ItemError
+    remaining: int | None  # None: always
 
 
 def _classify(segments: list[str]) -> str:
-    if not segments:
-        return ROUTE_ROOT
-    first, last = segments[0], segments[-1]
-    if first == "_index_template":
-        return ROUTE_INDEX_TEMPLATE
+    first = segments[0] if segments else ""
+    if first in _ROUTE_OF_FIRST_SEGMENT:
+        return _ROUTE_OF_FIRST_SEGMENT[first]
     if segments[:2] == ["_cluster", "settings"]:
         return ROUTE_CLUSTER_SETTINGS
-    if first == "_cat" and len(segments) >= 2 and segments[1] == "indices":
-        return ROUTE_CAT_INDICES
-    if first == "_scripts":
-        return ROUTE_SCRIPTS
     if segments[:3] == ["_plugins", "_security", "api"]:
         return ROUTE_SECURITY
-    if first == "_aliases":
-        return ROUTE_ALIASES
     if "_alias" in segments[:2] or "_aliases" in segments[1:2]:
         return ROUTE_ALIAS
-    if last == "_bulk":
+    if segments[-1:] == ["_bulk"]:
         return ROUTE_BULK
-    if segments[-2:] == ["_search", "point_in_time"] and len(segments) <= 3:
-        return ROUTE_POINT_IN_TIME
-    if last == "_mget" and len(segments) <= 2:
-        return ROUTE_MGET
-    if len(segments) == 3 and segments[1] == "_doc":
-        return ROUTE_DOC
-    if last == "_settings" and len(segments) <= 2:
+    if segments[-1:] == ["_settings"] and len(segments) <= 2:
         return ROUTE_SETTINGS
-    if last in ("_search", "_count", "_refresh", "_mapping") and len(segments) <= 2:
-        return {
-            "_search": ROUTE_SEARCH,
-            "_count": ROUTE_COUNT,
-            "_refresh": ROUTE_REFRESH,
-            "_mapping": ROUTE_MAPPING,
-        }[last]
     if len(segments) == 1 and not first.startswith("_"):
         return ROUTE_INDEX
-    return ROUTE_UNKNOWN
+    return ROUTE_OTHER
 
 
 _AUTHORIZATION = re.compile(
@@ -334,29 +151,25 @@ _AUTHORIZATION = re.compile(
     r"/aws4_request, "
     r"SignedHeaders=(?P<signed>[a-z0-9;\-]+), Signature=(?P<signature>[0-9a-f]{64})$"
 )
+_SIGNATURE_MISMATCH = "The request signature we calculated does not match the signature you provided."
 
 
 class LoopbackOpenSearch:
-    """A thread-safe in-memory OpenSearch on 127.0.0.1:<ephemeral port>; use as a context manager.
+    """The front on 127.0.0.1:<ephemeral port> before `engine`; thread-safe; use as a context manager.
 
     `credentials` (access key, secret key), or a map of access key to secret key, makes it verify signatures,
     not only their presence.
-    `fgac` attributes each signed request to the IAM role its access key belongs to
-    (tests/support/domain_principals.py); with a secured `engine` (tests/support/secured_node.py) the request is
-    forwarded as that role and the security plugin decides.
-    `max_body_bytes` emulates Amazon OpenSearch Service's per-instance-type request size limit (HTTP 413).
+    `fgac` attributes each signed request to the IAM role its access key belongs to; with the secured `engine`
+    (tests/support/secured_node.py) the request is forwarded as that role and the security plugin decides.
     """
 
     def __init__(
         self,
         *,
-        require_signature: bool = True,
         credentials: tuple[str, str] | Mapping[str, str] | None = None,
         region: str | None = None,
         latency_seconds: float = 0.0,
         fgac: FineGrainedAccessControl | None = None,
-        idle_connection_timeout_seconds: float = 5.0,
-        max_body_bytes: int | None = None,
         access: DomainAccess | None = None,
         engine: EngineNode,
     ) -> None:
@@ -366,21 +179,18 @@ class LoopbackOpenSearch:
             raise ValueError(
                 "fine-grained access control is the secured node's plugin: fgac goes with a SecuredNode"
             )
-        self.require_signature = require_signature
         self.access = access
-        self.max_body_bytes = max_body_bytes
-        self.credentials = credentials
+        self.secrets = dict([credentials]) if isinstance(credentials, tuple) else credentials
         self.region = region
         self.latency_seconds = latency_seconds
         self.fgac = fgac
         self.engine = engine
         self._lock = threading.Lock()
-        self._item_faults: dict[str, deque[ItemFault]] = {}
+        self._item_faults: dict[str, deque[_ItemFault]] = {}
         self.requests: list[RecordedRequest] = []
-        self.route_counts: Counter[str] = Counter()
         self._faults: dict[str, deque[Fault]] = {}
         self._stopping = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), _make_handler(self, idle_connection_timeout_seconds))
+        self._server = _Server(("127.0.0.1", 0), _make_handler(self))
         self._thread: threading.Thread | None = None
         self.port: int = self._server.server_address[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -415,8 +225,7 @@ class LoopbackOpenSearch:
 
     # --- fault injection -------------------------------------------------------------------------
 
-    def enqueue_fault(self, route: str, fault: Fault, *, times: int = 1) -> None:
-        """The next `times` requests to `route` (one of the ROUTE_* names) get `fault`."""
+    def _enqueue(self, route: str, fault: Fault, times: int) -> None:
         with self._lock:
             self._faults.setdefault(route, deque()).extend([fault] * times)
 
@@ -431,19 +240,12 @@ class LoopbackOpenSearch:
         reason: str | None = None,
         method: str | None = None,
     ) -> None:
-        """The next `times` requests to `route` fail with `status` and an OpenSearch error body."""
-        default_type = {
-            429: "rejected_execution_exception",  # OpenSearch's name; Elasticsearch said es_rejected_...
-            500: "exception",
-            502: "bad_gateway",
-            503: "cluster_block_exception",
-            504: "gateway_timeout",
-        }.get(status, "exception")
-        error = OpenSearchError(status, error_type or default_type, reason or f"injected {status}")
+        """The next `times` requests to `route` (one of the ROUTE_* names) fail with `status` and an OpenSearch
+        error body."""
+        error_type = error_type or _DEFAULT_ERROR_TYPES.get(status, "exception")
+        body = _error_body(status, error_type, reason or f"injected {status}")
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
-        self.enqueue_fault(
-            route, Fault(status=status, body=error.body(), headers=headers, method=method), times=times
-        )
+        self._enqueue(route, Fault(status=status, body=body, headers=headers, method=method), times)
 
     def delay_next(
         self,
@@ -455,13 +257,12 @@ class LoopbackOpenSearch:
         method: str | None = None,
     ) -> None:
         """The next requests wait `seconds`; then they take effect normally (or answer `status`)."""
-        body = OpenSearchError(status, "exception", f"injected {status}").body() if status else None
-        fault = Fault(status=status, body=body, delay_seconds=seconds, method=method)
-        self.enqueue_fault(route, fault, times=times)
+        body = _error_body(status, "exception", f"injected {status}") if status else None
+        self._enqueue(route, Fault(status=status, body=body, delay_seconds=seconds, method=method), times)
 
     def drop_next(self, route: str, *, times: int = 1, method: str | None = None) -> None:
         """The next requests are read, not applied, and the connection is closed without a response."""
-        self.enqueue_fault(route, Fault(drop_connection=True, method=method), times=times)
+        self._enqueue(route, Fault(drop_connection=True, method=method), times)
 
     def fail_item(
         self,
@@ -478,33 +279,25 @@ class LoopbackOpenSearch:
         429 rejected_execution_exception (OpenSearch's name for Elasticsearch's
         es_rejected_execution_exception).
         """
+        fault = _ItemFault(ItemError(status, error_type, reason), times)
         with self._lock:
-            self._item_faults.setdefault(doc_id, deque()).append(ItemFault(status, error_type, reason, times))
+            self._item_faults.setdefault(doc_id, deque()).append(fault)
 
     def lose_points_in_time(self) -> None:
         """What a node restart or a blue/green deployment does on the service: every point in time is gone."""
         freed = self.engine.request("DELETE", "/_search/point_in_time/_all")
         assert freed.status == 200, freed.body
 
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
-            self._item_faults.clear()
-
     # --- inspection ------------------------------------------------------------------------------
 
     def count(self, route: str, method: str | None = None) -> int:
         """Requests received for `route` (faulted ones included), optionally only one method."""
-        with self._lock:
-            if method is None:
-                return self.route_counts[route]
-            return sum(1 for r in self.requests if r.route == route and r.method == method.upper())
+        return len(self.requests_to(route, method))
 
     def forget_requests(self) -> None:
         """Drop what was recorded so far (e.g. a test's set-up), keeping the cluster's state."""
         with self._lock:
             self.requests.clear()
-            self.route_counts.clear()
 
     def requests_to(self, route: str, method: str | None = None) -> list[RecordedRequest]:
         with self._lock:
@@ -538,11 +331,10 @@ class LoopbackOpenSearch:
     # --- request handling (called from server threads) -------------------------------------------
 
     def forward(
-        self, request: RecordedRequest, segments: list[str], raw_path: str, subject: Subject
+        self, request: RecordedRequest, segments: list[str], raw_path: str, principal: str | None
     ) -> Forwarded:
         """A request the front let through, answered by the real engine (per-item bulk faults made here); on the
         secured node it acts for the verified IAM principal (its role ARN), never for a header the client sent."""
-        principal = subject.name if self.fgac is not None else None
         if request.route == ROUTE_BULK and request.method in ("POST", "PUT"):
             path_index = segments[0] if len(segments) == 2 else None
             return forward_bulk(
@@ -551,15 +343,21 @@ class LoopbackOpenSearch:
         return forward(self.engine, request.method, raw_path, request.headers, request.body, principal)
 
     def _item_error(self, doc_id: str) -> ItemError | None:
+        """The fault at the head of a document's queue, used up once its `remaining` count runs out."""
         with self._lock:
-            fault = _take_fault(self._item_faults.get(doc_id))
-        return None if fault is None else ItemError(fault.status, fault.error_type, fault.reason)
+            queue = self._item_faults.get(doc_id)
+            if not queue:
+                return None
+            fault = queue[0]
+            if fault.remaining is not None:
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    queue.popleft()
+            return fault.error
 
     def _next_fault(self, route: str, method: str) -> Fault | None:
         with self._lock:
-            queue = self._faults.get(route)
-            if not queue:
-                return None
+            queue = self._faults.get(route, deque())
             for position, fault in enumerate(queue):
                 if fault.method is None or fault.method.upper() == method:
                     del queue[position]
@@ -569,48 +367,33 @@ class LoopbackOpenSearch:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
-            self.route_counts[request.route] += 1
 
-    def sleep(self, seconds: float) -> None:
+    def _sleep(self, seconds: float) -> None:
         """Sleeps that end early when the server stops, so fixtures never hang."""
         if seconds > 0:
             self._stopping.wait(seconds)
 
-    def _check_signature(
-        self, request: RecordedRequest, raw_path: str, raw_host: str, body_sha256: str | None = None
-    ) -> OpenSearchError | None:
+    def _signature_refusal(
+        self, request: RecordedRequest, raw_path: str, raw_host: str, body_sha256: str
+    ) -> str | None:
+        """Why the service refuses the request's signature (403), or None."""
         authorization = request.headers.get("authorization")
-        denied = "The request signature we calculated does not match the signature you provided."
         if not authorization:
-            return OpenSearchError(
-                403, "security_exception", "Missing Authentication Token: request is not signed"
-            )
+            return "Missing Authentication Token: request is not signed"
         match = _AUTHORIZATION.match(authorization)
         if not match or match["service"] != "es" or "x-amz-date" not in request.headers:
-            return OpenSearchError(
-                403, "security_exception", f"Authorization header is not SigV4 for es: {denied}"
-            )
+            return f"Authorization header is not SigV4 for es: {_SIGNATURE_MISMATCH}"
         if self.region is not None and match["region"] != self.region:
-            return OpenSearchError(
-                403, "security_exception", f"Credential should be scoped to region {self.region}"
-            )
-        if body_sha256 is None:
-            body_sha256 = hashlib.sha256(request.body).hexdigest()
+            return f"Credential should be scoped to region {self.region}"
         if request.headers.get("x-amz-content-sha256") != body_sha256:
-            return OpenSearchError(
-                403, "security_exception", f"x-amz-content-sha256 does not match the body. {denied}"
-            )
-        if self.credentials is None:
+            return f"x-amz-content-sha256 does not match the body. {_SIGNATURE_MISMATCH}"
+        if self.secrets is None:
             return None
-        secrets = dict([self.credentials]) if isinstance(self.credentials, tuple) else dict(self.credentials)
         access_key = match["key"]
-        secret_key = secrets.get(access_key)
+        secret_key = self.secrets.get(access_key)
         if secret_key is None:
-            return OpenSearchError(
-                403, "security_exception", "The security token included in the request is invalid"
-            )
-        signed = match["signed"].split(";")
-        headers = {name: request.headers.get(name, "") for name in signed}
+            return "The security token included in the request is invalid"
+        headers = {name: request.headers.get(name, "") for name in match["signed"].split(";")}
         aws_request = AWSRequest(
             method=request.method, url=f"http://{raw_host}{raw_path}", headers=headers, data=request.body
         )
@@ -618,22 +401,13 @@ class LoopbackOpenSearch:
         signer = SigV4Auth(Credentials(access_key, secret_key), match["service"], match["region"])
         canonical = signer.canonical_request(aws_request)
         expected = signer.signature(signer.string_to_sign(aws_request, canonical), aws_request)
-        if expected != match["signature"]:
-            return OpenSearchError(403, "security_exception", denied)
-        return None
+        return None if expected == match["signature"] else _SIGNATURE_MISMATCH
 
-    def subject_of(self, request: RecordedRequest) -> Subject | OpenSearchError:
-        """Who a request acts as: everything without FGAC; with it, the IAM role of the signing access key
-        (an access key no principal owns is refused by IAM before FGAC sees the request)."""
-        if self.fgac is None:
-            return UNRESTRICTED
+    def principal_of(self, request: RecordedRequest) -> str | None:
+        """The IAM role ARN a signed request acts as, under FGAC (None: no FGAC, or an access key no principal
+        owns, which IAM refuses before FGAC sees the request)."""
         match = _AUTHORIZATION.match(request.headers.get("authorization", ""))
-        subject = self.fgac.subject(match["key"]) if match else None
-        if subject is None:
-            return OpenSearchError(
-                403, "security_exception", "The security token included in the request is invalid."
-            )
-        return subject
+        return self.fgac.principal(match["key"]) if self.fgac is not None and match else None
 
 
 class _Server(ThreadingHTTPServer):
@@ -669,10 +443,10 @@ class _Server(ThreadingHTTPServer):
         """Clients that time out or hang up mid-response are expected in fault tests."""
 
 
-def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHTTPRequestHandler]:
+def _make_handler(owner: LoopbackOpenSearch) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        timeout = idle_timeout
+        timeout = _IDLE_CONNECTION_TIMEOUT_SECONDS
 
         def setup(self) -> None:
             super().setup()
@@ -695,49 +469,38 @@ def _make_handler(owner: LoopbackOpenSearch, idle_timeout: float) -> type[BaseHT
             request = RecordedRequest(
                 method=self.command,
                 path=unquote(split.path),
-                query=dict(parse_qsl(split.query, keep_blank_values=True)),
                 headers={name.lower(): value for name, value in self.headers.items()},
                 body=body,
                 route=_classify(segments),
             )
             owner._record(request)
-            owner.sleep(owner.latency_seconds)
+            owner._sleep(owner.latency_seconds)
             # A signed-only domain refuses unsigned requests before anything else can happen.
-            denied = (
-                owner._check_signature(request, self.path, self.headers.get("Host", ""), body_sha256)
-                if owner.require_signature
-                else None
-            )
-            subject = owner.subject_of(request) if denied is None else denied
-            if isinstance(subject, OpenSearchError):
-                self._send(subject.status, {"message": subject.reason, "error": subject.body()["error"]})
+            refusal = owner._signature_refusal(request, self.path, self.headers.get("Host", ""), body_sha256)
+            principal = owner.principal_of(request)
+            if refusal is None and owner.fgac is not None and principal is None:
+                refusal = "The security token included in the request is invalid."
+            if refusal is not None:
+                error = _error_body(403, "security_exception", refusal)["error"]
+                self._send(403, {"message": refusal, "error": error})
                 return
-            refused = (
-                owner.access.refusal(subject.name, request.method, request.path) if owner.access else None
-            )
-            if refused is not None:  # IAM decides before the engine, and answers in the service's shape
-                self._send(403, refused)
-                return
-            if owner.max_body_bytes is not None and len(body) > owner.max_body_bytes:
-                self._send(413, {"Message": f"Request size exceeded {owner.max_body_bytes} bytes"})
-                return
-            try:
-                response_filter = _response_filter(request.query.get("filter_path"))
-            except OpenSearchError as error:
-                self._send(error.status, error.body())
-                return
+            if owner.access is not None and principal is not None:  # IAM decides before the engine
+                refused = owner.access.refusal(principal, request.method, request.path)
+                if refused is not None:  # in the service's shape
+                    self._send(403, refused)
+                    return
             fault = owner._next_fault(request.route, request.method)
             if fault is not None:
-                owner.sleep(fault.delay_seconds)
+                owner._sleep(fault.delay_seconds)
                 if fault.drop_connection:
                     self.close_connection = True
                     with contextlib.suppress(OSError):
                         self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if fault.status is not None:
-                    self._send(fault.status, _filter_response(fault.body, response_filter), fault.headers)
+                    self._send(fault.status, fault.body, fault.headers)
                     return
-            forwarded = owner.forward(request, segments, self.path, subject)
+            forwarded = owner.forward(request, segments, self.path, principal)
             self._send(forwarded.status, forwarded.body, content_type=forwarded.content_type)
 
         def _read_body(self, length: int) -> tuple[bytes, str]:

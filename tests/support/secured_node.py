@@ -162,7 +162,7 @@ def write_home(home: Path) -> None:
 class SecuredNode(EngineNode):
     """One secured node in a child JVM; requests reach it only through a proxy connection naming a principal."""
 
-    kind, description, launcher = "secured", "the secured test node", SECURED
+    kind, launcher = "secured", SECURED
 
     def prepare_home(self) -> None:
         write_home(self.directory)

@@ -25,7 +25,7 @@ BUCKET = "arn:aws:s3:::bucket/key"
 KEY = f"arn:aws:kms:ca-central-1:{ACCOUNT}:key/k"
 TARGET_ROLE = f"arn:aws:iam::{ACCOUNT}:role/target"
 TABLE = f"arn:aws:dynamodb:ca-central-1:{ACCOUNT}:table/t"
-QUERY = {
+QUERY: dict[str, Any] = {
     "action": "dynamodb:Query",
     "target": TABLE,
 }  # dynamodb:LeadingKeys is a key of DynamoDB's item calls
@@ -64,11 +64,11 @@ def assumed_by(service: str, **context: str) -> dict[str, Any]:
 SCHEDULER_SOURCE = {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": SCHEDULE_GROUP}
 
 
-def allow(action: str = "s3:GetObject", resource: str = "*", **extra: Any) -> dict[str, Any]:
+def allow(action: str | list[str] = "s3:GetObject", resource: str = "*", **extra: Any) -> dict[str, Any]:
     return {"Effect": "Allow", "Action": action, "Resource": resource, **extra}
 
 
-def deny(action: str = "s3:GetObject", resource: str = "*", **extra: Any) -> dict[str, Any]:
+def deny(action: str | list[str] = "s3:GetObject", resource: str = "*", **extra: Any) -> dict[str, Any]:
     return {"Effect": "Deny", "Action": action, "Resource": resource, **extra}
 
 

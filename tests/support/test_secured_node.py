@@ -8,16 +8,10 @@ import http.client
 from botocore.credentials import Credentials
 from refdata.transport import OpenSearchTransport
 
-from tests.support.engine_setup import read_lock as read_engine_lock
+from tests.support.engine_setup import PLUGIN_ZIPS, read_lock, verified_install
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 from tests.support.secured_node import SUITE_ARN, SecuredNode
-from tests.support.secured_setup import (
-    PLUGIN_ARTIFACT,
-    PLUGIN_PUBLISHED_FOR,
-    SECURED_VERSION,
-    read_lock,
-    verified_install,
-)
+from tests.support.secured_setup import PLUGIN_PUBLISHED_FOR, SECURED, SECURED_VERSION
 
 MASTER = "arn:aws:iam::123456789012:role/master"
 READER = "arn:aws:iam::123456789012:role/reader"
@@ -30,15 +24,15 @@ def _version(text: str) -> tuple[int, ...]:
 def test_secured_node_is_the_nearest_version_at_or_above_the_engine_that_the_plugin_is_published_for(
     secured: SecuredNode,
 ) -> None:
-    (engine,) = {jar.version for jar in read_engine_lock() if jar.group == "org.opensearch"}
+    (engine,) = {jar.version for jar in read_lock() if jar.group == "org.opensearch"}
     at_or_above = [v for v in PLUGIN_PUBLISHED_FOR if _version(v)[:2] >= _version(engine)[:2]]
     assert min(at_or_above, key=_version) == SECURED_VERSION
     assert _version(SECURED_VERSION)[0] == _version(engine)[0], "the same major version as the domains"
     assert secured.request("GET", "/").body["version"]["number"] == SECURED_VERSION == secured.version
-    locked = read_lock()
+    locked = read_lock(SECURED.lock)
     assert {a.version for a in locked if a.group == "org.opensearch"} == {SECURED_VERSION}
-    assert {a.version for a in locked if a.artifact == PLUGIN_ARTIFACT} == {f"{SECURED_VERSION}.0"}
-    assert verified_install(locked), (
+    assert {a.version for a in locked if (a.group, a.artifact) in PLUGIN_ZIPS} == {f"{SECURED_VERSION}.0"}
+    assert verified_install(locked, SECURED.lib), (
         "`make engine` installs the locked artifacts; .cache/engine/secured differs"
     )
 

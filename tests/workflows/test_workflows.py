@@ -291,7 +291,7 @@ def test_the_recovery_step_fails_with_one_clear_error_when_it_cannot_assume_the_
 def test_the_deploy_jobs_credentials_last_the_job_and_the_job_covers_a_first_deploy_and_the_smoke_run() -> (
     None
 ):
-    """A first deploy (the README's budget: up to 60 minutes for the stateful stack and 10 for the stateless one)
+    """A first deploy (docs/deploy.md's budget: up to 60 minutes for the stateful stack and 10 for the stateless one)
     plus the smoke run at worst (each worker step within one invocation, WORKER_TIMEOUT) must fit the job, and the
     credentials the CLI and the smoke run assume their roles from must last the job: GitHub's default is one hour."""
     import math
@@ -303,9 +303,9 @@ def test_the_deploy_jobs_credentials_last_the_job_and_the_job_covers_a_first_dep
 
     deploy = load("deploy.yml")["jobs"]["deploy"]
     job_seconds = int(deploy["timeout-minutes"]) * 60
-    readme = (ROOT / "README.md").read_text()
-    budget = re.search(r"budget (\d+)–(\d+) minutes for a first stateful stack, about (\d+)–(\d+)", readme)
-    assert budget, "the README states the first deploy's budget"
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    budget = re.search(r"budget (\d+)–(\d+) minutes for a first stateful stack, about (\d+)–(\d+)", guide)
+    assert budget, "docs/deploy.md states the first deploy's budget"
     # The smoke run at worst: prepare, each round of parts (max_concurrency at once), finish, a worker timeout each.
     indexable = len([schema for schema in REGISTRY.values() if schema.indexable])
     smoke_seconds = max(
@@ -321,7 +321,7 @@ def test_the_deploy_jobs_credentials_last_the_job_and_the_job_covers_a_first_dep
     for step in credentials:
         duration = int(step["with"]["role-duration-seconds"])
         assert job_seconds <= duration <= 43200
-        assert f"--max-session-duration {duration}" in readme  # the role must allow what the job asks for
+        assert f"--max-session-duration {duration}" in guide  # the role must allow what the job asks for
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in WORKFLOWS.glob("*.yml")))

@@ -313,7 +313,7 @@ def test_the_mapped_sync_role_can_write_a_document_that_introduces_a_field(
     )
     build_document(change, None)
     sync = OpenSearchTransport(
-        server.endpoint, REGION, timeout_seconds=2, credentials=Credentials(SYNC_KEY, "sync-secret")
+        server.endpoint, REGION, timeout_seconds=30, credentials=Credentials(SYNC_KEY, "sync-secret")
     )
 
     answer = sync.request(
@@ -330,7 +330,7 @@ def test_no_index_named_like_a_write_alias_can_be_auto_created(server: LoopbackO
     admin = OpenSearchTransport(
         server.endpoint,
         REGION,
-        timeout_seconds=2,
+        timeout_seconds=30,
         credentials=Credentials("AKIDBOOTSTRAP", "bootstrap-secret"),
     )
     stray = b'{"index":{"_index":"stray-write","_id":"1"}}\n{"a":1}\n'

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from ops_harness import REGION, TABLE, ZONE, OpsEnv
 from stream_sync import redrive
 
+from infra.environments import environments
 from ops import cli
 
 pytestmark = pytest.mark.integration
@@ -150,9 +154,9 @@ def test_a_deployed_run_uses_the_environments_region_unless_region_says_otherwis
     monkeypatch.setenv("AWS_REGION", "eu-west-1")  # a laptop's default region is not the environment's
     for name, config in environments().items():
         for command in ("purge", "smoke"):  # smoke too: it took AWS_REGION over the configured region
-            args = cli._parser().parse_args([command, "--env", name])
+            args = cli.build_parser().parse_args([command, "--env", name])
             assert cli.deployed_region(args) == config.region
-            args = cli._parser().parse_args([command, "--env", name, "--region", "us-east-2"])
+            args = cli.build_parser().parse_args([command, "--env", name, "--region", "us-east-2"])
             assert cli.deployed_region(args) == "us-east-2"
 
 
@@ -167,7 +171,7 @@ def test_an_unknown_schema_gets_the_nearest_indexable_one_and_a_non_indexable_on
         ("counter", "schema 'counter' is not indexable (it is never in the search domain)"),
     ):
         with pytest.raises(SystemExit):
-            cli._parser().parse_args(["reindex", "--env", "dev", "--schema", schema])
+            cli.build_parser().parse_args(["reindex", "--env", "dev", "--schema", schema])
         assert said in capsys.readouterr().err
 
 
@@ -246,3 +250,86 @@ def test_the_role_a_deployed_run_assumes_is_renewed_before_it_expires(
             used.append(key)
             now[0] += timedelta(minutes=5)
         assert len(issued) == len(set(used)) <= 5, "renewed about once an hour, not on every call"
+
+
+# --- a config mistake, and which environment it is in ---------------------------------------------------------
+
+
+@pytest.fixture
+def planted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[str], int]:
+    """``planted(env)``: the repository root's `ops` package (what `python -m ops` runs) hands the CLI the environments
+    of a scratch copy of infra/environments.py whose ``env`` has a bad search domain name; returns that value's line."""
+    import importlib.util
+
+    from infra.validation import one_line, source_of
+    from tests.support.config_copy import CONFIG, bad_domain_name, load
+
+    monkeypatch.setattr(cli, "ENVIRONMENTS", cli.ENVIRONMENTS)  # the root package replaces it: restored after
+    spec = importlib.util.spec_from_file_location("repository_root_ops", ROOT / "ops" / "__init__.py")
+    assert spec is not None and spec.loader is not None
+    root_ops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_ops)
+    assert cli.ENVIRONMENTS is root_ops._configured and root_ops.environments is environments
+
+    def plant(env: str) -> int:
+        text, value = bad_domain_name(CONFIG.read_text(), env)
+        monkeypatch.setattr(root_ops, "environments", load(tmp_path, text).environments)
+        # The scratch copy lives outside the repository: cite it relative to its own folder.
+        monkeypatch.setattr(root_ops, "source_of", functools.partial(source_of, root=tmp_path))
+        monkeypatch.setattr(root_ops, "one_line", functools.partial(one_line, root=tmp_path))
+        return value.lineno
+
+    return plant
+
+
+def other_than(env: str) -> str:
+    return next(name for name in environments() if name != env)
+
+
+@pytest.mark.parametrize("broken", list(environments()))
+def test_a_mistake_in_another_environment_says_it_is_there_not_in_the_one_asked_for(
+    planted: Callable[[str], int], capsys: pytest.CaptureFixture[str], broken: str
+) -> None:
+    line = planted(broken)
+    asked = other_than(broken)
+    assert cli.main(["purge", "--env", asked, "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"config error: environments.py:{line}: {broken}.search.domain_name: 'Bad_Name' ")
+    assert err.endswith(
+        f" [in environment {broken!r}, not {asked!r} (the one you asked for): every environment is checked before "
+        "any command runs; fix it, or set that edit aside, first]\n"
+    )
+    assert err.count("\n") == 1
+
+
+def test_a_mistake_in_the_environment_asked_for_is_just_the_mistake(
+    planted: Callable[[str], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for env in environments():
+        line = planted(env)
+        assert cli.main(["purge", f"--env={env}", "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"config error: environments.py:{line}: {env}.search.domain_name: ")
+        assert "[in environment" not in err and err.count("\n") == 1
+
+
+def test_a_mistake_the_environments_share_names_no_environment() -> None:
+    shared = cli.ConfigUnusable("config error: infra/environments.py:24: dev.region: ...", None)
+    assert shared.answer("prod") == str(shared)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "asked"),
+    [
+        (["purge", "--env", "prod"], "prod"),
+        (["purge", "--env=prod", "--dry-run"], "prod"),
+        (["purge", "--en", "prod"], "prod"),
+        (["purge", "--local"], None),
+        (["purge", "--env"], None),
+    ],
+)
+def test_the_environment_asked_for_is_read_as_argparse_reads_it(
+    arguments: list[str], asked: str | None
+) -> None:
+    assert cli.asked_environment(arguments) == asked

@@ -84,7 +84,7 @@ class SmokeWorld:
         config = world.config
         self.runner = next(arn for arn in calls.policies.trust if arn.endswith("-smoke-runner"))
         self.deploy_role = config.deploy_role_arn
-        # What the README's account set-up gives the deploy role for this step: assuming the runner, nothing else.
+        # What docs/deploy.md's account set-up gives the deploy role for this step: assuming the runner, nothing else.
         calls.policies.identity[self.deploy_role] = [
             {"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": self.runner}]}
         ]

@@ -5,6 +5,7 @@ import math
 import re
 import uuid
 from collections.abc import Callable
+from datetime import date
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
@@ -16,12 +17,14 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ReadTimeoutError
 from refdata import __version__
 from refdata.checks import WriteError
+from refdata.exceptions import ItemNotFoundError, TableNotFoundError
 from refdata.globalid import ItemExistsError
 from refdata.keys import CANARY_SCOPE, HEARTBEAT_SCOPE, build_pk, build_sk, parse_key
 from refdata.registry import (
     COUNTER,
     PLATFORM_ATTRIBUTES,
     REGISTRY,
+    AttributeKind,
     CounterSk,
     KeyConventionError,
     Kind,
@@ -266,9 +269,9 @@ def test_update_replace_and_delete_by_key(writer, table):
     assert table.get_item(Key=key)["Item"]["globalId"] == stored["globalId"]
     writer.delete(stored["pk"], stored["sk"])
     assert "Item" not in table.get_item(Key=key)
-    with pytest.raises(KeyError, match="no item"):
+    with pytest.raises(ItemNotFoundError, match="no item"):
         writer.delete(stored["pk"], stored["sk"])
-    with pytest.raises(KeyError, match="no item"):
+    with pytest.raises(ItemNotFoundError, match="no item"):
         writer.update(stored["pk"], stored["sk"], {"note": "gone"})
 
 
@@ -292,6 +295,59 @@ def test_what_search_could_never_index_is_refused_before_any_call(schema, nowher
             nowhere.create_item({**item, **attributes})
         with pytest.raises(WriteError, match="search could never index it"):
             nowhere.update(str(item["pk"]), str(item["sk"]), attributes)
+
+
+# A value each kind of declared attribute cannot take (tests/lambdas/refdata/test_refdata_checks_engine.py shows the
+# engine refusing each as "failed to parse field [<name>] of type [<type>]").
+WRONG_KIND = {
+    AttributeKind.DATE: "July 1",
+    AttributeKind.BOOLEAN: "yes",
+    AttributeKind.TEXT: {"not": "text"},
+    AttributeKind.KEYWORD: {"not": "a keyword"},
+}
+
+
+@pytest.mark.parametrize("schema", [s for s in DATA_SCHEMAS if s.attributes], ids=lambda s: s.name)
+def test_a_declared_attribute_given_a_value_of_another_kind_is_refused_before_any_call(schema, nowhere, aws):
+    values, item = key_values(schema), _item(schema)
+    for attribute in schema.attributes:
+        wrong = {attribute.name: WRONG_KIND[attribute.kind]}
+        refused = f"attribute '{attribute.name}' \\(mapped as {attribute.kind.value}\\) takes"
+        with pytest.raises(WriteError, match=refused):
+            nowhere.create(schema.name, values, attributes(schema, **wrong))
+        with pytest.raises(WriteError, match=refused):
+            nowhere.update(str(item["pk"]), str(item["sk"]), wrong)
+        with pytest.raises(WriteError, match=refused):
+            nowhere.replace({**item, **wrong})
+
+
+@pytest.mark.parametrize("schema", [s for s in DATA_SCHEMAS if s.attributes], ids=lambda s: s.name)
+def test_a_date_object_is_refused_with_the_advice_to_pass_its_iso_text(schema, nowhere, aws):
+    """DynamoDB has no date type: a date attribute, or any other, takes `.isoformat()`'s text."""
+    values = key_values(schema)
+    day = date(2026, 7, 1)
+    named = [a.name for a in schema.attributes if a.kind is AttributeKind.DATE] + ["undeclaredDay"]
+    for name in named:
+        with pytest.raises(WriteError, match=re.escape("date.isoformat() ('2026-07-01')")):
+            nowhere.create(schema.name, values, attributes(schema, **{name: day}))
+
+
+@pytest.mark.parametrize("schema", DATA_SCHEMAS, ids=lambda s: s.name)
+def test_a_table_that_does_not_exist_is_named(schema, nowhere, aws):
+    """The first call of a create (the counter's or the put) names the table SchemaTables gave and the schema."""
+    with pytest.raises(TableNotFoundError, match="'no-such-table' \\(holding schema") as missing:
+        nowhere.create(schema.name, key_values(schema), attributes(schema))
+    assert (missing.value.table, missing.value.schema) == ("no-such-table", schema.name)
+    item = _item(schema)
+    with pytest.raises(TableNotFoundError):
+        nowhere.delete(str(item["pk"]), str(item["sk"]))
+
+
+def test_an_unknown_schema_names_the_nearest_one(nowhere, aws):
+    schema = DATA_SCHEMAS[0]
+    misspelt = schema.name[:-1]
+    with pytest.raises(WriteError, match=f"did you mean '{schema.name}'"):
+        nowhere.create(misspelt, key_values(schema), {})
 
 
 def test_a_schema_that_is_not_indexed_has_no_engine_limits(writer, table):
