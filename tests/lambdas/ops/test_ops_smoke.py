@@ -502,7 +502,8 @@ def test_two_runs_at_once_share_nothing_and_both_pass(
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(60)
+            thread.join(600)  # a bound against a hang only: two runs took over 60 s under a load of 20
+        assert not any(thread.is_alive() for thread in threads), "a smoke run never ended"
         out = capsys.readouterr().out
         summaries = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         assert results == [0, 0] and [s["verdict"] for s in summaries] == ["pass", "pass"]
