@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.heavy_tools import CFN_LINT, CHECKOV, ToolFailed, Verdict, run
+from tests.support.heavy_tools import CFN_LINT, CHECKOV, ToolFailed, Verdict, key, run
 
 CLEAN = '{"Resources": {"Queue": {"Type": "AWS::SQS::Queue", "Properties": {}}}}'
 INVALID = '{"Resources": {"Queue": {"Type": "AWS::SQS::Queue", "Properties": {"Bogus": 1}}}}'
@@ -73,6 +73,24 @@ def test_unchanged_templates_are_answered_from_the_cache_wherever_the_assembly_w
     again = run(CFN_LINT, assembly(tmp_path / "scratch"), cache=cache, runner=runner)
     assert runner.checked() == [[A, B]] and first.checked == (A, B) and again.checked == ()
     assert first.verdicts == again.verdicts == {A: Verdict(()), B: Verdict(())}
+
+
+def test_a_checkout_and_its_scratch_copy_key_a_template_alike(tmp_path: Path) -> None:
+    """A recipe's scratch copy runs the tools from its own paths (tests/recipes/scratch.py): nothing in the key may
+    say where the checkout is, only what the files hold."""
+    keys = []
+    for checkout in (tmp_path / "checkout", tmp_path / "scratch"):
+        checkout.mkdir()
+        (checkout / ".cfnlintrc.yaml").write_text("ignore_checks: [W3005]\n")
+        (checkout / "requirements.lock").write_text("cfn-lint==1.0\n")
+        tool = replace(
+            CFN_LINT,
+            executable=checkout / ".venv" / "bin" / "cfn-lint",
+            config=("--config-file", checkout / ".cfnlintrc.yaml"),
+            lock=checkout / "requirements.lock",
+        )
+        keys.append(key(tool, assembly(checkout / "cdk.out"), A))
+    assert keys[0] == keys[1]
 
 
 def test_a_changed_template_is_checked_again_alone(tmp_path: Path) -> None:
