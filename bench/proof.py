@@ -86,7 +86,9 @@ def fresh_clone(directory: Path) -> Path:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     for lock in SET_UP_LOCKS:
         if (clone / lock).read_bytes() != (ROOT / lock).read_bytes():
-            raise RuntimeError(f"{lock} differs from HEAD's: commit it (the clone shares this checkout's set-up)")
+            raise RuntimeError(
+                f"{lock} differs from HEAD's: commit it (the clone shares this checkout's set-up)"
+            )
         done = (ROOT / lock).stat()
         os.utime(clone / lock, ns=(done.st_atime_ns, done.st_mtime_ns))
     for shared in (".venv", ".venv-checkov", "node_modules"):

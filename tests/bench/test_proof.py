@@ -13,6 +13,10 @@ def test_no_make_in_the_fresh_clone_reinstalls_the_environments_it_shares(tmp_pa
     clone = fresh_clone(tmp_path)
     # `make client` is what the install tests run in the clone, without the -o flags of the clone's `make test`.
     planned = subprocess.run(
-        ["make", "-n", "--no-print-directory", "client"], cwd=clone, capture_output=True, text=True, check=True
+        ["make", "-n", "--no-print-directory", "client"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert "npm ci" not in planned and "uv pip sync" not in planned, planned
