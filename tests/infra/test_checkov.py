@@ -4,37 +4,27 @@ says why. checkov runs from its own environment (.venv-checkov, `make test` inst
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.infra.conftest import Synthesized
-from tests.support.heavy_tools import CHECKOV
+from tests.support.heavy_tools import CHECKOV, Result, templates_of
 
 
 @pytest.fixture(scope="module")
-def report(synthesized: Synthesized) -> list[dict[str, Any]]:
-    assert Path(CHECKOV.command[0]).exists(), (
-        "checkov is not installed: run `make test` (it sets up .venv-checkov)"
-    )
-    done = synthesized.tools.result(CHECKOV)
-    found = json.loads(done.stdout)
-    return found if isinstance(found, list) else [found]
+def report(synthesized: Synthesized) -> Result:
+    assert CHECKOV.executable.exists(), "checkov is not installed: run `make test` (it sets up .venv-checkov)"
+    return synthesized.tools.result(CHECKOV)
 
 
-def test_checkov_finds_nothing_in_any_template(report: list[dict[str, Any]]) -> None:
-    failed = [
-        f"{check['check_id']} {check['resource']} ({check['file_path']})"
-        for result in report
-        for check in result["results"].get("failed_checks", [])
-    ]
-    assert sum(result["summary"]["passed"] for result in report) > 0
-    assert failed == []
+def test_checkov_finds_nothing_in_any_template(report: Result, synthesized: Synthesized) -> None:
+    assert sorted(report.verdicts) == templates_of(synthesized.outdir)
+    assert all(verdict.passed > 0 for verdict in report.verdicts.values()), report.verdicts
+    assert report.findings == []
 
 
-def test_every_checkov_skip_says_why(report: list[dict[str, Any]], synthesized: Synthesized) -> None:
-    assert sum(result["summary"]["skipped"] for result in report) > 0, "no skip reached checkov"
+def test_every_checkov_skip_says_why(report: Result, synthesized: Synthesized) -> None:
+    assert sum(verdict.skipped for verdict in report.verdicts.values()) > 0, "no skip reached checkov"
     unexplained = [
         f"{skip['id']} {logical_id} ({template.name})"
         for template in sorted(synthesized.outdir.glob("assembly-*/*.template.json"))

@@ -1,8 +1,9 @@
 """A scratch copy of the working tree to apply a change to, and the commands people run there.
 
 The copy holds every file git would (tracked and untracked, not ignored), shares the set-up (.venv, .venv-checkov,
-node_modules and the test engine's .cache/engine: symlinks, never re-installed) and is a git repository of its own, so
-what a change touched is ``git status``.
+node_modules and the test engine's .cache/engine: symlinks, never re-installed) and the heavy tools' verdicts
+(.cache/tools, keyed by each template's content: a template the change left as it was is not checked again), and is a
+git repository of its own, so what a change touched is ``git status``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import heavy_tools
+
 ROOT = Path(__file__).resolve().parents[2]
 # make treats the set-up as done: the copy's files are newer than the shared .venv's stamp.
 SHARED = (".venv", ".venv-checkov", "node_modules", ".cache/engine")
@@ -22,6 +25,7 @@ MAKE = [
     "--no-print-directory",
     *(part for shared in SHARED for part in ("-o", f"{shared}/.installed")),
 ]
+TOOLS_CACHE = heavy_tools.CACHE.relative_to(ROOT)
 GIT = {"GIT_AUTHOR_NAME": "recipe", "GIT_AUTHOR_EMAIL": "recipe@example.invalid"}
 GIT |= {"GIT_COMMITTER_NAME": "recipe", "GIT_COMMITTER_EMAIL": "recipe@example.invalid"}
 
@@ -45,7 +49,8 @@ class Scratch:
                 (root / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, root / name)
         (root / ".cache").mkdir(exist_ok=True)
-        for shared in SHARED:
+        (ROOT / TOOLS_CACHE).mkdir(parents=True, exist_ok=True)
+        for shared in (*SHARED, TOOLS_CACHE):
             (root / shared).symlink_to(ROOT / shared)
         if (ROOT / ".mypy_cache").is_dir():  # a warm type-check cache, as a developer's tree has
             shutil.copytree(ROOT / ".mypy_cache", root / ".mypy_cache")

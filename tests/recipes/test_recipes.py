@@ -101,18 +101,21 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     scratch.make("docs")
     regenerated = scratch.changed()
     behind = older_client_writes_on(scratch.root, added)  # `make docs` synthesized the changed tree
-    report, ids = tmp_path / "coverage.json", collected(scratch)
+    report, ids = tmp_path / "coverage.json", list[str]()
     covered: dict[str, list[str]] | None = None
     if len(recipes) == 1 and recipes[0] in COMBINED:
         # Its suite run is the combined recipe's: the whole suite over this change and the other additions, with the
-        # same coverage check of what it added (a second run over this change alone would prove nothing more).
+        # same coverage check of what it added (a second run over this change alone would prove nothing more). No
+        # collection either: the ids serve the selection and the coverage check of a suite run.
         ran = "its tests run in the combined recipe (the whole suite)"
     elif len(recipes) == 1:  # one change: the tests it parametrizes and every contract over the templates
+        ids = collected(scratch)
         chosen = selection(ids, added)
         (tmp_path / "selection.txt").write_text("\n".join(chosen) + "\n")
         scratch.make("test", REFDATA_COVERAGE_FILE=str(report), PYTEST_ARGS=f"@{tmp_path / 'selection.txt'}")
         ran = f"make test passed over {len(chosen)} paths and ids (tests/infra and what the change parametrizes)"
     else:  # every change at once: the whole suite, so a change that breaks an unrelated test fails here
+        ids = collected(scratch)
         scratch.make("test", REFDATA_COVERAGE_FILE=str(report))
         ran = "make test passed (the whole suite)"
     if report.exists():
