@@ -123,7 +123,7 @@ def production_config() -> EnvironmentConfig:
         availability_zone_count=3,
         data_node_count=3,
         replicas=min(max(base.search.replicas, 1), 2),
-        master_node_type="m7g.large.search",
+        master_node_type=base.search.data_node_type,  # a type the base's region offers
         master_node_count=3,
     )
     return replace(

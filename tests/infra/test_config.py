@@ -646,13 +646,14 @@ def test_every_shipped_environment_can_allocate_all_its_replicas(config: Environ
 
 
 def test_master_type_without_master_count_is_rejected(config: EnvironmentConfig) -> None:
+    # A master type the environment's region offers (its data nodes' own): the count is what is wrong.
     with rejects(f"{config.name}.search.master_node_count"):
-        with_search(config, master_node_type="m7g.large.search", master_node_count=0)
+        with_search(config, master_node_type=config.search.data_node_type, master_node_count=0)
 
 
 def test_even_master_count_is_rejected(config: EnvironmentConfig) -> None:
     with rejects(f"{config.name}.search.master_node_count"):
-        with_search(config, master_node_type="m7g.large.search", master_node_count=2)
+        with_search(config, master_node_type=config.search.data_node_type, master_node_count=2)
 
 
 @pytest.mark.parametrize(

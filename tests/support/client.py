@@ -1,5 +1,6 @@
 """The refdata-client distribution as `make client` builds it, once per test process, and what installing it takes."""
 
+import fcntl
 import functools
 import re
 import subprocess
@@ -17,16 +18,26 @@ LOCK = ROOT / "requirements.lock"
 LOCK_ENTRY = re.compile(r"^([A-Za-z0-9_.\-]+)==\S+(?:[ \t]*\\\n[ \t]+--hash=\S+)+", re.M)
 
 
+# Workers build at once: the first `make client` of a fresh tree creates .venv-client, and two creating it together
+# broke it (a recipe's scratch copy failed so); each build waits for the one before.
+BUILD_LOCK = ROOT / ".cache" / "client-build.lock"
+
+
 @functools.cache
 def built() -> Path:
     """The directory holding the wheel and the sdist, built by the Makefile's own command."""
     out = Path(tempfile.mkdtemp(prefix="refdata-client-"))
-    subprocess.run(
-        ["make", "--no-print-directory", "-s", "client", f"CLIENT_DIST={out}"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
+    BUILD_LOCK.parent.mkdir(exist_ok=True)
+    with BUILD_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(
+            ["make", "--no-print-directory", "-s", "client", f"CLIENT_DIST={out}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+    if done.returncode:
+        raise RuntimeError(f"`make client` failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     return out
 
 
