@@ -135,6 +135,13 @@ _SCALARS: Final = frozenset({str, int, float, bool, Decimal})
 _DYNAMIC: Final = {str: _TEXT, int: _DOUBLE, float: _DOUBLE, Decimal: _DOUBLE, bool: _BOOLEAN}
 
 
+def _maps_nothing(value: Any) -> bool:
+    """An array holding no value and no object at any depth (only nulls and arrays like it)."""
+    return (type(value) is list or isinstance(value, tuple | Set)) and all(
+        element is None or _maps_nothing(element) for element in value
+    )
+
+
 def _dotted(path: tuple[str, ...]) -> str:
     return ".".join(path)[:200]
 
@@ -149,6 +156,9 @@ class _Walk:
         self.mapped_count = mapped_count
         self.added = 0
         self.short = limits.name_length // 2  # a name this long or shorter cannot be over the limit
+        self.trailing_dots = (
+            0  # enclosing objects named with a trailing dot (the engine keeps it in their path)
+        )
 
     def object(
         self, value: Mapping[Any, Any], mapped: Mapping[str, Node], own: dict[str, Any], path: tuple[str, ...],
@@ -251,6 +261,15 @@ class _Walk:
             member is None
         ):  # the engine maps nothing for a null: no object on its path, so no conflict or depth
             return
+        if self.trailing_dots and len(parts) > 1 and _maps_nothing(member):
+            # The engine adds the objects of a dotted name whose array maps nothing beneath the enclosing path as
+            # written, and refuses the doubled dot that gives ("object field starting or ending with a [.] makes
+            # object resolution ambiguous").
+            raise DocumentLimitError(
+                INVALID_FIELD_NAME,
+                f"field name {name!r:.80} holds an empty array inside an object whose name ends with a dot: the "
+                "engine cannot resolve the objects it names",
+            )
         wanted = (*path, *parts)
         for part in parts[:-1]:  # `a.b.c`: objects a and b (mapped, added before, or added now), then field c
             node = _Walk.node(part, mapped, own)
@@ -259,7 +278,12 @@ class _Walk:
             path = (*path, part)
             mapped, own = self.as_object(node, part, own, path, wanted)
         last = parts[-1]
-        self.value(last, member, _Walk.node(last, mapped, own), own, path, arrays)
+        trailing = name.endswith(".")
+        self.trailing_dots += trailing
+        try:
+            self.value(last, member, _Walk.node(last, mapped, own), own, path, arrays)
+        finally:
+            self.trailing_dots -= trailing
 
     @staticmethod
     def node(name: str, mapped: Mapping[str, Node], own: dict[str, Any]) -> Node:
