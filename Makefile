@@ -105,9 +105,10 @@ fmt: setup ## format and fix lint in place (`make test` does this too, except in
 	@$(BIN)/ruff format .
 	@$(BIN)/ruff check --fix .
 
-# One pytest worker more than cores: tests wait on moto's interpreter threads and the loopback server, and a third
-# worker keeps both cores busy (on two cores: 91 s against 101 s with -n auto, and 102 s with four workers).
-WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# One pytest worker per core: each worker starts its own two search nodes (JVMs), whose start and serving cost more
+# than a third worker's waits recover (on two cores, the suite alone: 150 s of wall and 277 s of CPU with two workers,
+# 160-170 s and 330 s with three).
+WORKERS ?= $(shell nproc)
 
 # mypy runs beside pytest: a fresh clone's first type check reads all of aws-cdk-lib's stubs (about 80 s of one
 # core), a warm one takes a second. PYTEST_ARGS narrows the run (the recipes pass the tests a routine change

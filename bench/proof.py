@@ -210,7 +210,7 @@ def run() -> str:
         [
             "## Proof loop",
             "",
-            f"Two cores. `make test` runs lint, the type check and every test (pytest with one worker more than cores); CPU is user + sys "
+            f"Two cores. `make test` runs lint, the type check and every test (pytest with one worker per core); CPU is user + sys "
             f"of every process it started, so CPU/wall is the cores kept busy on average. Synth figures are the "
             f"median of {ROUNDS} interleaved runs with PYTHONDONTWRITEBYTECODE=1; the baseline reads no byte code "
             "(an empty PYTHONPYCACHEPREFIX), as every process did before set-up compiled what it installs.",

@@ -208,6 +208,10 @@ class Reconcile:
         index = env.client.alias_state(schema).write_index
         if index is None:
             raise OpsError(f"the write alias of {schema!r} names no write index")
+        # Every write acknowledged before the run is compared: a search (and so the point in time each slice opens)
+        # sees a write only after a refresh, which the engine makes on its own only a second or more later. Without
+        # it, a check run right after a `--fix` reports the repairs it has not yet seen as differences.
+        env.client.refresh(index)
         table = choose_source(env, schema, str(request.get("source", "auto")))
         slices = [{"kind": "slice", "number": n, "of": env.segments} for n in range(env.segments)]
         record: dict[str, Any] = {

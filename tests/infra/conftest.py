@@ -27,7 +27,9 @@ from tests.support import assembly, coverage, heavy_tools
 from tests.support.template import Template
 
 # Every environment the app builds, in config order (also the parametrize ids: deterministic, so `pytest -n` works).
-ENVIRONMENTS = tuple(environments())
+# Built and validated once per process: the configs are frozen, and a test that wants another edits a copy.
+SHIPPED = environments()
+ENVIRONMENTS = tuple(SHIPPED)
 STACK_KINDS = ("Stateful", "Stateless")
 
 
@@ -101,13 +103,13 @@ def stateless(synthesized: Synthesized, env: str) -> Template:
 
 @pytest.fixture
 def config(env: str) -> EnvironmentConfig:
-    return environments()[env]
+    return SHIPPED[env]
 
 
 def base_config() -> EnvironmentConfig:
     """The environment a variant test edits (``dataclasses.replace``) to build a configuration none ships: the first
     one. A variant test's assertions hold for any environment."""
-    return next(iter(environments().values()))
+    return next(iter(SHIPPED.values()))
 
 
 def production_config() -> EnvironmentConfig:

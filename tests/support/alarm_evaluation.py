@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -154,18 +155,28 @@ def _statistic(statistic: str, values: Sequence[float]) -> float | None:
     return float(STATISTICS[statistic](values)) if values else None
 
 
+class Series(dict[str, tuple[list[float], list[float]]]):
+    """Each metric's samples as (times, values), sorted by time: a period's values are a slice found by bisection."""
+
+
+def series_of(samples: Samples) -> Series:
+    """The samples of each metric id (a bare iterable is the one metric's), sorted by time."""
+    by_id = {ONE_METRIC: samples} if not isinstance(samples, Mapping) else samples
+    out = Series()
+    for name, points in by_id.items():
+        ordered = sorted(points, key=lambda point: point[0])
+        out[name] = ([at for at, _ in ordered], [value for _, value in ordered])
+    return out
+
+
 def datapoint(
-    alarm: AlarmDefinition,
-    samples: Mapping[str, Sequence[tuple[float, float]]],
-    start: float,
-    end: float,
-    no_operand: NoOperand = "missing",
+    alarm: AlarmDefinition, series: Series, start: float, end: float, no_operand: NoOperand = "missing"
 ) -> float | None:
     """The alarm's data point over ``[start, end)``: the statistic of its metric, or the value of its expression."""
-    values = {
-        name: _statistic(stat, [v for at, v in samples.get(name, ()) if start <= at < end])
-        for name, stat in alarm.statistics.items()
-    }
+    values = {}
+    for name, stat in alarm.statistics.items():
+        times, points = series.get(name, ((), ()))
+        values[name] = _statistic(stat, points[bisect_left(times, start) : bisect_left(times, end)])
     if alarm.expression is None:
         return values[ONE_METRIC]
     match = COMPARISON_EXPRESSION.match(alarm.expression)
@@ -181,7 +192,7 @@ def datapoint(
 
 def evaluation_range(
     alarm: AlarmDefinition,
-    samples: Samples,
+    samples: Samples | Series,
     *,
     now: float,
     extra_range_periods: int,
@@ -204,14 +215,10 @@ def evaluation_range(
         raise ValueError(
             "the evaluation range holds 'a higher number of data points' than the evaluation periods"
         )
-    by_id = (
-        {ONE_METRIC: list(samples)}
-        if not isinstance(samples, Mapping)
-        else {k: list(v) for k, v in samples.items()}
-    )
+    series = samples if isinstance(samples, Series) else series_of(samples)
     length = alarm.evaluation_periods + extra_range_periods
     return [
-        datapoint(alarm, by_id, now - k * alarm.period, now - (k - 1) * alarm.period, no_operand)
+        datapoint(alarm, series, now - k * alarm.period, now - (k - 1) * alarm.period, no_operand)
         for k in range(length, 0, -1)
     ]
 
@@ -269,7 +276,7 @@ def decide(alarm: AlarmDefinition, points: Sequence[float | None], previous: str
 
 def state(
     alarm: AlarmDefinition,
-    samples: Samples,
+    samples: Samples | Series,
     *,
     now: float,
     extra_range_periods: int = 2,
@@ -327,12 +334,13 @@ def replay(
     set appropriately."); otherwise it existed in state ``previous`` (API: "When you update an existing alarm, its
     state is left unchanged")."""
     current = INSUFFICIENT_DATA if created else previous
+    series = series_of(samples)  # once: each minute's evaluation bisects it
     states = []
     for minute in range(math.floor((until - since) / MINUTE) + 1):
         now = since + minute * MINUTE
         current = state(
             alarm,
-            samples,
+            series,
             now=now,
             extra_range_periods=extra_range_periods,
             previous=current,

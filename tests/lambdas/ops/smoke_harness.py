@@ -110,10 +110,12 @@ class Poller:
             monkeypatch.setattr(module, "emit", functools.partial(module.emit, write=self.lines.append))
 
     def poll_all(self) -> None:
-        """One poll of every table's mapping (from whichever thread waits: a smoke part, a test)."""
+        """One poll of every table's mapping (from whichever thread waits: a smoke part, a test). The clock is read
+        before the poller's lock is taken: a sleep holds the clock while it polls (VirtualTime.sleep)."""
+        now = self.now()
         with self._lock:
             for table in self.streams:
-                self.poll(table)
+                self.poll(table, now)
 
     def _mapping(self, table: str) -> Any:
         from moto.awslambda.models import lambda_backends
@@ -139,9 +141,9 @@ class Poller:
                 records.append(converted)
         return records
 
-    def poll(self, table: str) -> None:
+    def poll(self, table: str, now: float) -> None:
         mapping = self._mapping(table)
-        if not mapping.enabled or self.now() < self.starts.get(table, 0.0):
+        if not mapping.enabled or now < self.starts.get(table, 0.0):
             return
         with self.service():
             fresh = [] if self._pending.get(table) else self._new_records(table)
@@ -188,7 +190,10 @@ class VirtualTime:
             time.time()
         )  # the wall clock when the stack was stood up; time then moves only virtually
         self._now = 0.0
-        self._lock = threading.Lock()
+        # Held by a sleep from its poll through its advance, and by every read: a wait that read the clock after its
+        # write sees time pass only with a poll after that write (one part's long sleep once jumped another part's
+        # deadline between that part's write and any poll, and its canary "did not arrive").
+        self._lock = threading.RLock()
 
     def monotonic(self) -> float:
         with self._lock:
@@ -207,8 +212,9 @@ class VirtualTime:
             self.engine.request("POST", "/_refresh")
 
     def sleep(self, seconds: float) -> None:
-        self.poller.poll_all()
-        self.advance(seconds)
+        with self._lock:
+            self.poller.poll_all()
+            self.advance(seconds)
 
 
 @dataclass
