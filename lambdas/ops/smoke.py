@@ -61,6 +61,7 @@ from search.admin import JsonApi
 from stream_sync.config import ConfigError, parsed_env
 from stream_sync.sync import Fate, Ports
 
+from ops import clients
 from ops.index import Hit, OpsError, TransientFailure
 from ops.runs import Merged, PartState, Run
 from ops.workflow import DONE, FAILED, Env
@@ -166,9 +167,7 @@ class Tools:
 
 
 def aws_tools(env: Env, settings: SmokeSettings) -> Tools:
-    import boto3
-
-    dynamodb = boto3.resource("dynamodb", region_name=settings.region)
+    dynamodb = clients.resource("dynamodb", settings.region)
 
     def reader(role: Reader) -> ReaderView:
         credentials = assume_role(role.probe_role_arn, settings.region, session_name="ops-smoke-reader")
@@ -182,9 +181,7 @@ def aws_tools(env: Env, settings: SmokeSettings) -> Tools:
             )
         )
 
-    return Tools(
-        table=dynamodb.Table, lambda_=boto3.client("lambda", region_name=settings.region), reader=reader
-    )
+    return Tools(table=dynamodb.Table, lambda_=clients.client("lambda", settings.region), reader=reader)
 
 
 def _key_query(pk: str, sk: str) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from stream_sync.aws import build_ports
 from stream_sync.config import parsed_env, required_env, schema_tables_env
 from stream_sync.tables import SchemaTables
 
+from ops import clients
 from ops.index import IndexClient
 from ops.purge import Purge
 from ops.reconcile import Reconcile
@@ -87,8 +88,6 @@ class WorkerSettings:
 
 def build_env(settings: WorkerSettings, credentials: Any) -> Env:
     """AWS clients and the admin role's signed transport (the operations' I/O)."""
-    import boto3
-    from stream_sync.redrive import streams_client
 
     sync = sync_settings(
         settings.endpoint,
@@ -108,15 +107,15 @@ def build_env(settings: WorkerSettings, credentials: Any) -> Env:
         client=IndexClient(transport),
         settings=sync,
         ports=lambda: build_ports(sync, credentials),
-        dynamodb=boto3.client("dynamodb", region_name=settings.region),
+        dynamodb=clients.client("dynamodb", settings.region),
         tables=settings.tables,
         segments=settings.segments,
         export_above_bytes=settings.export_above_bytes,
         read_units_per_second=settings.read_units_per_segment,
-        s3=boto3.client("s3", region_name=settings.region),
+        s3=clients.client("s3", settings.region),
         bucket=settings.bucket,
-        sqs=boto3.client("sqs", region_name=settings.region),
-        streams=streams_client(settings.region),
+        sqs=clients.client("sqs", settings.region),
+        streams=clients.client("dynamodbstreams", settings.region),
         dlq_url=settings.dlq_url,
         tombstone_min_age_seconds=settings.tombstone_min_age_seconds,
     )
