@@ -5,9 +5,10 @@ docs/benchmarks.md.
 The stack is the smoke test's (tests/lambdas/ops/smoke_harness.py): the real CLI starts the synthesized smoke
 workflow on moto's Step Functions, whose Task states invoke the real ops worker in-process; moto tables with
 streams as each environment's config lays them out; a stand-in for Lambda's event source mapping poller, driven by
-whoever waits (the smoke run's waits are on the harness's virtual clock), invoking the real stream sync; the loopback
-OpenSearch server (not a real OpenSearch) with FGAC, which adds a fixed latency to every request. The figures show
-the run's own overhead over the pipeline's, not a real environment's timings.
+whoever waits (the smoke run's waits are on the harness's virtual clock), invoking the real stream sync; the domain
+front (SigV4, the access policy, a fixed latency added to every request) before a real OpenSearch node with its
+security plugin (tests/support/secured_node.py). The figures show the run's own overhead over the pipeline's, not a
+real environment's timings.
 """
 
 from __future__ import annotations
@@ -55,42 +56,48 @@ def _smoke(stack: Any) -> tuple[float, dict[str, Any]]:
 
 
 def measure(latency: float) -> list[dict[str, Any]]:
+    from infra.environments import environments
+    from tests.support.secured_node import SecuredNode
+
+    node = SecuredNode().start().wait_ready()  # one real node (the security plugin on) for every environment
+    try:
+        rows = []
+        for config in environments().values():
+            node.wipe()
+            rows.append(_measured(config, node, latency))
+        return rows
+    finally:
+        node.stop()
+
+
+def _measured(config: Any, node: Any, latency: float) -> dict[str, Any]:
     import pytest
     from smoke_harness import smoke_stack
 
-    from infra.environments import environments
-
-    rows = []
-    for config in environments().values():
-        monkeypatch = pytest.MonkeyPatch()
-        try:
-            with smoke_stack(config, monkeypatch, wait_seconds=30, latency_seconds=latency) as stack:
-                _one_change(stack)  # warm-up: imports, connections, the first mapping poll
-                _smoke(
-                    stack
-                )  # and the first workflow: moto's Step Functions interpreter, the worker's imports
-                changes = [_one_change(stack) for _ in range(REPEATS)]
-                runs = [_smoke(stack) for _ in range(REPEATS)]
-        finally:
-            monkeypatch.undo()
-        steps: dict[str, list[float]] = {}
-        for _, summary in runs:
-            for target in summary["targets"]:
-                for step, seconds in target["steps"].items():
-                    steps.setdefault(step, []).append(seconds)
-        rows.append(
-            {
-                "environment": config.name,
-                "canaries": len(runs[0][1]["targets"]),
-                "tables": len(config.source_tables),
-                "parallel": config.ops.max_concurrency,
-                "wall": statistics.median(wall for wall, _ in runs),
-                "run": statistics.median(summary["wallSeconds"] for _, summary in runs),
-                "change": statistics.median(changes),
-                "steps": {step: statistics.median(values) for step, values in steps.items()},
-            }
-        )
-    return rows
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        with smoke_stack(config, monkeypatch, node, wait_seconds=30, latency_seconds=latency) as stack:
+            _one_change(stack)  # warm-up: imports, connections, the first mapping poll
+            _smoke(stack)  # and the first workflow: moto's Step Functions interpreter, the worker's imports
+            changes = [_one_change(stack) for _ in range(REPEATS)]
+            runs = [_smoke(stack) for _ in range(REPEATS)]
+    finally:
+        monkeypatch.undo()
+    steps: dict[str, list[float]] = {}
+    for _, summary in runs:
+        for target in summary["targets"]:
+            for step, seconds in target["steps"].items():
+                steps.setdefault(step, []).append(seconds)
+    return {
+        "environment": config.name,
+        "canaries": len(runs[0][1]["targets"]),
+        "tables": len(config.source_tables),
+        "parallel": config.ops.max_concurrency,
+        "wall": statistics.median(wall for wall, _ in runs),
+        "run": statistics.median(summary["wallSeconds"] for _, summary in runs),
+        "change": statistics.median(changes),
+        "steps": {step: statistics.median(values) for step, values in steps.items()},
+    }
 
 
 def run() -> str:
@@ -127,9 +134,10 @@ smoke workflow and follows it to its verdict; the workflow writes, updates and d
 schema (parts in parallel, at most the environment's `ops.max_concurrency` at once), waiting each time for the
 index, checks each read role's view twice, cleans up and sweeps. The stack is the smoke test's, in this process:
 moto (DynamoDB with streams, Step Functions executing the synthesized definition, Lambda, S3, SQS, STS), a stand-in
-for Lambda's event source mapping poller driven by whoever waits, the real ops worker and stream sync, and the
-loopback OpenSearch server (not a real OpenSearch) with FGAC. The baseline, measured in the same run on the same
-stack: one ordinary item's put until the read alias returns it. Median of {REPEATS} runs per environment after a
+for Lambda's event source mapping poller driven by whoever waits, the real ops worker and stream sync, and the domain
+front before a real OpenSearch node with its security plugin. The baseline, measured in the same run on the same
+stack: one ordinary item's put until the read alias returns it, which on a real node includes the index's own refresh
+(every second, on the real clock: the smoke run refreshes on its virtual one). Median of {REPEATS} runs per environment after a
 warm-up run; the ratio is the CLI's wall time over the baseline. The steps' times are on the harness's virtual clock
 (each poll of the smoke run advances it 0.5 s, whatever the machine's speed): they count polls, not seconds. On a
 real environment the smoke run polls every second and each wait is bounded by 120 s (the first, for a new mapping,
