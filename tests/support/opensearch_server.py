@@ -12,7 +12,7 @@ Before forwarding, as the service does:
 - with `access` (tests/support/iam.py `DomainAccess`), IAM decides each signed request first: the domain's access
   policy with the caller's identity policies, answering 403 `{"Message": ...}`.
 
-Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `fail_item`, `latency_seconds`,
+Tests steer it with fault injection (`fail_next`, `delay_next`, `drop_next`, `lose_response_next`, `fail_item`, `latency_seconds`,
 `lose_points_in_time`) and inspect it through `requests`, `count()`, `requests_to()`, and `document()`,
 `documents()`, `index_names()` and `aliases_of()`, which ask the node.
 """
@@ -118,6 +118,7 @@ class Fault:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_seconds: float = 0.0
     drop_connection: bool = False
+    applied: bool = False  # with drop_connection: the request takes effect, only its response is lost
     method: str | None = None
 
 
@@ -263,6 +264,11 @@ class LoopbackOpenSearch:
     def drop_next(self, route: str, *, times: int = 1, method: str | None = None) -> None:
         """The next requests are read, not applied, and the connection is closed without a response."""
         self._enqueue(route, Fault(drop_connection=True, method=method), times)
+
+    def lose_response_next(self, route: str, *, times: int = 1, method: str | None = None) -> None:
+        """The next requests take effect, and the connection is closed before their response: what a client whose
+        request timed out or was reset after the domain applied it sees, without waiting on the real clock."""
+        self._enqueue(route, Fault(drop_connection=True, applied=True, method=method), times)
 
     def fail_item(
         self,
@@ -493,6 +499,8 @@ def _make_handler(owner: LoopbackOpenSearch) -> type[BaseHTTPRequestHandler]:
             if fault is not None:
                 owner._sleep(fault.delay_seconds)
                 if fault.drop_connection:
+                    if fault.applied:
+                        owner.forward(request, segments, self.path, principal)
                     self.close_connection = True
                     with contextlib.suppress(OSError):
                         self.connection.shutdown(socket.SHUT_RDWR)
