@@ -119,41 +119,40 @@ class Document:
         return self.text.split("\n")
 
     @cached_property
-    def fenced_blocks(self) -> list[tuple[str, list[tuple[int, str]]]]:
-        """(info string, [(line, text), ...] of its content) of each fenced code block; an unclosed one runs to the
-        end, as GitHub renders it."""
-        blocks: list[tuple[str, list[tuple[int, str]]]] = []
+    def _fences(self) -> list[tuple[int, int, str]]:
+        """(opening line, closing line, info string) of each fenced code block, 0-based; an unclosed one closes past
+        the end, as GitHub renders it."""
+        found: list[tuple[int, int, str]] = []
         fence: str | None = None
+        start, info = 0, ""
         for index, line in enumerate(self.lines):
             if fence is None:
                 opened = FENCE.match(line)
                 if opened:
-                    fence = opened.group("fence")
-                    blocks.append((opened.group("info").strip(), []))
+                    fence, start, info = opened.group("fence"), index, opened.group("info").strip()
                 continue
             stripped = line.strip()
             if len(stripped) >= len(fence) and set(stripped) == {fence[0]}:
+                found.append((start, index, info))
                 fence = None
-                continue
-            blocks[-1][1].append((index + 1, line))
-        return blocks
+        if fence is not None:
+            found.append((start, len(self.lines), info))
+        return found
+
+    @cached_property
+    def fenced_blocks(self) -> list[tuple[str, list[tuple[int, str]]]]:
+        """(info string, [(line, text), ...] of its content) of each fenced code block."""
+        return [
+            (info, [(index + 1, self.lines[index]) for index in range(start + 1, end)])
+            for start, end, info in self._fences
+        ]
 
     @cached_property
     def in_fence(self) -> list[bool]:
         """Per line (0-based): whether it belongs to a fenced code block, its fences included."""
         inside = [False] * len(self.lines)
-        fence: str | None = None
-        for index, line in enumerate(self.lines):
-            if fence is None:
-                opened = FENCE.match(line)
-                if opened:
-                    fence = opened.group("fence")
-                    inside[index] = True
-                continue
-            inside[index] = True
-            stripped = line.strip()
-            if len(stripped) >= len(fence) and set(stripped) == {fence[0]}:
-                fence = None
+        for start, end, _ in self._fences:
+            inside[start : end + 1] = [True] * (min(end + 1, len(self.lines)) - start)
         return inside
 
     def _prose(self) -> str:
