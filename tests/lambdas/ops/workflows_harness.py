@@ -82,25 +82,6 @@ def map_run_failed(env: Any, name: Any, cause: str) -> Any:
     )
 
 
-_VALID_DEFINITIONS: set[str] = set()
-
-
-def validate_each_definition_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not a gap, the suite's speed: CreateStateMachine parses its definition to validate it (about 60 ms of CPU for an
-    ops workflow's), and half the state machines the suite creates repeat a definition an earlier test created. A
-    definition that passed once passes again; one that failed is parsed and refused every time."""
-    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
-
-    validate = StepFunctionsParserBackend._validate_definition
-
-    def validated(definition: str) -> None:
-        if definition not in _VALID_DEFINITIONS:
-            validate(definition)
-            _VALID_DEFINITIONS.add(definition)
-
-    monkeypatch.setattr(StepFunctionsParserBackend, "_validate_definition", staticmethod(validated))
-
-
 class MotoGaps:
     """What moto 5.2.5's interpreter and DynamoDB lack that AWS documents, patched for the tests only:
 
@@ -143,7 +124,6 @@ class MotoGaps:
         )
         from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 
-        validate_each_definition_once(monkeypatch)
         original_init = input_type.InputType.__init__
 
         def accept_jsonl(self: Any, input_type: str) -> None:
