@@ -12,7 +12,18 @@ pytest_plugins = (
 # Property tests draw the same examples on every run: a proof loop that passes or fails by the draw is flaky. (A
 # random draw of the engine comparison in refdata's limits found a field name the check lets through and the engine
 # refuses, `{"a.": {"a.b": []}}`, in CI; it is recorded as an open defect, not left to chance.)
+import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
+
+from infra.config import EnvironmentConfig  # noqa: E402
+from infra.environments import environments  # noqa: E402
 
 settings.register_profile("deterministic", derandomize=True)
 settings.load_profile("deterministic")
+
+
+@pytest.fixture(scope="module", params=sorted(environments()))
+def each_config(request: pytest.FixtureRequest) -> EnvironmentConfig:
+    """Each environment's config in turn. Module-scoped, so pytest runs a module's tests one environment after the
+    other: a search node set up for one environment (`EngineNode.prepared`) is kept from test to test."""
+    return environments()[request.param]

@@ -26,13 +26,12 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from infra.config import EnvironmentConfig
-from infra.environments import environments
 from tests.integration.sync_harness import lambda_format
 from tests.lambdas.ops.workflows_harness import (
     SYNC_HANDLER,
     Context,
     World,
-    bootstrap,
+    bootstrapped,
     deployed_environment,
     run_as,
 )
@@ -76,15 +75,16 @@ def team_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-@pytest.fixture(params=sorted(environments()))
+@pytest.fixture
 def deployed(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
+    each_config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode
 ) -> Iterator[tuple[World, SdkCalls, LoopbackOpenSearch]]:
     """The environment as deployed (its domain the secured node: the security plugin decides what the reader sees),
     set up by the index bootstrap; the test fails on any IAM refusal."""
-    config: EnvironmentConfig = environments()[request.param]
-    for world, calls, _clock, _gaps, server in deployed_environment(config, monkeypatch, secured):
-        bootstrap(world, calls, monkeypatch)
+    for world, calls, _clock, _gaps, server in deployed_environment(
+        each_config, monkeypatch, secured_as_left
+    ):
+        bootstrapped(world, calls, monkeypatch, server)
         yield world, calls, server
 
 

@@ -88,7 +88,7 @@ def test_two_tables_feed_one_domain_each_through_its_own_stream(pipeline: Pipeli
 
 
 def test_numbers_are_held_as_the_engine_holds_them_with_the_exact_text_beside(
-    pipeline: Pipeline, engine: EngineNode
+    pipeline: Pipeline, engine_as_left: EngineNode
 ) -> None:
     pipeline.put(ZONE, "0000000001", **EVERY_TYPE)
     records = pipeline.read_stream()
@@ -103,7 +103,9 @@ def test_numbers_are_held_as_the_engine_holds_them_with_the_exact_text_beside(
     assert doc["exactNumbers"] == {"/precise": "3.1415926535897932384626433832795028"}
     assert doc["huge"] == 12345678901234567890123456789 and doc["capacity"] == 120 and doc["area"] == 555.25
     # Indexed as doubles: a 29-digit integer does not fit the default dynamic `long`, fractions would be 32-bit.
-    properties = engine.request("GET", "/geozone-v1/_mapping").body["geozone-v1"]["mappings"]["properties"]
+    properties = engine_as_left.request("GET", "/geozone-v1/_mapping").body["geozone-v1"]["mappings"][
+        "properties"
+    ]
     numbers = ("capacity", "area", "precise", "huge")
     assert {name: properties[name]["type"] for name in numbers} == dict.fromkeys(numbers, "double")
     assert properties["exactNumbers"] == {"type": "object", "enabled": False}

@@ -8,6 +8,11 @@ engine; the first such test waits for it. Each pytest-xdist worker has its own n
 and cluster settings are cluster-wide, and the product's names for them come from config, so tests in two workers
 would overwrite each other's on a shared node. The ``engine`` fixture wipes what a test left (indices, index
 templates, stored scripts, points in time, cluster settings) before each test, and the node stops with the process.
+
+Most tests that use a node first set it up as a deployment's index bootstrap does, test after test, and that set-up
+(an index, template or role per schema: one cluster-state change each) cost more of the node's CPU than the tests
+themselves. Their fixtures take the node as the last test left it (``engine_as_left``) and set it up through
+`EngineNode.prepared`, which keeps the set-up of the test before when nothing but documents changed since.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,7 @@ from tests.support.engine_setup import ENGINE, EngineSetupError
 START_TIMEOUT_SECONDS = (
     180.0  # a cold JVM on two busy cores takes 10-20 s; the margin is for a loaded machine
 )
-FIXTURE = "engine"
+FIXTURES = {"engine", "engine_as_left"}
 
 
 class EngineError(RuntimeError):
@@ -43,6 +48,32 @@ class EngineError(RuntimeError):
 class Answer:
     status: int
     body: Any
+
+
+@dataclass
+class Layout:
+    indices: dict[str, Any]  # each index's metadata, by name
+    rest: list[
+        Any
+    ]  # templates, stored scripts, cluster settings (and on the secured node, roles and mappings)
+
+
+@dataclass
+class Kept:
+    key: str
+    layout: Layout
+    definitions: dict[str, Any]  # the body that makes each of the tests' indices again as it was
+
+
+_MADE_BY_THE_ENGINE = ("uuid", "creation_date", "provided_name", "version")
+
+
+def _definition(index: dict[str, Any]) -> dict[str, Any]:
+    """The create-index body of an index as `GET /<index>` shows it."""
+    settings = {
+        key: value for key, value in index["settings"]["index"].items() if key not in _MADE_BY_THE_ENGINE
+    }
+    return {"settings": {"index": settings}, "mappings": index["mappings"], "aliases": index["aliases"]}
 
 
 class EngineNode:
@@ -58,6 +89,7 @@ class EngineNode:
         self._ready = threading.Event()
         self._failure: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._kept: Kept | None = None  # what `prepared` last built
 
     def start(self, *, record_archive: bool = False) -> EngineNode:
         """Start the JVM (`record_archive`: the set-up's run that records the class archive as it exits)."""
@@ -168,6 +200,7 @@ class EngineNode:
     def wipe(self) -> None:
         """Back to an empty cluster: no index, index or component template, stored script, point in time or
         cluster setting that a test made."""
+        self._kept = None
         indices = self._checked("GET", "/_cat/indices?format=json&h=index&expand_wildcards=all")
         names = [row["index"] for row in indices if not row["index"].startswith(".")]
         if names:
@@ -179,6 +212,67 @@ class EngineNode:
             self._checked("DELETE", f"/_scripts/{script_id}")
         self._checked("DELETE", "/_search/point_in_time/_all")
         self._checked("PUT", "/_cluster/settings", {"persistent": {"*": None}, "transient": {"*": None}})
+
+    def prepared(self, key: str, build: Callable[[], object]) -> bool:
+        """The state `build` makes on an empty node, for the test about to run; whether `build` ran. `key` names
+        everything `build`'s result depends on. When the last call had the same key and since then only documents
+        changed, and the mappings documents added (`layout`), the documents are deleted and each index whose metadata
+        changed is made again as `build` left it; otherwise the node is wiped and `build` runs."""
+        kept = self._kept if self._kept is not None and self._kept.key == key else None
+        if kept is not None and self._restored(kept):
+            return False
+        self.wipe()
+        build()
+        layout = self.layout()
+        names = ",".join(name for name in layout.indices if not name.startswith("."))
+        made = self._checked("GET", f"/{names}") if names else {}
+        self._kept = Kept(key, layout, {name: _definition(index) for name, index in made.items()})
+        return True
+
+    def layout(self) -> Layout:
+        """Everything a test may change on the node but documents: each index's metadata (its settings with its
+        uuid, mappings, aliases and state), index and component templates, stored scripts, cluster settings."""
+        parts = ("indices", "templates", "index_template", "component_template", "stored_scripts")
+        state = self._checked(
+            "GET", "/_cluster/state/metadata?filter_path=" + ",".join(f"metadata.{part}" for part in parts)
+        )
+        metadata = state.get("metadata", {})
+        return Layout(metadata.pop("indices", {}), [metadata, self._checked("GET", "/_cluster/settings")])
+
+    def _restored(self, kept: Kept) -> bool:
+        """Back to what `prepared` kept, if nothing but the tests' indices changed: the documents of each index
+        that did not change are deleted, an index that changed (a mapped field, a setting, an alias) or went is made
+        again, and an index a test made goes."""
+        now = self.layout()
+        ours = {name for name in now.indices.keys() | kept.layout.indices.keys() if not name.startswith(".")}
+        engines = now.indices.keys() - ours
+        if now.rest != kept.layout.rest or any(
+            now.indices[name] != kept.layout.indices.get(name) for name in engines
+        ):
+            return False
+        changed = sorted(name for name in ours if now.indices.get(name) != kept.layout.indices.get(name))
+        if unchanged := sorted(ours - set(changed)):
+            indices = ",".join(unchanged)
+            self._checked(
+                "POST", f"/{indices}/_refresh"
+            )  # what was written but not yet refreshed is found too
+            query = {"query": {"match_all": {}}}
+            deleted = self._checked(
+                "POST", f"/{indices}/_delete_by_query?conflicts=proceed&refresh=true", query
+            )
+            if deleted.get("failures"):
+                raise EngineError(f"deleting the documents a test left failed: {deleted['failures']}")
+        if gone := [name for name in changed if name in now.indices]:
+            self._checked(
+                "DELETE", "/" + ",".join(gone)
+            )  # first: an alias it holds is free for the kept index
+        for name in changed:
+            if name in kept.definitions:
+                self._checked("PUT", f"/{name}", kept.definitions[name])
+        self._checked("DELETE", "/_search/point_in_time/_all")
+        if changed:
+            kept.layout = self.layout()
+        return True
 
     def stop(self, timeout: float = 30) -> None:
         process, self._process = self._process, None
@@ -207,7 +301,7 @@ def session_node() -> EngineNode:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+    if any(FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
         # Not installed, or no JDK 21+: each test that needs the engine fails saying so; the others run.
         with contextlib.suppress(EngineSetupError):
             session_node()
@@ -226,3 +320,12 @@ def engine() -> Iterator[EngineNode]:
     node = session_node().wait_ready()
     node.wipe()
     yield node
+
+
+@pytest.fixture
+def engine_as_left(request: pytest.FixtureRequest) -> EngineNode:
+    """The real OpenSearch node as the last test left it, for a fixture that sets it up through `prepared` before any
+    other use."""
+    if "engine" in request.fixturenames:  # its wipe would undo the set-up, or come before it
+        raise pytest.UsageError(f"{request.node.nodeid} takes both `engine` and `engine_as_left`: take one")
+    return session_node().wait_ready()

@@ -21,7 +21,7 @@ import datetime
 import http.client
 import ipaddress
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +31,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
-from tests.support.engine_node import EngineNode
+from tests.support.engine_node import EngineNode, Layout
 from tests.support.engine_setup import EngineSetupError
 from tests.support.secured_setup import SECURED
 
-FIXTURE, MODULE_FIXTURE = "secured", "secured_for_module"
+FIXTURES = {"secured", "secured_as_left", "secured_for_module"}
 PROXY_ADDRESS = "127.0.0.2"  # the only source address the plugin takes a user from (Linux routes 127/8 on lo)
 # Who the suite's own housekeeping (wipe, inspection) acts as: mapped to all_access in the initial configuration.
 SUITE_ARN = "arn:aws:iam::000000000000:role/refdata-tests-housekeeping"
@@ -177,16 +177,41 @@ class SecuredNode(EngineNode):
         arn = SUITE_ARN if principal is None else principal
         return {"x-forwarded-for": "127.0.0.1", "x-proxy-user": arn, "x-proxy-roles": arn}
 
+    master_arn: str | None = None  # the domain front's master user, mapped since the last wipe
+
     def map_master(self, master_arn: str) -> None:
         """What the service does for a domain's `MasterUserARN`: that IAM role acts as `all_access`."""
+        self.master_arn = master_arn
         body = {"backend_roles": [SUITE_ARN, master_arn], "description": "the domain's master user"}
-        self._checked("PUT", "/_plugins/_security/api/rolesmapping/all_access", body)
+        mapped = self._checked("GET", "/_plugins/_security/api/rolesmapping/all_access")["all_access"]
+        if not _maps_only(mapped, body) or mapped.get("description") != body["description"]:
+            self._checked("PUT", "/_plugins/_security/api/rolesmapping/all_access", body)
+
+    def prepared(self, key: str, build: Callable[[], object]) -> bool:
+        """As the engine's; the domain front's master user stays mapped through the wipe before `build`."""
+        master = self.master_arn
+
+        def build_with_master() -> object:
+            if master is not None:
+                self.map_master(master)
+            return build()
+
+        return super().prepared(key, build_with_master)
+
+    def layout(self) -> Layout:
+        """As the engine's, and the security plugin's roles and role mappings."""
+        layout = super().layout()
+        layout.rest += [
+            self._checked("GET", f"/_plugins/_security/api/{kind}") for kind in ("roles", "rolesmapping")
+        ]
+        return layout
 
     def wipe(self) -> None:
         """As the engine's, and the roles and role mappings a test put are gone (all_access maps the suite only).
         One PATCH per kind: each change to the security configuration makes the plugin write its index and reload
         the whole configuration (about 30 ms of the node's CPU), so one change for all of them, not one each."""
         super().wipe()
+        self.master_arn = None
         suite_only = {"backend_roles": [SUITE_ARN]}
         for kind in ("rolesmapping", "roles"):
             entries = self._checked("GET", f"/_plugins/_security/api/{kind}")
@@ -220,7 +245,7 @@ def session_node() -> SecuredNode:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if any({FIXTURE, MODULE_FIXTURE} & set(getattr(item, "fixturenames", ())) for item in session.items):
+    if any(FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
         # Not installed, or no JDK 21+: each test that needs the node fails saying so; the others run.
         with contextlib.suppress(EngineSetupError):
             session_node()
@@ -247,3 +272,12 @@ def secured_for_module() -> SecuredNode:
     node = session_node().wait_ready()
     node.wipe()
     return node
+
+
+@pytest.fixture
+def secured_as_left(request: pytest.FixtureRequest) -> SecuredNode:
+    """The secured node as the last test left it, for a fixture that sets it up through `prepared` before any other
+    use."""
+    if "secured" in request.fixturenames:  # its wipe would undo the set-up, or come before it
+        raise pytest.UsageError(f"{request.node.nodeid} takes both `secured` and `secured_as_left`: take one")
+    return session_node().wait_ready()

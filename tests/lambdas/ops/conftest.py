@@ -38,19 +38,21 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def ops_env(aws_env: None, monkeypatch: pytest.MonkeyPatch, engine: EngineNode) -> Iterator[OpsEnv]:
+def ops_env(aws_env: None, monkeypatch: pytest.MonkeyPatch, engine_as_left: EngineNode) -> Iterator[OpsEnv]:
     """The tools, as the FGAC admin role (every permission), against the real engine behind the domain front."""
-    yield from _ops_env(monkeypatch, LoopbackOpenSearch(region=REGION, engine=engine))
+    yield from _ops_env(monkeypatch, LoopbackOpenSearch(region=REGION, engine=engine_as_left))
 
 
 @pytest.fixture
-def assumed_env(aws_env: None, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[OpsEnv]:
+def assumed_env(
+    aws_env: None, monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode
+) -> Iterator[OpsEnv]:
     """As `ops_env`, on the secured node: credentials that moto's STS hands out for the admin role act as the admin
     role (the worker assumes it, as deployed), and the security plugin decides what that role may do."""
     fgac = FineGrainedAccessControl(
         ADMIN_ROLE_ARN, lambda key: ADMIN_ROLE_ARN if key == ADMIN_KEY else moto_role_of_access_key(key)
     )
-    yield from _ops_env(monkeypatch, LoopbackOpenSearch(region=REGION, fgac=fgac, engine=secured))
+    yield from _ops_env(monkeypatch, LoopbackOpenSearch(region=REGION, fgac=fgac, engine=secured_as_left))
 
 
 def _ops_env(monkeypatch: pytest.MonkeyPatch, front: LoopbackOpenSearch) -> Iterator[OpsEnv]:
@@ -58,7 +60,7 @@ def _ops_env(monkeypatch: pytest.MonkeyPatch, front: LoopbackOpenSearch) -> Iter
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN_KEY)  # the tools run as the FGAC admin role
         env = OpsEnv(server)
         env.create_table()
-        env.bootstrap()
+        env.bootstrapped()
         yield env
         env.transport.close()
 

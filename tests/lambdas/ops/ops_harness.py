@@ -97,7 +97,11 @@ class OpsEnv:
     region: str = REGION  # the domain's: requests are signed for it
 
     def __post_init__(self) -> None:
-        self.transport = OpenSearchTransport(self.server.endpoint, self.region, timeout_seconds=5)
+        # The credentials of now (the admin role's), not of the first request: a test may change the environment's.
+        credentials = boto3.Session().get_credentials()
+        self.transport = OpenSearchTransport(
+            self.server.endpoint, self.region, timeout_seconds=5, credentials=credentials
+        )
         self.client = IndexClient(self.transport, sleep=lambda seconds: None)
         self.settings = Settings(
             opensearch_endpoint=self.server.endpoint,
@@ -152,6 +156,10 @@ class OpsEnv:
         }
         assert outcomes == expected
         assert self.aliases("geozone-v2") == {}
+
+    def bootstrapped(self) -> None:
+        """The domain as a deployment's bootstrap sets it up (kept from the test before when it can be)."""
+        self.server.engine.prepared("OpsEnv.bootstrap", self.bootstrap)
 
     def bootstrap(self) -> list[bootstrap.SchemaOutcome]:
         return IndexBootstrap(self.transport, sleep=lambda seconds: None).run(

@@ -460,14 +460,18 @@ def smoke_stack(
         admin = OpenSearchTransport(
             server.endpoint, REGION, timeout_seconds=5, credentials=Credentials(ADMIN_KEY, "secret")
         )
-        IndexBootstrap(admin, sleep=lambda seconds: None).run(
-            [schema.name for schema in indexable_schemas()],
-            replicas=0,
-            sync_role_arn=sync_arn,
-            read_roles=read_role_definitions(
+        setup: dict[str, Any] = {
+            "schemas": [schema.name for schema in indexable_schemas()],
+            "replicas": 0,
+            "sync_role_arn": sync_arn,
+            "read_roles": read_role_definitions(
                 (role.name, role.schemas, (*role.mapped_backend_roles, probes[role.name]))
                 for role in config.search.read_roles
             ),
+        }
+        node.prepared(
+            f"IndexBootstrap.run {setup!r}",
+            lambda: IndexBootstrap(admin, sleep=lambda seconds: None).run(**setup),
         )
 
         machine_name = state_machine_name(config.search.domain_name, "smoke")

@@ -34,21 +34,16 @@ def run(stack: SmokeStack, capsys: pytest.CaptureFixture[str], *options: str) ->
     return status, json.loads(out.strip().splitlines()[-1]), err
 
 
-@pytest.fixture(params=list(environments()))
-def config(request: pytest.FixtureRequest) -> EnvironmentConfig:
-    return environments()[request.param]
-
-
 @pytest.fixture
 def passing(
-    config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
+    each_config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode
 ) -> Iterator[SmokeStack]:
-    with smoke_stack(config, monkeypatch, secured, wait_seconds=20) as stack:
+    with smoke_stack(each_config, monkeypatch, secured_as_left, wait_seconds=20) as stack:
         yield stack
 
 
 def test_a_smoke_run_passes_every_step_for_every_table_and_indexable_schema(
-    passing: SmokeStack, config: EnvironmentConfig, capsys: pytest.CaptureFixture[str]
+    passing: SmokeStack, each_config: EnvironmentConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # As the deploy workflow runs it: as the smoke runner role.
     status, summary, err = run(passing, capsys, "--assume-role", f"arn:aws:iam::123456789012:role/{RUNNER}")
@@ -85,17 +80,17 @@ COMPONENTS = {"stream not flowing", "sync erroring", "document refused", "alias 
 
 
 @pytest.fixture
-def failing(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeStack]:
+def failing(monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode) -> Iterator[SmokeStack]:
     """A step that is to time out waits five (virtual) seconds, ten polls of the mappings: the other tables'
     canaries, which must pass in the same run, arrive at their first."""
-    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=5.0) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured_as_left, wait_seconds=5.0) as stack:
         yield stack
 
 
 @pytest.fixture
-def flowing(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeStack]:
+def flowing(monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode) -> Iterator[SmokeStack]:
     """Every wait succeeds (the canary arrives at the first poll), the failure comes from something else."""
-    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured_as_left, wait_seconds=20) as stack:
         yield stack
 
 
@@ -324,7 +319,7 @@ def test_a_later_run_sweeps_what_a_stalled_pipeline_delivered_after_its_run(
 
 
 def test_a_part_that_crashed_is_cleaned_up_by_finish(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured_as_left: SecuredNode
 ) -> None:
     """A worker killed mid-canary runs no cleanup of its own: its canary's key, saved before the write, is cleaned
     up by the run's finish. (One part at a time, so no other part is still running when finish does.)"""
@@ -342,7 +337,7 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
     monkeypatch.setattr(smoke, "run_canary", crash)
     serial = replace(LAYOUT, ops=replace(LAYOUT.ops, max_concurrency=1))
 
-    with smoke_stack(serial, monkeypatch, secured, wait_seconds=5.0) as stack:
+    with smoke_stack(serial, monkeypatch, secured_as_left, wait_seconds=5.0) as stack:
         status, summary, _ = run(stack, capsys)
 
         assert status == 2 and summary["verdict"].startswith("FAILED (smoke run): ")
@@ -353,7 +348,7 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
 
 
 def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves_nothing(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured_as_left: SecuredNode
 ) -> None:
     """An invocation that wrote its canary and then failed in a way the workflow retries (here a TransientFailure):
     the retry must not refuse its own canary as another writer's. It cleans that one up and runs a fresh one."""
@@ -376,7 +371,7 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
         return real(env, settings, tools, part, cursor, run_id=run_id)  # type: ignore[arg-type]
 
     monkeypatch.setattr(smoke, "run_canary", once)
-    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured_as_left, wait_seconds=20) as stack:
         status, summary, _ = run(stack, capsys)
 
         assert summary["verdict"] == "pass", summary
@@ -386,11 +381,14 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
 
 @pytest.mark.parametrize("startup", [7, 0])
 def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_the_startup_budget(
-    startup: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
+    startup: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    secured_as_left: SecuredNode,
 ) -> None:
     """A new event source mapping may take several minutes to start polling (Lambda Developer Guide): the first wait
     goes on until the start-up budget after the mapping was modified. Without one, the first deploy fails."""
-    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=startup) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured_as_left, wait_seconds=20, startup_minutes=startup) as stack:
         stack.poller.starts = dict.fromkeys(stack.poller.streams, 300.0)  # five minutes on the run's clock
 
         status, summary, _ = run(stack, capsys)
@@ -408,7 +406,7 @@ def test_a_first_deploys_mappings_that_start_polling_minutes_late_pass_within_th
 
 
 def test_a_check_interrupted_after_the_canarys_first_version_starts_the_canary_over(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured_as_left: SecuredNode
 ) -> None:
     """A check that found its canary indexed went on (the update) and was then retried by the workflow (here after
     a TransientFailure, which it retries like Lambda's own errors): the retry
@@ -440,7 +438,7 @@ def test_a_check_interrupted_after_the_canarys_first_version_starts_the_canary_o
 
     monkeypatch.setattr(smoke, "run_canary", once)
     starts = 300.0
-    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=7) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured_as_left, wait_seconds=20, startup_minutes=7) as stack:
         stack.poller.starts = dict.fromkeys(stack.poller.streams, starts)
 
         status, summary, _ = run(stack, capsys)
@@ -459,14 +457,14 @@ def test_the_start_up_wait_is_the_workflows_as_long_as_the_budget_and_no_invocat
     passes: bool,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    secured: SecuredNode,
+    secured_as_left: SecuredNode,
 ) -> None:
     """Mappings that start polling 20 minutes after they were made, longer than any worker invocation lasts: the
     canary waits in the workflow (a Wait and a check, again and again) until it is indexed, within a 30-minute
     budget; with a 15-minute one the run fails at `indexed` once the budget is spent, not before. No invocation
     holds the wait."""
     starts = 20 * 60.0
-    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20, startup_minutes=budget) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured_as_left, wait_seconds=20, startup_minutes=budget) as stack:
         stack.poller.starts = dict.fromkeys(stack.poller.streams, starts)
 
         status, summary, _ = run(stack, capsys)
@@ -488,7 +486,7 @@ def test_the_start_up_wait_is_the_workflows_as_long_as_the_budget_and_no_invocat
 
 
 def test_two_runs_at_once_share_nothing_and_both_pass(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured: SecuredNode
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured_as_left: SecuredNode
 ) -> None:
     import threading
 
@@ -497,7 +495,7 @@ def test_two_runs_at_once_share_nothing_and_both_pass(
     def one() -> None:
         results.append(cli.main(["smoke", "--env", stack.config.name, "--region", "ca-central-1"]))
 
-    with smoke_stack(LAYOUT, monkeypatch, secured, wait_seconds=20) as stack:
+    with smoke_stack(LAYOUT, monkeypatch, secured_as_left, wait_seconds=20) as stack:
         threads = [threading.Thread(target=one) for _ in range(2)]
         for thread in threads:
             thread.start()

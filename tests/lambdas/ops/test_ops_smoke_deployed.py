@@ -20,8 +20,17 @@ from refdata.registry import indexable_schemas
 from smoke_harness import Poller, virtual_time
 from stream_sync import aws as sync_aws
 from stream_sync import handler
-from workflows_harness import SYNC_HANDLER, Clock, MotoGaps, Workflows, World, bootstrap, deployed_environment
+from workflows_harness import (
+    SYNC_HANDLER,
+    Clock,
+    MotoGaps,
+    Workflows,
+    World,
+    bootstrapped,
+    deployed_environment,
+)
 
+from infra.config import EnvironmentConfig
 from infra.environments import environments
 from ops import cli
 from tests.support.iam import SdkCalls
@@ -42,7 +51,9 @@ class SmokeWorld:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         self.world, self.calls, self.server = world, calls, server
-        bootstrap(world, calls, monkeypatch)  # the domain as the stack's custom resource sets it up
+        bootstrapped(
+            world, calls, monkeypatch, server
+        )  # the domain as the stack's custom resource sets it up
         self.workflows = Workflows(
             world, calls, clock, gaps
         )  # the worker runs in-process as its role on every Lambda task
@@ -97,12 +108,11 @@ class SmokeWorld:
         return status, json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
-@pytest.fixture(params=sorted(environments()))
+@pytest.fixture
 def smoke(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
+    each_config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode
 ) -> Iterator[SmokeWorld]:
-    config = environments()[request.param]
-    for world, calls, clock, gaps, server in deployed_environment(config, monkeypatch, secured):
+    for world, calls, clock, gaps, server in deployed_environment(each_config, monkeypatch, secured_as_left):
         yield SmokeWorld(world, calls, clock, gaps, server, monkeypatch)
         handler.reset()
 
@@ -132,8 +142,8 @@ LAYOUT = max(environments().values(), key=lambda config: len(config.source_table
 
 
 @pytest.fixture
-def layout(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[SmokeWorld]:
-    for world, calls, clock, gaps, server in deployed_environment(LAYOUT, monkeypatch, secured):
+def layout(monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode) -> Iterator[SmokeWorld]:
+    for world, calls, clock, gaps, server in deployed_environment(LAYOUT, monkeypatch, secured_as_left):
         yield SmokeWorld(world, calls, clock, gaps, server, monkeypatch)
         handler.reset()
 

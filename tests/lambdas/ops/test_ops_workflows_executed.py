@@ -31,16 +31,18 @@ def smallest() -> EnvironmentConfig:
     return min(environments().values(), key=lambda config: (config.ops.scan_segments, config.name))
 
 
-@pytest.fixture(params=sorted(environments()))
+@pytest.fixture
 def every(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, secured: SecuredNode
+    each_config: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode
 ) -> Iterator[tuple[Workflows, OpsEnv]]:
-    yield from _flows(environments()[request.param], monkeypatch, secured)
+    yield from _flows(each_config, monkeypatch, secured_as_left)
 
 
 @pytest.fixture
-def flows(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterator[tuple[Workflows, OpsEnv]]:
-    yield from _flows(smallest(), monkeypatch, secured)
+def flows(
+    monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode
+) -> Iterator[tuple[Workflows, OpsEnv]]:
+    yield from _flows(smallest(), monkeypatch, secured_as_left)
 
 
 def _flows(
@@ -50,7 +52,7 @@ def _flows(
         search = OpsEnv(
             server, dynamodb=boto3.client("dynamodb", region_name=config.region), region=config.region
         )
-        search.bootstrap()
+        search.bootstrapped()
         yield Workflows(world, calls, clock, gaps), search
         search.transport.close()
 

@@ -692,6 +692,21 @@ def bootstrap(world: World, calls: SdkCalls, monkeypatch: pytest.MonkeyPatch) ->
     )
 
 
+def bootstrapped(
+    world: World, calls: SdkCalls, monkeypatch: pytest.MonkeyPatch, server: LoopbackOpenSearch
+) -> None:
+    """`bootstrap`, or what it made for the test before when nothing it depends on differs (`EngineNode.prepared`):
+    the custom resource's properties and its function's role and environment."""
+    properties = world.custom_resource("Custom::OpenSearchIndexBootstrap")
+    properties.pop("Endpoint", None)  # each test's front has its own port
+    role, environment = world.function("index_bootstrap.handler.on_event")
+    environment.pop("OPENSEARCH_ENDPOINT", None)
+    key = json.dumps(
+        ["Custom::OpenSearchIndexBootstrap", properties, role, environment], sort_keys=True, default=str
+    )
+    server.engine.prepared(key, lambda: bootstrap(world, calls, monkeypatch))
+
+
 @dataclass
 class Run:
     status: int
