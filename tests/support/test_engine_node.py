@@ -53,6 +53,76 @@ def test_wipe_removes_what_a_test_made(engine: EngineNode) -> None:
     assert engine.request("GET", "/_search/point_in_time/_all").body["pits"] == []
 
 
+def _build(engine: EngineNode, runs: list[str]) -> None:
+    """A deployment's kind of set-up: a template, a versioned index behind two aliases, a stored script."""
+    runs.append("built")
+    template = {
+        "index_patterns": ["kept-v*"],
+        "template": {"mappings": {"properties": {"name": {"type": "text"}}}},
+    }
+    engine.request("PUT", "/_index_template/kept", template)
+    engine.request("PUT", "/kept-v1", {"aliases": {"kept": {}, "kept-write": {"is_write_index": True}}})
+    mappings = {"properties": {"n": {"type": "long"}}}
+    engine.request(
+        "PUT", "/other-v1", {"settings": {"index": {"number_of_replicas": 0}}, "mappings": mappings}
+    )
+    engine.request("PUT", "/_scripts/kept", {"script": {"lang": "painless", "source": "ctx._source.x = 1"}})
+
+
+def _state(engine: EngineNode) -> list[object]:
+    """What a test sees of the set-up: indices with their mappings, settings and aliases, documents, templates."""
+    indices = engine.request("GET", "/kept-v*,other-v*").body
+    for index in indices.values():
+        for made in ("uuid", "creation_date", "version"):
+            index["settings"]["index"].pop(made)
+    engine.request("POST", "/_refresh")
+    counts = engine.request("GET", "/_cat/indices?format=json&h=index,docs.count").body
+    template = engine.request("GET", "/_index_template/kept").body
+    script = engine.request("GET", "/_scripts/kept").body
+    pits = engine.request("GET", "/_search/point_in_time/_all").body["pits"]
+    return [indices, sorted(counts, key=lambda row: row["index"]), template, script, pits]
+
+
+def test_prepared_gives_each_test_what_its_build_made_whatever_the_test_before_did(
+    engine: EngineNode,
+) -> None:
+    runs: list[str] = []
+    assert engine.prepared("kept", lambda: _build(engine, runs)) is True
+    made = _state(engine)
+    assert [row["docs.count"] for row in made[1]] == ["0", "0"]
+
+    # A test writes documents (one maps a new field, one not: only its document goes), moves the aliases to an index it makes, opens a point in time.
+    engine.request("PUT", "/kept-write/_doc/1", {"name": "a", "added": 1.5})
+    engine.request("PUT", "/other-v1/_doc/1?refresh=true", {"n": 1})
+    engine.request("PUT", "/kept-v2", {})
+    moves = [
+        {"remove": {"index": "kept-v1", "alias": "kept-write"}},
+        {"add": {"index": "kept-v2", "alias": "kept"}},
+    ]
+    engine.request("POST", "/_aliases", {"actions": moves})
+    engine.request("POST", "/other-v1/_search/point_in_time?keep_alive=1m")
+    assert _state(engine) != made
+
+    assert engine.prepared("kept", lambda: _build(engine, runs)) is False
+    assert _state(engine) == made and runs == ["built"]
+
+    # Anything else a test changes, or another key, and the build runs again on a wiped node.
+    script = {"script": {"lang": "painless", "source": "ctx._source.x = 2"}}
+    for method, path, body, key in (
+        ("PUT", "/_scripts/kept", script, "kept"),
+        ("PUT", "/_cluster/settings", {"persistent": {"search.max_buckets": 100}}, "kept"),
+        ("GET", "/", None, "another"),
+    ):
+        assert engine.request(method, path, body).status == 200
+        assert engine.prepared(key, lambda: _build(engine, runs)) is True
+        assert _state(engine) == made
+    assert runs == ["built"] * 4
+    assert engine.request("GET", "/_cluster/settings").body == {"persistent": {}, "transient": {}}
+
+    engine.wipe()  # what the `engine` fixture does: the next prepared builds
+    assert engine.prepared("another", lambda: _build(engine, runs)) is True
+
+
 def _jdk(root: Path, name: str, version: str) -> Path:
     home = root / name
     (home / "bin").mkdir(parents=True)
