@@ -21,7 +21,9 @@ def load(directory: Path, text: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"scratch_environments_{next(_modules)}", scratch)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # From the text, never from byte code: two copies written to one path within a second and of one size would
+    # share a cached .pyc (the loader checks only mtime and size), and the second would run the first's values.
+    exec(compile(text, scratch, "exec"), module.__dict__)
     return module
 
 
