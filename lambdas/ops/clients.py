@@ -30,6 +30,10 @@ def _reused(kind: str, service: str, region: str) -> Any:
             from stream_sync.redrive import streams_client
 
             made = streams_client(region)
+        elif service == "sts":
+            from refdata.transport import sts_endpoint
+
+            made = boto3.client(service, region_name=region, endpoint_url=sts_endpoint(region))
         else:
             made = boto3.client(service, region_name=region)
         made = _MADE.setdefault(key, made)

@@ -170,7 +170,12 @@ def aws_tools(env: Env, settings: SmokeSettings) -> Tools:
     dynamodb = clients.resource("dynamodb", settings.region)
 
     def reader(role: Reader) -> ReaderView:
-        credentials = assume_role(role.probe_role_arn, settings.region, session_name="ops-smoke-reader")
+        credentials = assume_role(
+            role.probe_role_arn,
+            settings.region,
+            session_name="ops-smoke-reader",
+            sts=clients.client("sts", settings.region),
+        )
         endpoint = env.settings.opensearch_endpoint
         return ReaderView(
             OpenSearchTransport(

@@ -215,7 +215,11 @@ def _error_text(error: Any) -> str | None:
 def handler(event: Mapping[str, Any], context: Any) -> Any:
     settings = WorkerSettings.from_env(os.environ)
     credentials = assume_role(
-        settings.admin_role_arn, settings.region, session_name="ops-worker", duration_seconds=1800
+        settings.admin_role_arn,
+        settings.region,
+        session_name="ops-worker",
+        duration_seconds=1800,
+        sts=clients.client("sts", settings.region),
     )
     env = build_env(settings, credentials)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import boto3
 import pytest
+from refdata.transport import sts_endpoint
 
 from ops import clients
 
@@ -39,3 +40,13 @@ def test_a_streams_endpoint_override_makes_a_client_of_that_endpoint(monkeypatch
     private = clients.client("dynamodbstreams", "ca-central-1")
     assert private is not public
     assert private.meta.endpoint_url == "https://vpce-1.streams.dynamodb.ca-central-1.vpce.amazonaws.com"
+
+
+def test_the_sts_client_asks_the_regional_endpoint_the_role_is_assumed_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFIRST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    sts = clients.client("sts", "ca-west-1")
+    assert sts.meta.endpoint_url == sts_endpoint("ca-west-1") == "https://sts.ca-west-1.amazonaws.com"
+    assert clients.client("sts", "ca-west-1") is sts
