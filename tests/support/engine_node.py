@@ -25,10 +25,10 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Self, TypeVar
 
 import pytest
 
@@ -37,7 +37,6 @@ from tests.support.engine_setup import ENGINE, EngineSetupError
 START_TIMEOUT_SECONDS = (
     180.0  # a cold JVM on two busy cores takes 10-20 s; the margin is for a loaded machine
 )
-FIXTURES = {"engine", "engine_as_left"}
 
 
 class EngineError(RuntimeError):
@@ -91,7 +90,7 @@ class EngineNode:
         self._process: subprocess.Popen[bytes] | None = None
         self._kept: Kept | None = None  # what `prepared` last built
 
-    def start(self, *, record_archive: bool = False) -> EngineNode:
+    def start(self, *, record_archive: bool = False) -> Self:
         """Start the JVM (`record_archive`: the set-up's run that records the class archive as it exits)."""
         if not self.launcher.installed():
             raise EngineSetupError(
@@ -136,7 +135,7 @@ class EngineNode:
         except OSError:
             return "(no log)"
 
-    def wait_ready(self, timeout: float = START_TIMEOUT_SECONDS) -> EngineNode:
+    def wait_ready(self, timeout: float = START_TIMEOUT_SECONDS) -> Self:
         if self._process is None:
             self.start()
         if not self._ready.wait(timeout):
@@ -256,7 +255,7 @@ class EngineNode:
             self._checked(
                 "POST", f"/{indices}/_refresh"
             )  # what was written but not yet refreshed is found too
-            query = {"query": {"match_all": {}}}
+            query: dict[str, Any] = {"query": {"match_all": {}}}
             deleted = self._checked(
                 "POST", f"/{indices}/_delete_by_query?conflicts=proceed&refresh=true", query
             )
@@ -289,43 +288,61 @@ class EngineNode:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-_node: EngineNode | None = None
+N = TypeVar("N", bound=EngineNode)
 
 
-def session_node() -> EngineNode:
-    """This process's node, started if it was not yet."""
-    global _node
-    if _node is None:
-        _node = EngineNode().start()
-    return _node
+class SessionNode(Generic[N]):
+    """A pytest process's one node of a kind: started in the background when collection finds a test that uses one
+    of the kind's fixtures (`name`, `<name>_as_left`, and any `others`), stopped with the process. Its two hooks are
+    the plugin's (`pytest_collection_finish`, `pytest_unconfigure`)."""
+
+    def __init__(self, kind: type[N], name: str, *others: str) -> None:
+        self.kind, self.name, self.fixtures = kind, name, {name, f"{name}_as_left", *others}
+        self._node: N | None = None
+
+    def node(self) -> N:
+        """The node, started if it was not yet."""
+        if self._node is None:
+            self._node = self.kind().start()
+        return self._node
+
+    def empty(self) -> N:
+        """The node once it is ready, wiped: what an earlier test made is gone."""
+        node = self.node().wait_ready()
+        node.wipe()
+        return node
+
+    def as_left(self, request: pytest.FixtureRequest) -> N:
+        """The node as the last test left it, for a fixture that sets it up through `prepared` before any other use."""
+        if self.name in request.fixturenames:  # its wipe would undo the set-up, or come before it
+            raise pytest.UsageError(
+                f"{request.node.nodeid} takes both `{self.name}` and `{self.name}_as_left`: take one"
+            )
+        return self.node().wait_ready()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if any(self.fixtures & set(getattr(item, "fixturenames", ())) for item in session.items):
+            # Not installed, or no JDK 21+: each test that needs the node fails saying so; the others run.
+            with contextlib.suppress(EngineSetupError):
+                self.node()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        node, self._node = self._node, None
+        if node is not None:
+            node.stop()
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if any(FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
-        # Not installed, or no JDK 21+: each test that needs the engine fails saying so; the others run.
-        with contextlib.suppress(EngineSetupError):
-            session_node()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    global _node
-    if _node is not None:
-        _node.stop()
-        _node = None
+SESSION = SessionNode(EngineNode, "engine")
+pytest_collection_finish, pytest_unconfigure = SESSION.pytest_collection_finish, SESSION.pytest_unconfigure
 
 
 @pytest.fixture
-def engine() -> Iterator[EngineNode]:
-    """The real OpenSearch node, empty: what an earlier test made is gone."""
-    node = session_node().wait_ready()
-    node.wipe()
-    yield node
+def engine() -> EngineNode:
+    """The real OpenSearch node, empty."""
+    return SESSION.empty()
 
 
 @pytest.fixture
 def engine_as_left(request: pytest.FixtureRequest) -> EngineNode:
-    """The real OpenSearch node as the last test left it, for a fixture that sets it up through `prepared` before any
-    other use."""
-    if "engine" in request.fixturenames:  # its wipe would undo the set-up, or come before it
-        raise pytest.UsageError(f"{request.node.nodeid} takes both `engine` and `engine_as_left`: take one")
-    return session_node().wait_ready()
+    """The real OpenSearch node as the last test left it (`SessionNode.as_left`)."""
+    return SESSION.as_left(request)

@@ -16,12 +16,11 @@ project's own index bootstrap puts through that API.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import http.client
 import ipaddress
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
-from tests.support.engine_node import EngineNode, Layout
-from tests.support.engine_setup import EngineSetupError
+from tests.support.engine_node import EngineNode, Layout, SessionNode
 from tests.support.secured_setup import SECURED
 
-FIXTURES = {"secured", "secured_as_left", "secured_for_module"}
 PROXY_ADDRESS = "127.0.0.2"  # the only source address the plugin takes a user from (Linux routes 127/8 on lo)
 # Who the suite's own housekeeping (wipe, inspection) acts as: mapped to all_access in the initial configuration.
 SUITE_ARN = "arn:aws:iam::000000000000:role/refdata-tests-housekeeping"
@@ -182,9 +179,13 @@ class SecuredNode(EngineNode):
     def map_master(self, master_arn: str) -> None:
         """What the service does for a domain's `MasterUserARN`: that IAM role acts as `all_access`."""
         self.master_arn = master_arn
-        body = {"backend_roles": [SUITE_ARN, master_arn], "description": "the domain's master user"}
+        backend_roles, description = [SUITE_ARN, master_arn], "the domain's master user"
+        body = {"backend_roles": backend_roles, "description": description}
         mapped = self._checked("GET", "/_plugins/_security/api/rolesmapping/all_access")["all_access"]
-        if not _maps_only(mapped, body) or mapped.get("description") != body["description"]:
+        if (
+            not _maps_only(mapped, {"backend_roles": backend_roles})
+            or mapped.get("description") != description
+        ):
             self._checked("PUT", "/_plugins/_security/api/rolesmapping/all_access", body)
 
     def prepared(self, key: str, build: Callable[[], object]) -> bool:
@@ -233,51 +234,23 @@ def _maps_only(mapping: dict[str, Any], wanted: dict[str, list[str]]) -> bool:
     return all(sorted(mapping.get(kind) or []) == sorted(wanted.get(kind, [])) for kind in kinds)
 
 
-_node: SecuredNode | None = None
-
-
-def session_node() -> SecuredNode:
-    """This process's secured node, started if it was not yet."""
-    global _node
-    if _node is None:
-        _node = SecuredNode().start()
-    return _node
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if any(FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
-        # Not installed, or no JDK 21+: each test that needs the node fails saying so; the others run.
-        with contextlib.suppress(EngineSetupError):
-            session_node()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    global _node
-    if _node is not None:
-        _node.stop()
-        _node = None
+SESSION = SessionNode(SecuredNode, "secured", "secured_for_module")
+pytest_collection_finish, pytest_unconfigure = SESSION.pytest_collection_finish, SESSION.pytest_unconfigure
 
 
 @pytest.fixture
-def secured() -> Iterator[SecuredNode]:
+def secured() -> SecuredNode:
     """The secured node, empty: what an earlier test made (indices, scripts, roles, role mappings) is gone."""
-    node = session_node().wait_ready()
-    node.wipe()
-    yield node
+    return SESSION.empty()
 
 
 @pytest.fixture(scope="module")
 def secured_for_module() -> SecuredNode:
     """The secured node, emptied once for a module whose tests only read what its module-scoped fixtures put."""
-    node = session_node().wait_ready()
-    node.wipe()
-    return node
+    return SESSION.empty()
 
 
 @pytest.fixture
 def secured_as_left(request: pytest.FixtureRequest) -> SecuredNode:
-    """The secured node as the last test left it, for a fixture that sets it up through `prepared` before any other
-    use."""
-    if "secured" in request.fixturenames:  # its wipe would undo the set-up, or come before it
-        raise pytest.UsageError(f"{request.node.nodeid} takes both `secured` and `secured_as_left`: take one")
-    return session_node().wait_ready()
+    """The secured node as the last test left it (`SessionNode.as_left`)."""
+    return SESSION.as_left(request)
