@@ -216,7 +216,7 @@ class SecuredNode(EngineNode):
         suite_only = {"backend_roles": [SUITE_ARN]}
         for kind in ("rolesmapping", "roles"):
             entries = self._checked("GET", f"/_plugins/_security/api/{kind}")
-            patch = [
+            patch: list[dict[str, Any]] = [
                 {"op": "remove", "path": f"/{name}"}
                 for name, entry in entries.items()
                 if not (entry.get("reserved") or entry.get("static") or entry.get("hidden"))
