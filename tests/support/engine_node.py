@@ -198,19 +198,21 @@ class EngineNode:
 
     def wipe(self) -> None:
         """Back to an empty cluster: no index, index or component template, stored script, point in time or
-        cluster setting that a test made."""
+        cluster setting that a test made. One look at the cluster's metadata first, and each kind is cleared only
+        where there is some: a request that changes nothing still costs the node a cluster-state update."""
         self._kept = None
-        indices = self._checked("GET", "/_cat/indices?format=json&h=index&expand_wildcards=all")
-        names = [row["index"] for row in indices if not row["index"].startswith(".")]
-        if names:
+        layout = EngineNode.layout(self)  # the engine's part only, whatever the node's kind
+        metadata, settings = layout.rest
+        if names := [name for name in layout.indices if not name.startswith(".")]:
             self._checked("DELETE", "/" + ",".join(names) + "?expand_wildcards=all")
-        self._checked("DELETE", "/_index_template/*")
-        self._checked("DELETE", "/_component_template/*")
-        metadata = self._checked("GET", "/_cluster/state/metadata?filter_path=metadata.stored_scripts")
-        for script_id in metadata.get("metadata", {}).get("stored_scripts", {}) if metadata else {}:
+        for kind in ("index_template", "component_template"):
+            if metadata.get(kind, {}).get(kind):
+                self._checked("DELETE", f"/_{kind}/*")
+        for script_id in metadata.get("stored_scripts", {}):
             self._checked("DELETE", f"/_scripts/{script_id}")
         self._checked("DELETE", "/_search/point_in_time/_all")
-        self._checked("PUT", "/_cluster/settings", {"persistent": {"*": None}, "transient": {"*": None}})
+        if settings.get("persistent") or settings.get("transient"):
+            self._checked("PUT", "/_cluster/settings", {"persistent": {"*": None}, "transient": {"*": None}})
 
     def prepared(self, key: str, build: Callable[[], object]) -> bool:
         """The state `build` makes on an empty node, for the test about to run; whether `build` ran. `key` names

@@ -36,7 +36,9 @@ def test_engine_starts_from_its_class_archive(engine: EngineNode) -> None:
 
 
 def test_wipe_removes_what_a_test_made(engine: EngineNode) -> None:
-    engine.request("PUT", "/_index_template/left", {"index_patterns": ["left-*"], "template": {}})
+    engine.request("PUT", "/_component_template/left", {"template": {"settings": {"number_of_replicas": 0}}})
+    template = {"index_patterns": ["left-*"], "template": {}, "composed_of": ["left"]}
+    assert engine.request("PUT", "/_index_template/left", template).status == 200
     engine.request("PUT", "/left-1", {"aliases": {"left": {}}})
     engine.request("PUT", "/_scripts/left", {"script": {"lang": "painless", "source": "ctx._source.x = 1"}})
     engine.request("PUT", "/_cluster/settings", {"persistent": {"action.auto_create_index": "false"}})
@@ -47,6 +49,7 @@ def test_wipe_removes_what_a_test_made(engine: EngineNode) -> None:
 
     assert engine.request("GET", "/_cat/indices/left*?format=json").body == []
     assert engine.request("GET", "/_index_template/left").status == 404
+    assert engine.request("GET", "/_component_template/left").status == 404
     assert engine.request("GET", "/_scripts/left").body["found"] is False
     settings = engine.request("GET", "/_cluster/settings").body
     assert settings == {"persistent": {}, "transient": {}}
