@@ -31,9 +31,9 @@ def _reused(kind: str, service: str, region: str) -> Any:
 
             made = streams_client(region)
         elif service == "sts":
-            from refdata.transport import sts_endpoint
+            from refdata.transport import sts_client
 
-            made = boto3.client(service, region_name=region, endpoint_url=sts_endpoint(region))
+            made = sts_client(region)
         else:
             made = boto3.client(service, region_name=region)
         made = _MADE.setdefault(key, made)

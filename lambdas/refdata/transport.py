@@ -73,21 +73,20 @@ class Response:
         return error_reason(self.status, self.body)
 
 
-def sts_endpoint(region: str) -> str:
-    """The regional STS endpoint (reached through the VPC endpoint)."""
-    return f"https://sts.{region}.amazonaws.com"
+def sts_client(region: str) -> Any:
+    """A client of the regional STS endpoint (reached through the VPC endpoint)."""
+    import boto3  # imported here: the sync never assumes a role
+
+    return boto3.client("sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com")
 
 
 def assume_role(
     role_arn: str, region: str, *, session_name: str, duration_seconds: int = 900, sts: Any = None
 ) -> Credentials:
     """Short-lived credentials of ``role_arn`` from the regional STS endpoint; the functions that act as the FGAC
-    admin role sign with them. ``sts``: the client to ask (one of that endpoint), for a caller that assumes roles on
-    every invocation and keeps its clients; by default one is made."""
-    if sts is None:
-        import boto3  # imported here: the sync never assumes a role
-
-        sts = boto3.client("sts", region_name=region, endpoint_url=sts_endpoint(region))
+    admin role sign with them. ``sts``: the `sts_client` to ask, for a caller that assumes roles on every invocation
+    and keeps its clients; by default one is made."""
+    sts = sts_client(region) if sts is None else sts
     issued = sts.assume_role(
         RoleArn=role_arn, RoleSessionName=session_name, DurationSeconds=duration_seconds
     )["Credentials"]

@@ -52,9 +52,8 @@ class Answer:
 @dataclass
 class Layout:
     indices: dict[str, Any]  # each index's metadata, by name
-    rest: list[
-        Any
-    ]  # templates, stored scripts, cluster settings (and on the secured node, roles and mappings)
+    # templates, stored scripts, cluster settings (and on the secured node, roles and role mappings)
+    rest: list[Any]
 
 
 @dataclass
@@ -254,9 +253,8 @@ class EngineNode:
         changed = sorted(name for name in ours if now.indices.get(name) != kept.layout.indices.get(name))
         if unchanged := sorted(ours - set(changed)):
             indices = ",".join(unchanged)
-            self._checked(
-                "POST", f"/{indices}/_refresh"
-            )  # what was written but not yet refreshed is found too
+            # what was written but not yet refreshed is found too
+            self._checked("POST", f"/{indices}/_refresh")
             query: dict[str, Any] = {"query": {"match_all": {}}}
             deleted = self._checked(
                 "POST", f"/{indices}/_delete_by_query?conflicts=proceed&refresh=true", query
@@ -264,9 +262,8 @@ class EngineNode:
             if deleted.get("failures"):
                 raise EngineError(f"deleting the documents a test left failed: {deleted['failures']}")
         if gone := [name for name in changed if name in now.indices]:
-            self._checked(
-                "DELETE", "/" + ",".join(gone)
-            )  # first: an alias it holds is free for the kept index
+            # first: an alias it holds is free for the kept index
+            self._checked("DELETE", "/" + ",".join(gone))
         for name in changed:
             if name in kept.definitions:
                 self._checked("PUT", f"/{name}", kept.definitions[name])
