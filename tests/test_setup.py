@@ -1,9 +1,13 @@
-"""The set-up people run: portable locks, a pinned installer, a synth that selects every stack, `make help`."""
+"""The set-up people run: portable locks, a pinned installer, a synth that selects every stack, `make help`, a type
+check that follows what the code imports."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
+import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,3 +105,50 @@ def test_the_byte_code_check_sees_a_module_without_byte_code(tmp_path: Path, mon
     assert stale_or_missing_byte_code("uncompiled_package") == []
     (package / "module.py").write_text("VALUE = 22\n")
     assert stale_or_missing_byte_code("uncompiled_package") == ["module.py"]
+
+
+def cdk_modules_imported(paths: Iterable[Path]) -> set[str]:
+    """The aws-cdk-lib modules the Python files under `paths` import (`import aws_cdk.x`, `from aws_cdk import x`,
+    `from aws_cdk.x import y`)."""
+    found: set[str] = set()
+    for path in paths:
+        for source in [path] if path.is_file() else sorted(path.rglob("*.py")):
+            for node in ast.walk(ast.parse(source.read_text())):
+                if isinstance(node, ast.Import):
+                    found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "aws_cdk")
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "aws_cdk":
+                    found.add(str(node.module))
+                    # aws-cdk-lib's packages export classes (capitalized) and their submodules (lower case)
+                    found.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name[0].islower())
+    return found
+
+
+def followed_cdk_modules() -> set[str]:
+    """What pyproject's mypy overrides follow of aws-cdk-lib (the rest is skipped)."""
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
+    return {
+        module
+        for override in overrides
+        if override.get("follow_imports") == "normal"
+        for module in override["module"]
+        if module.split(".")[0] == "aws_cdk"
+    }
+
+
+def test_the_type_check_follows_exactly_the_cdk_modules_the_checked_code_imports() -> None:
+    """Following every aws-cdk-lib module made a cold type check ~49 s of one core; the overrides skip the modules
+    the code does not import. One the code starts to import must be followed, or mypy would take it for Any."""
+    checked = re.search(r"^MYPY := \$\(BIN\)/mypy (.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert checked, "the Makefile's MYPY line names what mypy checks"
+    imported = cdk_modules_imported(ROOT / name for name in checked.group(1).split())
+    followed = followed_cdk_modules()
+    assert imported - followed == set(), "add these to pyproject's followed aws_cdk modules"
+    assert followed - imported == set(), "no checked code imports these: remove them from pyproject's followed list"
+
+
+def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(
+        "import aws_cdk.aws_glue as glue\nfrom aws_cdk import Duration, aws_sqs as sqs\n"
+        "from aws_cdk.aws_s3 import Bucket\nimport json\n"
+    )
+    assert cdk_modules_imported([tmp_path]) == {"aws_cdk", "aws_cdk.aws_glue", "aws_cdk.aws_sqs", "aws_cdk.aws_s3"}
