@@ -101,6 +101,8 @@ class SmokeWorld:
         ]
 
     def run(self, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+        with self.calls.acting(None):
+            self.world.machine("smoke")
         self.calls.keys["ak"] = self.world.machine_roles["smoke"]  # moto's interpreter calls AWS as "ak"
         capsys.readouterr()
         with self.calls.acting(self.deploy_role):
