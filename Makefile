@@ -105,9 +105,9 @@ fmt: setup ## format and fix lint in place (`make test` does this too, except in
 	@$(BIN)/ruff format .
 	@$(BIN)/ruff check --fix .
 
-# One pytest worker per core: each worker starts its own two search nodes (JVMs), whose start and serving cost more
-# than a third worker's waits recover (on two cores, the suite alone: 150 s of wall and 277 s of CPU with two workers,
-# 160-170 s and 330 s with three).
+# One pytest worker per core. `--dist loadgroup` runs the tests of each search node kind in one worker
+# (tests/support/node_groups.py), so two workers start two JVMs instead of one of each kind each: on two cores, 147 ->
+# 124 s of wall and 274 -> 230 s of CPU.
 WORKERS ?= $(shell nproc)
 
 # mypy runs beside pytest: a fresh clone's first type check reads the aws-cdk-lib modules the code imports (about 7 s
@@ -116,7 +116,7 @@ WORKERS ?= $(shell nproc)
 test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run every test (its time: docs/benchmarks.md)
 	$(call step,mypy and pytest on every core ($(WORKERS) workers))
 	@mkdir -p .cache && { $(MYPY) > .cache/mypy.log 2>&1; echo $$? > .cache/mypy.rc; } & \
-		$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(PYTEST_ARGS); tests=$$?; wait; \
+		$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS); tests=$$?; wait; \
 		printf '\033[1m==> mypy\033[0m\n'; cat .cache/mypy.log; \
 		test $$tests -eq 0 && test "$$(cat .cache/mypy.rc)" -eq 0
 

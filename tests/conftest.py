@@ -15,6 +15,7 @@ pytest_plugins = (
     "tests.support.iam_oracle",
     "tests.support.engine_node",
     "tests.support.secured_node",
+    "tests.support.node_groups",
 )
 
 # Property tests draw the same examples on every run: a proof loop that passes or fails by the draw is flaky. (A

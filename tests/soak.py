@@ -34,7 +34,7 @@ def one_run(number: int, logs: Path) -> tuple[int, int, list[str], str]:
                 "-n",
                 "auto",
                 "--dist",
-                "worksteal",
+                "loadgroup",
                 "-q",
                 "-p",
                 "no:cacheprovider",

@@ -119,7 +119,9 @@ def cdk_modules_imported(paths: Iterable[Path]) -> set[str]:
                 elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "aws_cdk":
                     found.add(str(node.module))
                     # aws-cdk-lib's packages export classes (capitalized) and their submodules (lower case)
-                    found.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name[0].islower())
+                    found.update(
+                        f"{node.module}.{alias.name}" for alias in node.names if alias.name[0].islower()
+                    )
     return found
 
 
@@ -143,7 +145,9 @@ def test_the_type_check_follows_exactly_the_cdk_modules_the_checked_code_imports
     imported = cdk_modules_imported(ROOT / name for name in checked.group(1).split())
     followed = followed_cdk_modules()
     assert imported - followed == set(), "add these to pyproject's followed aws_cdk modules"
-    assert followed - imported == set(), "no checked code imports these: remove them from pyproject's followed list"
+    assert followed - imported == set(), (
+        "no checked code imports these: remove them from pyproject's followed list"
+    )
 
 
 def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
@@ -151,4 +155,9 @@ def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
         "import aws_cdk.aws_glue as glue\nfrom aws_cdk import Duration, aws_sqs as sqs\n"
         "from aws_cdk.aws_s3 import Bucket\nimport json\n"
     )
-    assert cdk_modules_imported([tmp_path]) == {"aws_cdk", "aws_cdk.aws_glue", "aws_cdk.aws_sqs", "aws_cdk.aws_s3"}
+    assert cdk_modules_imported([tmp_path]) == {
+        "aws_cdk",
+        "aws_cdk.aws_glue",
+        "aws_cdk.aws_sqs",
+        "aws_cdk.aws_s3",
+    }

@@ -2,11 +2,12 @@
 per pytest process that runs tests, on 127.0.0.1 at an ephemeral port, from the jars `make test`'s set-up installed
 (tests/support/engine_setup.py); nothing is fetched here.
 
-A pytest plugin (tests/conftest.py loads it). When collection finds a test that uses the ``engine`` fixture, the
-process starts its node in the background, so the JVM's start overlaps the session's synth and the tests that need no
-engine; the first such test waits for it. Each pytest-xdist worker has its own node: stored scripts, index templates
-and cluster settings are cluster-wide, and the product's names for them come from config, so tests in two workers
-would overwrite each other's on a shared node. The ``engine`` fixture wipes what a test left (indices, index
+A pytest plugin (tests/conftest.py loads it). The tests that use a node kind's fixtures are one pytest-xdist group
+(`make test` runs `--dist loadgroup`): one worker runs them all and starts that kind's node at the first of them, so
+two workers start two JVMs, not four. (Nodes are not shared between processes: stored scripts, index templates and
+cluster settings are cluster-wide, and the product's names for them come from config, so tests in two workers would
+overwrite each other's.) A process that is not an xdist worker starts its node in the background when collection finds
+a test that uses it, so the JVM's start overlaps the tests that need none. The ``engine`` fixture wipes what a test left (indices, index
 templates, stored scripts, points in time, cluster settings) before each test, and the node stops with the process.
 
 Most tests that use a node first set it up as a deployment's index bootstrap does, test after test, and that set-up
@@ -291,9 +292,9 @@ N = TypeVar("N", bound=EngineNode)
 
 
 class SessionNode(Generic[N]):
-    """A pytest process's one node of a kind: started in the background when collection finds a test that uses one
-    of the kind's fixtures (`name`, `<name>_as_left`, and any `others`), stopped with the process. Its two hooks are
-    the plugin's (`pytest_collection_finish`, `pytest_unconfigure`)."""
+    """A pytest process's one node of a kind, for the tests that use one of the kind's fixtures (`name`,
+    `<name>_as_left`, and any `others`): one xdist group, the node started at the first of them in a worker and in the
+    background at collection elsewhere, stopped with the process. Its hooks are the plugin's."""
 
     def __init__(self, kind: type[N], name: str, *others: str) -> None:
         self.kind, self.name, self.fixtures = kind, name, {name, f"{name}_as_left", *others}
@@ -319,8 +320,19 @@ class SessionNode(Generic[N]):
             )
         return self.node().wait_ready()
 
+    def uses(self, item: pytest.Item) -> bool:
+        return bool(self.fixtures & set(getattr(item, "fixturenames", ())))
+
+    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which adds each test's group to its id
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if self.uses(item):
+                item.add_marker(pytest.mark.xdist_group(self.name))
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if any(self.fixtures & set(getattr(item, "fixturenames", ())) for item in session.items):
+        if hasattr(session.config, "workerinput"):  # the worker that gets the group starts the node
+            return
+        if any(map(self.uses, session.items)):
             # Not installed, or no JDK 21+: each test that needs the node fails saying so; the others run.
             with contextlib.suppress(EngineSetupError):
                 self.node()
@@ -332,6 +344,7 @@ class SessionNode(Generic[N]):
 
 
 SESSION = SessionNode(EngineNode, "engine")
+pytest_collection_modifyitems = SESSION.pytest_collection_modifyitems
 pytest_collection_finish, pytest_unconfigure = SESSION.pytest_collection_finish, SESSION.pytest_unconfigure
 
 

@@ -1,7 +1,7 @@
 """The test nodes' class archives: recorded by the set-up, mapped by every node's JVM as it starts.
 
 Much of a node's start is its JVM loading, verifying and linking the classes of the engine's jars (and the security
-plugin's), and every pytest-xdist worker starts both nodes. A dynamic class-data-sharing archive
+plugin's), and every test session starts each kind. A dynamic class-data-sharing archive
 (`-XX:ArchiveClassesAtExit`, JDK 13+) holds them parsed and verified; a JVM that maps it starts on less CPU
 (measured back to back on two cores: the engine 4.1 -> 2.5 s, the secured node 7.3 -> 5.1 s). `make engine`
 records each node kind's archive by starting and stopping one node, after the jars are installed; this skips a node

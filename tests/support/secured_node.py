@@ -235,6 +235,7 @@ def _maps_only(mapping: dict[str, Any], wanted: dict[str, list[str]]) -> bool:
 
 
 SESSION = SessionNode(SecuredNode, "secured", "secured_for_module")
+pytest_collection_modifyitems = SESSION.pytest_collection_modifyitems
 pytest_collection_finish, pytest_unconfigure = SESSION.pytest_collection_finish, SESSION.pytest_unconfigure
 
 

@@ -1,0 +1,71 @@
+"""`--dist loadgroup` keeps each group in one worker (tests/support/node_groups.py), in a real two-worker session."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.node_groups import GroupScheduling
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SUITE = """
+import os, pytest
+
+def ran(name):
+    with open(os.environ["RAN"], "a") as out:
+        out.write(f"{name} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+@pytest.mark.parametrize("n", range(8))
+@pytest.mark.xdist_group("engine")
+def test_engine(n):
+    ran("engine")
+
+@pytest.mark.parametrize("n", range(6))
+@pytest.mark.xdist_group("secured")
+def test_secured(n):
+    ran("secured")
+
+@pytest.mark.parametrize("n", range(20))
+def test_other(n):
+    ran("other")
+"""
+
+
+def test_each_group_runs_in_one_worker_and_the_two_biggest_in_two(tmp_path: Path) -> None:
+    """pytest-xdist's own loadgroup spread a group's tests over both workers under pytest 9.2 (its group suffix no
+    longer reaches the test's id), and each worker started both nodes."""
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ("tests.support.node_groups",)\n')
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    ran = tmp_path / "ran.txt"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "RAN": str(ran)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers: dict[str, set[str]] = {}
+    for line in ran.read_text().splitlines():
+        name, worker = line.split()
+        workers.setdefault(name, set()).add(worker)
+    assert len(workers["engine"]) == 1 and len(workers["secured"]) == 1, workers
+    assert workers["engine"] != workers["secured"], workers
+    assert workers["other"] == {"gw0", "gw1"}, workers
+
+
+def test_a_tests_scope_is_its_group_or_itself(tmp_path: Path) -> None:
+    (tmp_path / "gw0.json").write_text(json.dumps({"t.py::a": "engine", "t.py::b": "secured"}))
+    scheduler = GroupScheduling.__new__(GroupScheduling)
+    scheduler.folder, scheduler._groups = tmp_path, None
+    assert [scheduler._split_scope(i) for i in ("t.py::a", "t.py::b", "t.py::c")] == [
+        "engine",
+        "secured",
+        "t.py::c",
+    ]
