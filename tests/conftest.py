@@ -13,9 +13,9 @@ pytest_plugins = (
     "tests.support.coverage",
     "tests.support.assembly",
     "tests.support.iam_oracle",
+    "tests.support.node_groups",  # before the node plugins, which import it
     "tests.support.engine_node",
     "tests.support.secured_node",
-    "tests.support.node_groups",
 )
 
 # Property tests draw the same examples on every run: a proof loop that passes or fails by the draw is flaky. (A

@@ -3,11 +3,11 @@ per pytest process that runs tests, on 127.0.0.1 at an ephemeral port, from the 
 (tests/support/engine_setup.py); nothing is fetched here.
 
 A pytest plugin (tests/conftest.py loads it). The tests that use a node kind's fixtures are one pytest-xdist group
-(`make test` runs `--dist loadgroup`): one worker runs them all and starts that kind's node at the first of them, so
-two workers start two JVMs, not four. (Nodes are not shared between processes: stored scripts, index templates and
+(`make test` runs `--dist loadgroup`, tests/support/node_groups.py): one worker, known at collection, runs them all
+and starts that kind's node in the background as it collects, so two workers start two JVMs, not four. (Nodes are not shared between processes: stored scripts, index templates and
 cluster settings are cluster-wide, and the product's names for them come from config, so tests in two workers would
-overwrite each other's.) A process that is not an xdist worker starts its node in the background when collection finds
-a test that uses it, so the JVM's start overlaps the tests that need none. The ``engine`` fixture wipes what a test left (indices, index
+overwrite each other's.) A process that is not an xdist worker starts its node when collection finds a test that uses
+it; in any other case, the first test that uses the node starts it. The ``engine`` fixture wipes what a test left (indices, index
 templates, stored scripts, points in time, cluster settings) before each test, and the node stops with the process.
 
 Most tests that use a node first set it up as a deployment's index bootstrap does, test after test, and that set-up
@@ -34,6 +34,7 @@ from typing import Any, Generic, Self, TypeVar
 import pytest
 
 from tests.support.engine_setup import ENGINE, EngineSetupError
+from tests.support.node_groups import runs_here
 
 START_TIMEOUT_SECONDS = (
     180.0  # a cold JVM on two busy cores takes 10-20 s; the margin is for a loaded machine
@@ -293,8 +294,8 @@ N = TypeVar("N", bound=EngineNode)
 
 class SessionNode(Generic[N]):
     """A pytest process's one node of a kind, for the tests that use one of the kind's fixtures (`name`,
-    `<name>_as_left`, and any `others`): one xdist group, the node started at the first of them in a worker and in the
-    background at collection elsewhere, stopped with the process. Its hooks are the plugin's."""
+    `<name>_as_left`, and any `others`): one xdist group, the node started in the background at collection by the
+    process that will run them, stopped with the process. Its hooks are the plugin's."""
 
     def __init__(self, kind: type[N], name: str, *others: str) -> None:
         self.kind, self.name, self.fixtures = kind, name, {name, f"{name}_as_left", *others}
@@ -330,9 +331,9 @@ class SessionNode(Generic[N]):
                 item.add_marker(pytest.mark.xdist_group(self.name))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if hasattr(session.config, "workerinput"):  # the worker that gets the group starts the node
-            return
-        if any(map(self.uses, session.items)):
+        config = session.config
+        worker = hasattr(config, "workerinput")  # a worker starts the node of the group it will run
+        if runs_here(config, self.name) if worker else any(map(self.uses, session.items)):
             # Not installed, or no JDK 21+: each test that needs the node fails saying so; the others run.
             with contextlib.suppress(EngineSetupError):
                 self.node()

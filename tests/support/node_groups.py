@@ -1,10 +1,13 @@
-"""`--dist loadgroup` for this suite: the tests of one `xdist_group` run in one worker (`make test` groups the tests
-of each search node kind, tests/support/engine_node.py, so each worker starts one JVM, not one of each kind).
+"""`--dist loadgroup` for this suite: the tests of one `xdist_group` run in one worker, chosen before the run starts
+(`make test` groups the tests of each search node kind, tests/support/engine_node.py, so each worker starts one JVM,
+not one of each kind, and starts it while it collects).
 
 pytest-xdist's own loadgroup reads a test's group from a suffix its worker adds to the test's id, which pytest 9.2's
-structured ids no longer take: every test was its own unit and both workers started both nodes. Here each worker
-writes the groups it collected to a folder the controller names, and the controller's scheduler (xdist's scope
-scheduling, the biggest scope first) reads them as it splits the collection into units. A plugin (tests/conftest.py).
+structured ids no longer take (pytest-dev/pytest-xdist#1386): every test was its own unit and both workers started
+both nodes. Here each worker writes the groups it collected to a folder the controller names, and the controller's
+scheduler (xdist's scope scheduling) reads them as it splits the collection into units. Which worker runs which
+group is `reservations`' rule, which the workers apply to their own collection too: a worker knows at collection
+which node it will need. A plugin (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +24,39 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 FOLDER = "refdata_node_groups"  # the workers' input naming the folder
+FOLDER_KEY = pytest.StashKey[str]()
+HERE_KEY = pytest.StashKey[frozenset[str]]()  # a worker's: the groups it will run
+
+
+def groups(items: list[pytest.Item]) -> dict[str, str]:
+    """Each grouped test's group (a test in two groups gets both names, joined with `_` as xdist does)."""
+    found = {
+        item.nodeid: sorted({str(m.args[0]) for m in item.iter_markers("xdist_group")}) for item in items
+    }
+    return {nodeid: "_".join(names) for nodeid, names in found.items() if names}
+
+
+def reservations(grouped: Mapping[str, str], workers: int) -> dict[str, str]:
+    """The worker (`gw<n>`) each group runs in: the biggest group in gw0, the next in gw1, and so on around."""
+    sizes = Counter(grouped.values())
+    ordered = sorted(sizes, key=lambda group: (-sizes[group], group))
+    return {group: f"gw{number % workers}" for number, group in enumerate(ordered)}
+
+
+def runs_here(config: pytest.Config, name: str) -> bool:
+    """Whether this worker will run the tests of group `name` (False outside a loadgroup worker)."""
+    return any(name in group.split("_") for group in config.stash.get(HERE_KEY, frozenset()))
 
 
 class GroupScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling with a test's scope its group (the groups the workers wrote) or, without one, itself."""
+    """xdist's scope scheduling with a test's scope its group (the groups the workers wrote) or, without one, itself,
+    and each group's unit sent to the worker `reservations` names."""
 
     def __init__(self, config: pytest.Config, log: Any = None) -> None:
         super().__init__(config, log)
         self.folder = Path(config.stash[FOLDER_KEY])
         self._groups: dict[str, str] | None = None
+        self._reserved: dict[str, str] = {}
 
     def _split_scope(self, nodeid: str) -> str:
         if (
@@ -35,18 +64,17 @@ class GroupScheduling(LoadScopeScheduling):
         ):  # every worker collected the same tests (the scheduler checked) and wrote them
             written = sorted(self.folder.glob("*.json"))
             self._groups = json.loads(written[0].read_text()) if written else {}
+            self._reserved = reservations(self._groups, len(self.nodes))
         return self._groups.get(nodeid, nodeid)
 
-
-FOLDER_KEY = pytest.StashKey[str]()
-
-
-def groups(items: list[pytest.Item]) -> dict[str, str]:
-    """Each grouped test's group (one name; a test in two groups gets both, joined as xdist does)."""
-    found = {
-        item.nodeid: sorted({str(m.args[0]) for m in item.iter_markers("xdist_group")}) for item in items
-    }
-    return {nodeid: "_".join(names) for nodeid, names in found.items() if names}
+    def _assign_work_unit(self, node: Any) -> None:
+        """The node's own group first; else the first unit no other live worker is reserved for; else the first."""
+        live = {each.gateway.id for each in self.nodes}
+        own = [scope for scope in self.workqueue if self._reserved.get(scope) == node.gateway.id]
+        free = [scope for scope in self.workqueue if self._reserved.get(scope) not in live]
+        chosen = (own or free or list(self.workqueue))[0]
+        self.workqueue.move_to_end(chosen, last=False)
+        super()._assign_work_unit(node)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,8 +98,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> GroupSchedul
 
 @pytest.hookimpl(trylast=True)  # after the node plugins have marked their tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    folder = getattr(config, "workerinput", {}).get(FOLDER)
-    if folder:
-        path = Path(folder) / f"{config.workerinput['workerid']}.json"
-        path.with_suffix(".tmp").write_text(json.dumps(groups(items)))
+    worker = getattr(config, "workerinput", {})
+    if FOLDER in worker:
+        grouped = groups(items)
+        path = Path(worker[FOLDER]) / f"{worker['workerid']}.json"
+        path.with_suffix(".tmp").write_text(json.dumps(grouped))
         path.with_suffix(".tmp").replace(path)
+        reserved = reservations(grouped, worker["workercount"])
+        config.stash[HERE_KEY] = frozenset(g for g, w in reserved.items() if w == worker["workerid"])

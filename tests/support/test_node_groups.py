@@ -1,14 +1,13 @@
-"""`--dist loadgroup` keeps each group in one worker (tests/support/node_groups.py), in a real two-worker session."""
+"""`--dist loadgroup` keeps each group in the worker reserved for it (tests/support/node_groups.py), in a real two-worker session."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.node_groups import GroupScheduling
+from tests.support.node_groups import reservations
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +34,7 @@ def test_other(n):
 """
 
 
-def test_each_group_runs_in_one_worker_and_the_two_biggest_in_two(tmp_path: Path) -> None:
+def test_each_group_runs_in_the_one_worker_reserved_for_it(tmp_path: Path) -> None:
     """pytest-xdist's own loadgroup spread a group's tests over both workers under pytest 9.2 (its group suffix no
     longer reaches the test's id), and each worker started both nodes."""
     (tmp_path / "conftest.py").write_text('pytest_plugins = ("tests.support.node_groups",)\n')
@@ -55,17 +54,11 @@ def test_each_group_runs_in_one_worker_and_the_two_biggest_in_two(tmp_path: Path
     for line in ran.read_text().splitlines():
         name, worker = line.split()
         workers.setdefault(name, set()).add(worker)
-    assert len(workers["engine"]) == 1 and len(workers["secured"]) == 1, workers
-    assert workers["engine"] != workers["secured"], workers
+    assert workers["engine"] == {"gw0"} and workers["secured"] == {"gw1"}, workers  # as `reservations` says
     assert workers["other"] == {"gw0", "gw1"}, workers
 
 
-def test_a_tests_scope_is_its_group_or_itself(tmp_path: Path) -> None:
-    (tmp_path / "gw0.json").write_text(json.dumps({"t.py::a": "engine", "t.py::b": "secured"}))
-    scheduler = GroupScheduling.__new__(GroupScheduling)
-    scheduler.folder, scheduler._groups = tmp_path, None
-    assert [scheduler._split_scope(i) for i in ("t.py::a", "t.py::b", "t.py::c")] == [
-        "engine",
-        "secured",
-        "t.py::c",
-    ]
+def test_the_biggest_group_goes_to_the_first_worker_and_on_around() -> None:
+    grouped = {"a": "secured", "b": "engine", "c": "engine", "d": "other", "e": "tie"}
+    assert reservations(grouped, 2) == {"engine": "gw0", "other": "gw1", "secured": "gw0", "tie": "gw1"}
+    assert reservations(grouped, 1) == dict.fromkeys(["engine", "other", "secured", "tie"], "gw0")
