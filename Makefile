@@ -54,22 +54,21 @@ node_modules/.installed: package-lock.json
 	@touch $@
 
 # The search engine the tests run against (tests/support/engine_setup.py): the jars engine.lock pins, fetched by Maven
-# and checked against their SHA-256, our launcher compiled with a JDK 21+, and each node kind's class archive
-# (tests/support/node_archive.py). `make test` needs it; `make synth` not.
+# and checked against their SHA-256, and our launcher compiled with a JDK 21+. `make test` needs it; `make synth` not.
+# (Each node kind's JVM class archive is recorded by the first test session's node as it stops, not here: recording it
+# costs more CPU than it saves that first session.)
 ENGINE := .cache/engine/.installed
 SECURED_INPUTS := tests/support/secured/secured.lock tests/support/secured/pom.xml
-# The set-up's own modules too: a change to how it installs (the launcher as a jar, the class archives) reruns it.
-SETUP_INPUTS := tests/support/engine_setup.py tests/support/secured_setup.py tests/support/node_archive.py
+# The set-up's own modules too: a change to how it installs (the launcher as a jar) reruns it.
+SETUP_INPUTS := tests/support/engine_setup.py tests/support/secured_setup.py
 $(ENGINE): tests/support/engine/engine.lock tests/support/engine/pom.xml tests/support/engine/NodeLauncher.java $(SECURED_INPUTS) $(SETUP_INPUTS) $(VENV)/.installed
 	$(call step,test engine (OpenSearch) from tests/support/engine/engine.lock)
 	@$(BIN)/python -m tests.support.engine_setup install
 	$(call step,secured test node (OpenSearch + security plugin) from tests/support/secured/secured.lock)
 	@$(BIN)/python -m tests.support.secured_setup install
-	$(call step,class archives of both nodes' JVMs (a cheaper start))
-	@$(BIN)/python -m tests.support.node_archive
 	@touch $@
 
-engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars, compile their launcher (JDK 21+), record their class archives
+engine: setup $(ENGINE) ## install the test engine's and the secured node's pinned jars, compile their launcher (JDK 21+)
 
 engine-lock: setup ## after a version change in tests/support/engine/pom.xml or secured/pom.xml: rewrite both locks
 	@$(BIN)/python -m tests.support.engine_setup lock

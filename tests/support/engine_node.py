@@ -36,6 +36,8 @@ import pytest
 from tests.support.engine_setup import ENGINE, EngineSetupError
 from tests.support.node_groups import runs_here
 
+# Writing a class archive takes a few seconds of CPU after the node stops; a loaded machine stretches it.
+RECORD_TIMEOUT_SECONDS = 600.0
 START_TIMEOUT_SECONDS = (
     180.0  # a cold JVM on two busy cores takes 10-20 s; the margin is for a loaded machine
 )
@@ -90,9 +92,11 @@ class EngineNode:
         self._failure: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._kept: Kept | None = None  # what `prepared` last built
+        self.recording: Path | None = None  # where the JVM records its kind's class archive as it exits
 
-    def start(self, *, record_archive: bool = False) -> Self:
-        """Start the JVM (`record_archive`: the set-up's run that records the class archive as it exits)."""
+    def start(self) -> Self:
+        """Start the JVM: mapping its kind's class archive, or recording one as it stops when there is none for this
+        JDK and these jars (a fresh clone's first session, a JDK or jar change)."""
         if not self.launcher.installed():
             raise EngineSetupError(
                 f"the {self.launcher.name} is not installed: run `make engine` (or `make test`)"
@@ -105,9 +109,15 @@ class EngineNode:
         )
         self.log_path = self.directory / "node.log"
         self.prepare_home()
+        archive = self.launcher.archive
+        self.recording = (
+            None
+            if self.launcher.archive_is_current()
+            else archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+        )
         log = self.log_path.open("wb")
         self._process = subprocess.Popen(
-            self.launcher.command(self.directory, record_archive=record_archive),
+            self.launcher.command(self.directory, record_into=self.recording),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -157,11 +167,20 @@ class EngineNode:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def maps_class_archive(self) -> bool:
-        """Whether the JVM mapped its kind's class archive (tests/support/node_archive.py): the kernel lists each file
-        a process maps."""
+        """Whether the JVM mapped its kind's class archive: the kernel lists each file a process maps."""
         archive = str(self.launcher.archive.resolve())
         with Path(f"/proc/{self.pid}/maps").open() as maps:
             return any(line.rstrip().endswith(archive) for line in maps)
+
+    def class_archive_problem(self) -> str | None:
+        """Why the JVM neither records nor maps its kind's class archive (None: it does one of them)."""
+        if self.recording is not None or self.maps_class_archive():
+            return None
+        return (
+            f"the {self.launcher.name}'s JVM did not map {self.launcher.archive}, recorded for this JDK and these jars, "
+            "and started at twice the CPU: its log says why it refused it; delete the archive and the next session "
+            "records it again"
+        )
 
     @property
     def endpoint(self) -> str:
@@ -275,18 +294,23 @@ class EngineNode:
         return True
 
     def stop(self, timeout: float = 30) -> None:
+        """Stop the JVM; one that records the class archive writes it as it exits (seconds of CPU), and it takes the
+        archive's place with what it was recorded against."""
         process, self._process = self._process, None
         if process is not None:
             if process.stdin is not None:
                 process.stdin.close()
             try:
-                process.wait(timeout=timeout)
+                process.wait(timeout=RECORD_TIMEOUT_SECONDS if self.recording else timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
             if process.stdout is not None:
                 process.stdout.close()
             shutil.rmtree(self.directory, ignore_errors=True)
+            if self.recording is not None and self.recording.is_file():
+                self.recording.replace(self.launcher.archive)
+                self.launcher.archive_key.write_text(self.launcher.key())
 
 
 N = TypeVar("N", bound=EngineNode)

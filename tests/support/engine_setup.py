@@ -75,19 +75,42 @@ class NodeKind:
 
     @property
     def archive(self) -> Path:
-        """The JVM's class archive (tests/support/node_archive.py records it)."""
+        """The JVM's class archive: recorded by the first node of the kind that starts without a current one, as it
+        stops (`EngineNode.stop`), and mapped by every node after."""
         return self.cache / "classes.jsa"
+
+    @property
+    def archive_key(self) -> Path:
+        """What the archive was recorded against (`key`)."""
+        return self.cache / "classes.jsa.key"
+
+    def key(self) -> str:
+        """The JDK and the classpath's jars (name, size, time), as the JVM checks an archive against them: another
+        JDK or reinstalled jars make the archive stale, and a node records it again."""
+        java = java_home().resolve()
+        modules = (java / "lib" / "modules").stat()
+        jars = sorted([self.jar.resolve(), *self.lib.resolve().glob("*.jar")])
+        stats = [(path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in jars]
+        text = repr((str(java), modules.st_size, modules.st_mtime_ns, stats))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def archive_is_current(self) -> bool:
+        """Whether an archive was recorded for this JDK and these jars."""
+        try:
+            return self.archive.is_file() and self.archive_key.read_text() == self.key()
+        except OSError:
+            return False
 
     def installed(self) -> bool:
         return self.jar.is_file() and self.lib.is_dir()
 
-    def command(self, home: Path, *, record_archive: bool = False) -> list[str]:
-        """The JVM's command line for a node in `home`: it maps the class archive when there is one, or records it
-        when it exits (`record_archive`). Real paths on the classpath, so the archive a checkout recorded matches
-        in a scratch copy that links its .cache/engine. The JVM's own warnings (an archive that does not match
-        is one) go to stderr, the node's log: stdout carries only the ready line."""
-        if record_archive:
-            share = [f"-XX:ArchiveClassesAtExit={self.archive}"]
+    def command(self, home: Path, *, record_into: Path | None = None) -> list[str]:
+        """The JVM's command line for a node in `home`: it maps the class archive, or records one into `record_into`
+        when it exits. Real paths on the classpath, so the archive a checkout recorded matches in a scratch copy that
+        links its .cache/engine. The JVM's own warnings (an archive that does not match is one) go to stderr, the
+        node's log: stdout carries only the ready line."""
+        if record_into is not None:
+            share = [f"-XX:ArchiveClassesAtExit={record_into}"]
         else:
             share = [f"-XX:SharedArchiveFile={self.archive}"] if self.archive.is_file() else []
         return [
@@ -96,16 +119,6 @@ class NodeKind:
             "-Xlog:all=warning:stderr", *share, f"-Dlog4j2.configurationFile={LOG_CONFIG}",
             "-cp", f"{self.jar.resolve()}:{self.lib.resolve()}/*", LAUNCHER_CLASS, str(home),
         ]  # fmt: skip
-
-    def archive_matches(self) -> bool:
-        """Whether the JVM accepts the class archive for this classpath and JDK (it checks each jar's size and
-        time, and its own build)."""
-        if not self.archive.is_file():
-            return False
-        command = self.command(Path())
-        java, classpath = command[0], command[command.index("-cp") + 1]
-        check = [java, "-Xshare:on", f"-XX:SharedArchiveFile={self.archive}", "-cp", classpath, "-version"]
-        return subprocess.run(check, capture_output=True, check=False).returncode == 0
 
 
 ENGINE = NodeKind("test engine", ENGINE_DIR, "engine.lock", ROOT / ".cache" / "engine")

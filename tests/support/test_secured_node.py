@@ -37,11 +37,8 @@ def test_secured_node_is_the_nearest_version_at_or_above_the_engine_that_the_plu
     )
 
 
-def test_secured_node_starts_from_its_class_archive(secured: SecuredNode) -> None:
-    assert secured.maps_class_archive(), (
-        f"the secured node's JVM did not map {secured.launcher.archive} and started at twice the CPU: "
-        "`python -m tests.support.node_archive` records it (its log says why the JVM refused it)"
-    )
+def test_secured_node_starts_from_its_class_archive_or_records_it(secured: SecuredNode) -> None:
+    assert secured.class_archive_problem() is None
 
 
 def _raw(node: SecuredNode, headers: dict[str, str], source: str | None) -> int:
