@@ -4,11 +4,12 @@ per pytest process that runs tests, on 127.0.0.1 at an ephemeral port, from the 
 
 A pytest plugin (tests/conftest.py loads it). The tests that use a node kind's fixtures are one pytest-xdist group
 (`make test` runs `--dist loadgroup`, tests/support/node_groups.py): one worker, known at collection, runs them all
-and starts that kind's node in the background as it collects, so two workers start two JVMs, not four. (Nodes are not shared between processes: stored scripts, index templates and
-cluster settings are cluster-wide, and the product's names for them come from config, so tests in two workers would
-overwrite each other's.) A process that is not an xdist worker starts its node when collection finds a test that uses
-it; in any other case, the first test that uses the node starts it. The ``engine`` fixture wipes what a test left (indices, index
-templates, stored scripts, points in time, cluster settings) before each test, and the node stops with the process.
+and starts that kind's node in the background as it collects, so two workers start two JVMs, not four. (Nodes are
+not shared between processes: stored scripts, index templates and cluster settings are cluster-wide, and the
+product's names for them come from config, so tests in two workers would overwrite each other's.) A process that is
+not an xdist worker starts its node when collection finds a test that uses it; in any other case, the first test that
+uses the node starts it. The ``engine`` fixture wipes what a test left (indices, index templates, stored scripts,
+points in time, cluster settings) before each test, and the node stops with the process.
 
 Most tests that use a node first set it up as a deployment's index bootstrap does, test after test, and that set-up
 (an index, template or role per schema: one cluster-state change each) cost more of the node's CPU than the tests
@@ -301,16 +302,20 @@ class EngineNode:
             if process.stdin is not None:
                 process.stdin.close()
             try:
-                process.wait(timeout=RECORD_TIMEOUT_SECONDS if self.recording else timeout)
+                recorded = process.wait(timeout=RECORD_TIMEOUT_SECONDS if self.recording else timeout) == 0
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+                recorded = False  # a JVM killed while it wrote leaves half an archive
             if process.stdout is not None:
                 process.stdout.close()
             shutil.rmtree(self.directory, ignore_errors=True)
             if self.recording is not None and self.recording.is_file():
-                self.recording.replace(self.launcher.archive)
-                self.launcher.archive_key.write_text(self.launcher.key())
+                if recorded:
+                    self.recording.replace(self.launcher.archive)
+                    self.launcher.archive_key.write_text(self.launcher.key())
+                else:
+                    self.recording.unlink()
 
 
 N = TypeVar("N", bound=EngineNode)
@@ -348,7 +353,7 @@ class SessionNode(Generic[N]):
     def uses(self, item: pytest.Item) -> bool:
         return bool(self.fixtures & set(getattr(item, "fixturenames", ())))
 
-    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which adds each test's group to its id
+    @pytest.hookimpl(tryfirst=True)  # before node_groups' (trylast), which reads the groups
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             if self.uses(item):
