@@ -106,16 +106,18 @@ fmt: setup ## format and fix lint in place (`make test` does this too, except in
 
 # One pytest worker per core. `--dist loadgroup` runs the tests of each search node kind in one worker
 # (tests/support/node_groups.py), so two workers start two JVMs instead of one of each kind each: on two cores, 147 ->
-# 124 s of wall and 274 -> 230 s of CPU.
+# 124 s of wall and 274 -> 230 s of CPU. A run PYTEST_ARGS narrows (the recipes') may be mostly one kind's tests,
+# which that would put in one worker: it spreads every test (worksteal), each worker starting the nodes it needs.
 WORKERS ?= $(shell nproc)
+DIST := $(if $(PYTEST_ARGS),worksteal,loadgroup)
 
 # mypy runs beside pytest: a fresh clone's first type check reads the aws-cdk-lib modules the code imports (about 7 s
-# of one core: pyproject skips the rest), a warm one takes a second. PYTEST_ARGS narrows the run (the recipes pass the tests a routine change
-# parametrizes); `make test` runs every test.
+# of one core: pyproject skips the rest), a warm one takes a second. PYTEST_ARGS narrows the run (the recipes pass
+# the tests a routine change parametrizes); `make test` runs every test.
 test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run every test (its time: docs/benchmarks.md)
 	$(call step,mypy and pytest on every core ($(WORKERS) workers))
 	@mkdir -p .cache && { $(MYPY) > .cache/mypy.log 2>&1; echo $$? > .cache/mypy.rc; } & \
-		$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS); tests=$$?; wait; \
+		$(BIN)/python -m pytest -n $(WORKERS) --dist $(DIST) $(PYTEST_ARGS); tests=$$?; wait; \
 		printf '\033[1m==> mypy\033[0m\n'; cat .cache/mypy.log; \
 		test $$tests -eq 0 && test "$$(cat .cache/mypy.rc)" -eq 0
 

@@ -6,9 +6,8 @@ A pytest plugin (tests/conftest.py loads it). The tests that use a node kind's f
 (`make test` runs `--dist loadgroup`, tests/support/node_groups.py): one worker, known at collection, runs them all
 and starts that kind's node in the background as it collects, so two workers start two JVMs, not four. (Nodes are
 not shared between processes: stored scripts, index templates and cluster settings are cluster-wide, and the
-product's names for them come from config, so tests in two workers would overwrite each other's.) A process that is
-not an xdist worker starts its node when collection finds a test that uses it; in any other case, the first test that
-uses the node starts it. The ``engine`` fixture wipes what a test left (indices, index templates, stored scripts,
+product's names for them come from config, so tests in two workers would overwrite each other's.) Any other process
+(no xdist, or another `--dist`) starts its node when collection finds a test that uses it. The ``engine`` fixture wipes what a test left (indices, index templates, stored scripts,
 points in time, cluster settings) before each test, and the node stops with the process.
 
 Most tests that use a node first set it up as a deployment's index bootstrap does, test after test, and that set-up
@@ -360,9 +359,10 @@ class SessionNode(Generic[N]):
                 item.add_marker(pytest.mark.xdist_group(self.name))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        config = session.config
-        worker = hasattr(config, "workerinput")  # a worker starts the node of the group it will run
-        if runs_here(config, self.name) if worker else any(map(self.uses, session.items)):
+        here = runs_here(
+            session.config, self.name
+        )  # a grouped run's worker: the node of the group it will run
+        if here if here is not None else any(map(self.uses, session.items)):
             # Not installed, or no JDK 21+: each test that needs the node fails saying so; the others run.
             with contextlib.suppress(EngineSetupError):
                 self.node()

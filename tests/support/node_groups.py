@@ -43,9 +43,11 @@ def reservations(grouped: Mapping[str, str], workers: int) -> dict[str, str]:
     return {group: f"gw{number % workers}" for number, group in enumerate(ordered)}
 
 
-def runs_here(config: pytest.Config, name: str) -> bool:
-    """Whether this worker will run the tests of group `name` (False outside a loadgroup worker)."""
-    return any(name in group.split("_") for group in config.stash.get(HERE_KEY, frozenset()))
+def runs_here(config: pytest.Config, name: str) -> bool | None:
+    """Whether this worker will run the tests of group `name` (None: no worker of a grouped run)."""
+    if HERE_KEY not in config.stash:
+        return None
+    return any(name in group.split("_") for group in config.stash[HERE_KEY])
 
 
 class GroupScheduling(LoadScopeScheduling):

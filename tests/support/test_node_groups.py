@@ -6,8 +6,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from tests.support.node_groups import reservations
+import pytest
+
+from tests.support.node_groups import HERE_KEY, reservations, runs_here
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,3 +65,10 @@ def test_the_biggest_group_goes_to_the_first_worker_and_on_around() -> None:
     grouped = {"a": "secured", "b": "engine", "c": "engine", "d": "other", "e": "tie"}
     assert reservations(grouped, 2) == {"engine": "gw0", "other": "gw1", "secured": "gw0", "tie": "gw1"}
     assert reservations(grouped, 1) == dict.fromkeys(["engine", "other", "secured", "tie"], "gw0")
+
+
+def test_only_a_grouped_runs_worker_knows_which_nodes_it_will_need() -> None:
+    config = SimpleNamespace(stash=pytest.Stash())
+    assert runs_here(config, "engine") is None  # no plan: the process starts the nodes its collection uses
+    config.stash[HERE_KEY] = frozenset({"engine"})
+    assert runs_here(config, "engine") is True and runs_here(config, "secured") is False
