@@ -106,14 +106,14 @@ fmt: setup ## format and fix lint in place (`make test` does this too, except in
 
 # One pytest worker per core. `--dist loadgroup` runs the tests of each search node kind in one worker
 # (tests/support/node_groups.py), so two workers start two JVMs instead of one of each kind each: on two cores, 147 ->
-# 124 s of wall and 274 -> 230 s of CPU. A run PYTEST_ARGS narrows (the recipes') may be mostly one kind's tests,
+# 124 s of wall and 274 -> 230 s of CPU. A run PYTEST_ARGS narrows (to a folder, say) may be mostly one kind's tests,
 # which that would put in one worker: it spreads every test (worksteal), each worker starting the nodes it needs.
 WORKERS ?= $(shell nproc)
 DIST := $(if $(PYTEST_ARGS),worksteal,loadgroup)
 
 # mypy runs beside pytest: a fresh clone's first type check reads the aws-cdk-lib modules the code imports (about 7 s
-# of one core: pyproject skips the rest), a warm one takes a second. PYTEST_ARGS narrows the run (the recipes pass
-# the tests a routine change parametrizes); `make test` runs every test.
+# of one core: pyproject skips the rest), a warm one takes a second. PYTEST_ARGS narrows the run; `make test` runs
+# every test.
 test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run every test (its time: docs/benchmarks.md)
 	$(call step,mypy and pytest on every core ($(WORKERS) workers))
 	@mkdir -p .cache && { $(MYPY) > .cache/mypy.log 2>&1; echo $$? > .cache/mypy.rc; } & \
@@ -121,11 +121,11 @@ test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run ever
 		printf '\033[1m==> mypy\033[0m\n'; cat .cache/mypy.log; \
 		test $$tests -eq 0 && test "$$(cat .cache/mypy.rc)" -eq 0
 
-# Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy and runs
-# the suite there, and plants a finding, an error annotation and a missing context value under `make synth`.
+# Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy, then all of
+# them to one copy, where it runs the whole suite, and plants a finding, an error annotation and a missing context value under `make synth`.
 recipes: setup $(CHECKOV_VENV)/.installed $(ENGINE) ## prove the README's routine-change recipes and the synth gate on scratch copies (slow)
 	$(call step,README recipes and the synth gate on scratch copies)
-	@# One recipe at a time: each runs its tests on every core, and two at once overload the machine.
+	@# One recipe at a time: each synthesizes on every core, and the whole suite's run uses every core.
 	@$(BIN)/python -m pytest -m recipe -p no:cacheprovider -v -rP tests/recipes
 
 # Flakes show under load: N whole-suite runs, two at once, and every test that failed in any of them.

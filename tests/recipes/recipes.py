@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -285,27 +284,3 @@ def count_tests(ids: list[str], name: str) -> int:
     """How many collected tests are parametrized with ``name`` (an environment's or a schema's)."""
     token = re.compile(rf"(^|[-\[]){re.escape(name)}($|[-\]])")
     return sum(1 for test in ids if "[" in test and token.search(test[test.index("[") :]))
-
-
-# Contracts over the registry that iterate every schema inside one test (no per-schema ids): a new schema's proof.
-SCHEMA_CONTRACTS = ("tests/lambdas/refdata", "tests/lambdas/search")
-
-
-def selection(ids: list[str], added: list[Added]) -> list[str]:
-    """What one routine change is proven by: every contract over the templates (tests/infra, which also records what
-    each table and read role was asserted by), the registry's contracts for a schema, and every other collected test
-    parametrized with a new thing's name (an environment's executed workflows and smoke run, a table's canaries)."""
-    chosen = ["tests/infra", *(SCHEMA_CONTRACTS if any(a.kind == "schema" for a in added) else ())]
-    names = {thing.name.rsplit("/", 1)[-1] for thing in added}
-    chosen += [
-        test
-        for test in ids
-        if not test.startswith(tuple(chosen)) and any(count_tests([test], name) for name in names)
-    ]
-    return chosen
-
-
-def git_files(scratch: Scratch) -> list[str]:
-    return subprocess.run(
-        ["git", "ls-files"], cwd=scratch.root, capture_output=True, text=True
-    ).stdout.split()
