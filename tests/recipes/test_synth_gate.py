@@ -1,6 +1,6 @@
 """`make synth`, which CI and `make guard` run, fails on a cdk-nag finding, an error annotation and a missing context
-value, and names each once; it passes otherwise (every recipe's `make docs` runs it on a good change), without the
-CDK CLI's "Supply a stack id" line."""
+value, and names each once; it passes otherwise, without the CDK CLI's "Supply a stack id" line (every recipe's
+`make docs` runs it on a good change and checks that: tests/recipes/test_recipes.py)."""
 
 from __future__ import annotations
 
@@ -57,12 +57,6 @@ def test_an_error_annotation_fails_make_synth_and_is_named_once(tmp_path: Path) 
     ]
     assert len(mentions(done, "planted error")) == len(environments())  # one line per environment's stack
     assert "Supply a stack id" not in done.stdout + done.stderr
-
-
-def test_a_clean_make_synth_prints_each_stack_and_no_supply_a_stack_id_line(tmp_path: Path) -> None:
-    done = Scratch.of_working_tree(tmp_path).make("synth")
-    assert "Supply a stack id" not in done.stdout + done.stderr
-    assert mentions(done, f"{FIRST}/Stateful", "resources") and "Successfully synthesized to" in done.stderr
 
 
 def test_an_environment_without_zone_context_fails_make_synth_and_names_the_key(tmp_path: Path) -> None:
