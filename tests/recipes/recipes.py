@@ -175,6 +175,12 @@ def change_account_and_region(scratch: Scratch) -> list[Added]:
     return [Added("environment", "test", "dev")]
 
 
+def blocked(report: str, kind: str) -> list[str]:
+    """The resources of the guard's BLOCKED findings of ``kind`` (not those a reviewed override allows already)."""
+    section = report.split("\nBLOCKED (", 1)[1].split("\n\n", 1)[0] if "\nBLOCKED (" in report else ""
+    return [line.split(f" ({kind}): ")[0].strip() for line in section.splitlines() if f" ({kind}): " in line]
+
+
 def release_client(scratch: Scratch) -> str | None:
     """The refdata-client release a registry or table change needs (README: bump ``__version__`` as the check says,
     then `make client-release`): the version released, or None when the check passes as the tree is."""

@@ -21,6 +21,7 @@ from tests.recipes.recipes import (
     RECIPES,
     RELEASE_FILES,
     Added,
+    blocked,
     collected,
     count_tests,
     older_client_writes_on,
@@ -64,12 +65,6 @@ def coverage(
     )
 
 
-def blocked(report: str, kind: str) -> list[str]:
-    """The resources of the guard's BLOCKED findings of ``kind`` (not those a reviewed override allows already)."""
-    section = report.split("\nBLOCKED (", 1)[1].split("\n\n", 1)[0] if "\nBLOCKED (" in report else ""
-    return [line.split(f" ({kind}): ")[0].strip() for line in section.splitlines() if f" ({kind}): " in line]
-
-
 def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     scratch = Scratch.of_working_tree(tmp_path)
     added = [thing for recipe in recipes for thing in RECIPES[recipe](scratch)]
@@ -93,11 +88,11 @@ def apply_and_check(tmp_path: Path, *recipes: str) -> list[str]:
     released = scratch.changed()
     if version is not None:
         assert released == RELEASE_FILES, released
-    said = scratch.make("docs")
+    docs = scratch.make("docs")
     # `make docs` ran the synth gate on a good change: it passes, naming each stack, without the CLI's "Supply a stack
     # id" line (tests/recipes/test_synth_gate.py plants what fails it).
-    output = said.stdout + said.stderr
-    assert "Supply a stack id" not in output and "Successfully synthesized to" in said.stderr, output[-4000:]
+    output = docs.stdout + docs.stderr
+    assert "Supply a stack id" not in output and "Successfully synthesized to" in docs.stderr, output[-4000:]
     assert any(f"{FIRST}/Stateful" in line and "resources" in line for line in output.splitlines())
     regenerated = scratch.changed()
     behind = older_client_writes_on(scratch.root, added)  # `make docs` synthesized the changed tree
