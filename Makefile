@@ -105,9 +105,9 @@ fmt: setup ## format and fix lint in place (`make test` does this too, except in
 	@$(BIN)/ruff check --fix .
 
 # One pytest worker per core. `--dist loadgroup` runs the tests of each search node kind in one worker
-# (tests/support/node_groups.py), so two workers start two JVMs instead of one of each kind each: on two cores, 147 ->
-# 124 s of wall and 274 -> 230 s of CPU. A run PYTEST_ARGS narrows (to a folder, say) may be mostly one kind's tests,
-# which that would put in one worker: it spreads every test (worksteal), each worker starting the nodes it needs.
+# (tests/support/node_groups.py), so two workers start two JVMs instead of one of each kind each (make test's time:
+# docs/benchmarks.md). A run PYTEST_ARGS narrows (to a folder, say) may be mostly one kind's tests, which that would
+# put in one worker: it spreads every test (worksteal), each worker starting the nodes it needs.
 WORKERS ?= $(shell nproc)
 DIST := $(if $(PYTEST_ARGS),worksteal,loadgroup)
 

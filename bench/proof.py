@@ -172,8 +172,8 @@ def engine_start_rows() -> list[str]:
         rows += [
             f"| the {kind.launcher.name}: its node's start, a fresh JVM to ready (the first of {ENGINE_STARTS} one after "
             f"the other; the median of the others: {statistics.median(starts[1:]):.1f} s); CPU: the JVM's to "
-            f"ready, median | {starts[0]:.1f} | {statistics.median(cpu):.1f} | | one per session, started by the "
-            "worker that runs its tests at the first of them |",
+            f"ready, median | {starts[0]:.1f} | {statistics.median(cpu):.1f} | | one per session, started as the "
+            "session collects by the worker reserved for its tests |",
             f"| the {kind.launcher.name}: the wipe each of its tests begins with, on a running node (median of {WIPES}) | "
             f"{statistics.median(wipes):.2f} | | | |",
         ]
