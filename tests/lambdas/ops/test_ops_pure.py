@@ -17,7 +17,6 @@ from ops.reconcile import (
     table_differences,
 )
 from ops.writes import BACKFILL_SEQ, Write, apply_writes, repair_seq
-from search.documents import Change, encode_update
 from search.indices import apply_sync_script, read_alias_filter
 
 SEQUENCE = st.integers(min_value=0, max_value=10**40 - 1).map(lambda n: str(n).zfill(40))
@@ -58,14 +57,6 @@ def test_the_ordering_script_lets_a_repair_win_only_over_what_it_was_computed_ag
     assert (
         apply_sync_script(repaired, {"seq": "6".zfill(40), "tombstone": False, "doc": {"v": 3}}) is not None
     )
-
-
-def bulk_line(doc_id: str, pk: str) -> str:
-    change = Change(
-        record={}, event_id="e", seq=BACKFILL_SEQ, pk=pk, sk="1", doc_id=doc_id, tombstone=False,
-        expired=False, created_at=None, schema="geozone", index="geozone-write", doc={"pk": pk, "n": 1},
-    )  # fmt: skip
-    return encode_update(change)
 
 
 def state(**aliases: dict[str, Any]) -> AliasState:
