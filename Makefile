@@ -122,7 +122,8 @@ test: ruff $(CHECKOV_VENV)/.installed $(ENGINE) ## lint, type-check and run ever
 		test $$tests -eq 0 && test "$$(cat .cache/mypy.rc)" -eq 0
 
 # Applies each README recipe (add an environment, a schema, a table, a read role, ...) to a scratch copy, then all of
-# them to one copy, where it runs the whole suite, and plants a finding, an error annotation and a missing context value under `make synth`.
+# them to one copy, where it runs the whole suite, and plants a finding, an error annotation and a missing context
+# value under `make synth`.
 recipes: setup $(CHECKOV_VENV)/.installed $(ENGINE) ## prove the README's routine-change recipes and the synth gate on scratch copies (slow)
 	$(call step,README recipes and the synth gate on scratch copies)
 	@# One recipe at a time: each synthesizes on every core, and the whole suite's run uses every core.
