@@ -7,8 +7,9 @@ A pytest plugin (tests/conftest.py loads it). The tests that use a node kind's f
 and starts that kind's node in the background as it collects, so two workers start two JVMs, not four. (Nodes are
 not shared between processes: stored scripts, index templates and cluster settings are cluster-wide, and the
 product's names for them come from config, so tests in two workers would overwrite each other's.) Any other process
-(no xdist, or another `--dist`) starts its node when collection finds a test that uses it. The ``engine`` fixture wipes what a test left (indices, index templates, stored scripts,
-points in time, cluster settings) before each test, and the node stops with the process.
+(no xdist, or another `--dist`) starts its node when collection finds a test that uses it. The ``engine`` fixture
+wipes what a test left (indices, index templates, stored scripts, points in time, cluster settings) before each test,
+and the node stops with the process.
 
 Most tests that use a node first set it up as a deployment's index bootstrap does, test after test, and that set-up
 (an index, template or role per schema: one cluster-state change each) cost more of the node's CPU than the tests
@@ -177,8 +178,8 @@ class EngineNode:
         if self.recording is not None or self.maps_class_archive():
             return None
         return (
-            f"the {self.launcher.name}'s JVM did not map {self.launcher.archive}, recorded for this JDK and these jars, "
-            "and started at twice the CPU: its log says why it refused it; delete the archive and the next session "
+            f"the {self.launcher.name}'s JVM did not map {self.launcher.archive}, recorded for this JDK and these "
+            "jars, and started at twice the CPU: its log says why it refused it; delete the archive and the next session "
             "records it again"
         )
 
@@ -359,10 +360,11 @@ class SessionNode(Generic[N]):
                 item.add_marker(pytest.mark.xdist_group(self.name))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        here = runs_here(
-            session.config, self.name
-        )  # a grouped run's worker: the node of the group it will run
-        if here if here is not None else any(map(self.uses, session.items)):
+        # A grouped run's worker starts the node of the group it will run; any other process, the nodes it collected.
+        here = runs_here(session.config, self.name)
+        if here is None:
+            here = any(map(self.uses, session.items))
+        if here:
             # Not installed, or no JDK 21+: each test that needs the node fails saying so; the others run.
             with contextlib.suppress(EngineSetupError):
                 self.node()

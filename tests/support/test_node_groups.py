@@ -1,4 +1,5 @@
-"""`--dist loadgroup` keeps each group in the worker reserved for it (tests/support/node_groups.py), in a real two-worker session."""
+"""`--dist loadgroup` keeps each group in the worker reserved for it (tests/support/node_groups.py), in a real
+two-worker session."""
 
 from __future__ import annotations
 
