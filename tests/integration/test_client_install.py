@@ -23,7 +23,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from infra.config import EnvironmentConfig
 from tests.integration.sync_harness import lambda_format
@@ -36,7 +35,7 @@ from tests.lambdas.ops.workflows_harness import (
     run_as,
 )
 from tests.support import client
-from tests.support.iam import HttpCalls, SdkCalls
+from tests.support.iam import SdkCalls, moto_over_http
 from tests.support.opensearch_server import LoopbackOpenSearch
 from tests.support.secured_node import SecuredNode
 
@@ -92,13 +91,8 @@ def deployed(
 def moto_endpoint(deployed: tuple[World, SdkCalls, LoopbackOpenSearch]) -> Iterator[str]:
     """moto over HTTP, serving the same in-process state the environment lives in, every request decided by IAM."""
     _, calls, _ = deployed
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    assert server._server is not None
-    server._server.app = HttpCalls(calls, server._server.app)
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with moto_over_http(calls) as endpoint:
+        yield endpoint
 
 
 def output(world: World, name: str) -> str:

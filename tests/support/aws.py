@@ -13,8 +13,10 @@ _ITEM_WRITE_LOCK = threading.RLock()
 
 
 def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
-    """Credentials moto accepts, the region, and the streams endpoint mode moto serves (TOOLCHAIN.md); and
-    botocore's service models parsed once per test run instead of once per test (`shared_service_models`)."""
+    """Credentials moto accepts, the region, and the streams endpoint mode moto serves (TOOLCHAIN.md); and what
+    every test would otherwise parse again, parsed once per test run: botocore's service models and endpoint rule
+    sets (`shared_service_models`), and each state machine definition moto's interpreter reads
+    (`parsed_definitions`)."""
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -26,6 +28,7 @@ def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     atomic_item_writes(monkeypatch)
     shared_service_models(monkeypatch)
+    parsed_definitions(monkeypatch)
     virtual_long_polls(monkeypatch)
 
 
@@ -39,10 +42,64 @@ def _loader(search_path: str | None) -> Any:
 def shared_service_models(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto replaces boto3's default session on every start, so the first client of each service in each test
     would parse its JSON model again (40-80 ms a service). Every session gets the same loader instead: its
-    caches hold the parsed models, which botocore never modifies."""
+    caches hold the parsed models, which botocore never modifies. And every client builds its endpoint rule set
+    into objects again (a sixth of a client's creation, and the suite creates thousands): clients of one rule set
+    share one provider, whose rules botocore only reads."""
+    import botocore.regions
     import botocore.session
 
     monkeypatch.setattr(botocore.session, "create_loader", _loader)
+    monkeypatch.setattr(botocore.regions, "EndpointProvider", _endpoint_provider)
+
+
+_PROVIDERS: dict[tuple[int, int, frozenset[str]], tuple[object, object, Any]] = {}
+
+
+def _endpoint_provider(ruleset_data: Any, partition_data: Any, excluded_params: Any = None) -> Any:
+    """botocore's EndpointProvider for the rule set and partitions, one per pair of the shared loader's documents
+    (kept, so their ids stay theirs)."""
+    from botocore.endpoint_provider import EndpointProvider
+
+    key = (id(ruleset_data), id(partition_data), frozenset(excluded_params or ()))
+    kept = _PROVIDERS.get(key)
+    if kept is None or kept[0] is not ruleset_data or kept[1] is not partition_data:
+        kept = _PROVIDERS[key] = (
+            ruleset_data,
+            partition_data,
+            EndpointProvider(ruleset_data, partition_data, excluded_params),
+        )
+    return kept[2]
+
+
+def parsed_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's Step Functions parse a definition with ANTLR at CreateStateMachine and again at every execution
+    start (a tenth of an executed smoke run's CPU went there). The syntax tree of each definition is kept; each
+    parse still builds fresh evaluation components from it, so no execution shares state with another."""
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    _moto_parse()  # before the first replacement
+    monkeypatch.setattr(AmazonStateLanguageParser, "parse", staticmethod(_parse))
+
+
+def _parse(definition: str) -> tuple[Any, Any]:
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    tree = _syntax_tree(definition)
+    return Preprocessor().visit(tree), tree
+
+
+@functools.lru_cache(maxsize=256)
+def _syntax_tree(definition: str) -> Any:
+    """The tree moto's own parse makes of a definition (a definition it refuses raises, and is not kept)."""
+    return _moto_parse()(definition)[1]
+
+
+@functools.cache
+def _moto_parse() -> Any:
+    """moto's parse, as it was before `parsed_definitions` first replaced it."""
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    return AmazonStateLanguageParser.__dict__["parse"].__func__
 
 
 def virtual_long_polls(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,15 @@ from moto import mock_aws
 
 from tests.support import iam
 from tests.support.aws import single_table, use_fake_aws
-from tests.support.iam import DomainAccess, HttpCalls, Policies, Request, SdkCalls, decide, decide_kms
+from tests.support.iam import (
+    DomainAccess,
+    Policies,
+    Request,
+    SdkCalls,
+    decide,
+    decide_kms,
+    moto_over_http,
+)
 from tests.support.iam_oracle import ask, disagreement, simulation
 
 ACCOUNT, OTHER = "111111111111", "222222222222"
@@ -543,8 +551,6 @@ def test_requests_over_http_are_decided_for_the_role_their_access_key_belongs_to
     """`HttpCalls` in front of a moto server: a DynamoDB call (JSON protocol) and an S3 object call (by method and
     path) of a role's key are decided as `SdkCalls` decides them, answered as the service answers a refusal; a key
     no role owns, and a request the middleware cannot read, are refused, never passed unchecked."""
-    from moto.server import ThreadedMotoServer
-
     use_fake_aws(monkeypatch, "ca-central-1")
     monkeypatch.setenv("MOTO_ACCOUNT_ID", ACCOUNT)
     with mock_aws():
@@ -556,18 +562,13 @@ def test_requests_over_http_are_decided_for_the_role_their_access_key_belongs_to
             identity={ROLE: [doc(allow("dynamodb:PutItem", table), allow("s3:PutObject", BUCKET))]}
         )
         calls = SdkCalls(policies, account=ACCOUNT, region="ca-central-1", keys={"AKIDROLE": ROLE})
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        try:
-            assert server._server is not None
-            server._server.app = HttpCalls(calls, server._server.app)
-            host, port = server.get_host_and_port()
+        with moto_over_http(calls) as endpoint:
 
             def client(service: str, key: str) -> Any:
                 return boto3.client(
                     service,
                     region_name="ca-central-1",
-                    endpoint_url=f"http://{host}:{port}",
+                    endpoint_url=endpoint,
                     aws_access_key_id=key,
                     aws_secret_access_key="x",
                 )
@@ -594,5 +595,3 @@ def test_requests_over_http_are_decided_for_the_role_their_access_key_belongs_to
                 "no role has this access key",
                 "the request is not read here",
             ]
-        finally:
-            server.stop()
