@@ -1,10 +1,10 @@
 """The proof loop: what a change costs to prove on this machine. `make test` on a set-up checkout (warm: the type
-checker's and the heavy tools' caches from an earlier run) and on a fresh clone of HEAD (no cache), with the CPU it
-used; synth with PYTHONDONTWRITEBYTECODE=1 set (as in CI), against the same command with no byte code to read
-(PYTHONPYCACHEPREFIX pointing at an empty folder: what every process paid before set-up compiled); the IAM
-oracle's share of the warm run (its summary line: tests/support/iam_oracle.py); and the test nodes': each kind's
-start time and CPU and its per-test wipe (tests/support/engine_node.py, secured_node.py), and the share of the warm run's test time spent in
-the tests that use the `engine` fixture (pytest's durations, summed over the workers)."""
+checker's, the heavy tools' and the session synth's caches from an earlier run) and on a fresh clone of HEAD (no
+cache), with the CPU it used; synth with PYTHONDONTWRITEBYTECODE=1 set (as in CI), against the same command with no
+byte code to read (PYTHONPYCACHEPREFIX pointing at an empty folder: what every process paid before set-up compiled);
+the IAM oracle's share of the warm run (its summary line: tests/support/iam_oracle.py); and the test nodes': each
+kind's start time and CPU and its per-test wipe (tests/support/engine_node.py, secured_node.py), and the share of the
+warm run's test time spent in the tests that use the `engine` fixture (pytest's durations, summed over the workers)."""
 
 from __future__ import annotations
 

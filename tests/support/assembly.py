@@ -8,11 +8,16 @@ acknowledgments under each environment, and each stack's construct ids. The cont
 in the background before its workers start (tests/infra/conftest.py), holding ``<dir>/lock`` for it; every worker's
 ``synthesized`` fixture takes the lock, so it waits for that one synth, or runs it itself when nothing had started it
 (a run without xdist). checkov and cfn-lint then run once over that assembly (tests/support/heavy_tools.py).
+
+A successful synth is kept under ``.cache/assembly`` by the digest of everything it reads (`inputs_key`): the app's
+sources and config, the CDK packages' versions, the Python and Node that run it. A later session whose inputs have
+the same digest starts from a copy of it instead of synthesizing again; a change to any input is a new synth.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -20,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +34,79 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 VARIABLE = "REFDATA_TEST_ASSEMBLY"  # the session's folder, set by the controller for its workers
 ENVIRONMENT = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_VALIDATION": "false"}
+CACHE = ROOT / ".cache" / "assembly"
+KEPT = 2  # assemblies kept (the newest): the checkout's, and the one before a change
+# What the synth reads, relative to the root: files, and folders read whole (byte code aside).
+INPUTS = (
+    "app.py",
+    "cdk.json",
+    "cdk.context.json",
+    "requirements.lock",
+    "package-lock.json",
+    "infra",
+    "lambdas",
+    "ops",
+    "tests/support/assembly.py",
+)
+PACKAGES = ("aws-cdk-lib", "constructs", "cdk-nag", "jsii", "cfn-lint")  # cfn-lint: config's instance types
+
+
+def inputs_key(root: Path = ROOT) -> str:
+    """The digest of everything the synth reads: each input file's path and content, the versions of the packages
+    that build and check the app, the Python and the Node binary that run it, and the CDK and jsii variables of
+    the environment it runs in."""
+    digest = hashlib.sha256()
+    for name in INPUTS:
+        path = root / name
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        for file in files:
+            if file.is_file() and "__pycache__" not in file.parts:
+                digest.update(f"{file.relative_to(root)}\0".encode() + file.read_bytes() + b"\0")
+    node = shutil.which("node")
+    node_file = Path(os.path.realpath(node)) if node else None
+    environ = {**os.environ, **ENVIRONMENT}
+    digest.update(
+        json.dumps(
+            {
+                "packages": {package: metadata.version(package) for package in PACKAGES},
+                "python": sys.version,
+                "node": [str(node_file), node_file.stat().st_mtime_ns, node_file.stat().st_size]
+                if node_file
+                else None,
+                "environment": {k: v for k, v in sorted(environ.items()) if k.startswith(("CDK_", "JSII_"))},
+            }
+        ).encode()
+    )
+    return digest.hexdigest()[:32]
+
+
+def restore(directory: Path, key: str, cache: Path = CACHE) -> bool:
+    """Copy the assembly kept for ``key`` into ``directory`` (tests may write beside it; the kept one stays as
+    synthesized); whether there was one."""
+    kept = cache / key
+    if not (kept / "facts.json").is_file():
+        return False
+    shutil.copytree(kept, directory, dirs_exist_ok=True)
+    return True
+
+
+def keep(directory: Path, key: str, root: Path = ROOT, cache: Path = CACHE) -> None:
+    """Keep a successful synth under ``key``, unless an input changed while it ran (the digest no longer matches
+    what was synthesized), and drop all but the newest `KEPT`."""
+    if inputs_key(root) != key:
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{key}.partial-", dir=cache))
+    shutil.copytree(directory / "cdk.out", partial / "cdk.out")
+    shutil.copy2(directory / "facts.json", partial / "facts.json")
+    shutil.rmtree(cache / key, ignore_errors=True)
+    partial.rename(cache / key)
+    entries = sorted(
+        (path for path in cache.iterdir() if ".partial-" not in path.name),
+        key=lambda path: path.stat().st_mtime_ns,
+    )
+    for old in entries[:-KEPT]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def synthesize(directory: Path) -> None:
@@ -88,15 +167,15 @@ def ensure(directory: Path) -> dict[str, Any]:
     return facts
 
 
-def start_in_background(directory: Path) -> subprocess.Popen[bytes]:
+def start_in_background(directory: Path, key: str) -> subprocess.Popen[bytes]:
     """Start the synth in a child process that holds the folder's lock until it is done (taken here first, so no
-    worker can take it before the child has it)."""
+    worker can take it before the child has it); it keeps what it made under ``key``."""
     directory.mkdir(parents=True, exist_ok=True)
     lock = (directory / "lock").open("a")
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "tests.support.assembly", str(directory)],
+            [sys.executable, "-m", "tests.support.assembly", str(directory), key],
             cwd=ROOT,
             env={**os.environ, **ENVIRONMENT},
             pass_fds=(lock.fileno(),),
@@ -124,6 +203,7 @@ def reads_the_synth(config: pytest.Config) -> bool:
 
 
 _background: list[tuple[subprocess.Popen[bytes], Path]] = []
+_restored: list[Path] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -137,7 +217,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.collectonly or not reads_the_synth(config):
         return
     directory = Path(tempfile.mkdtemp(prefix="refdata-assembly-"))
-    _background.append((start_in_background(directory), directory))
+    key = inputs_key()
+    if restore(directory, key):
+        _restored.append(directory)
+    else:
+        _background.append((start_in_background(directory, key), directory))
     os.environ[VARIABLE] = str(directory)
 
 
@@ -147,17 +231,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if child.poll() is None:
             child.kill()
         child.wait()
+        _restored.append(directory)
+    while _restored:
         os.environ.pop(VARIABLE, None)
-        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(_restored.pop(), ignore_errors=True)
 
 
 def main(argv: list[str]) -> None:
-    directory = Path(argv[0])
+    directory, key = Path(argv[0]), argv[1]
     try:
         synthesize(directory)
     except BaseException:
         (directory / "failure.txt").write_text(traceback.format_exc())
         raise
+    keep(directory, key)
 
 
 if __name__ == "__main__":
