@@ -100,7 +100,10 @@ def keep(directory: Path, key: str, root: Path = ROOT, cache: Path = CACHE) -> N
     shutil.copytree(directory / "cdk.out", partial / "cdk.out")
     shutil.copy2(directory / "facts.json", partial / "facts.json")
     shutil.rmtree(cache / key, ignore_errors=True)
-    partial.rename(cache / key)
+    try:
+        partial.rename(cache / key)
+    except OSError:  # another session kept the same inputs' synth first
+        shutil.rmtree(partial, ignore_errors=True)
     entries = sorted(
         (path for path in cache.iterdir() if ".partial-" not in path.name),
         key=lambda path: path.stat().st_mtime_ns,
