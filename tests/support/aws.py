@@ -43,13 +43,18 @@ def shared_service_models(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto replaces boto3's default session on every start, so the first client of each service in each test
     would parse its JSON model again (40-80 ms a service). Every session gets the same loader instead: its
     caches hold the parsed models, which botocore never modifies. And every client builds its endpoint rule set
-    into objects again (a sixth of a client's creation, and the suite creates thousands): clients of one rule set
-    share one provider, whose rules botocore only reads."""
+    into objects and a method for each of its service's operations again (a sixth and a fourth of a client's
+    creation, and the suite creates thousands): clients of one rule set share one provider, whose rules botocore
+    only reads, and clients of one service model share its methods (each client class is still made, and the
+    service's class hooks run on it, as botocore does)."""
+    import botocore.client
     import botocore.regions
     import botocore.session
 
     monkeypatch.setattr(botocore.session, "create_loader", _loader)
     monkeypatch.setattr(botocore.regions, "EndpointProvider", _endpoint_provider)
+    _botocore_methods()  # before the first replacement
+    monkeypatch.setattr(botocore.client.ClientCreator, "_create_methods", _shared_methods)
 
 
 _PROVIDERS: dict[tuple[int, int, frozenset[str]], tuple[object, object, Any]] = {}
@@ -69,6 +74,27 @@ def _endpoint_provider(ruleset_data: Any, partition_data: Any, excluded_params: 
             EndpointProvider(ruleset_data, partition_data, excluded_params),
         )
     return kept[2]
+
+
+_METHODS: dict[tuple[str, int], tuple[object, dict[str, Any]]] = {}
+
+
+def _shared_methods(creator: Any, service_model: Any) -> dict[str, Any]:
+    """botocore's methods of a client class for the service model, made once per model document (kept, as above)."""
+    description = service_model._service_description
+    key = (service_model.service_name, id(description))
+    kept = _METHODS.get(key)
+    if kept is None or kept[0] is not description:
+        kept = _METHODS[key] = (description, _botocore_methods()(creator, service_model))
+    return dict(kept[1])
+
+
+@functools.cache
+def _botocore_methods() -> Any:
+    """botocore's own `ClientCreator._create_methods`, as it was before `shared_service_models` replaced it."""
+    from botocore.client import ClientCreator
+
+    return ClientCreator.__dict__["_create_methods"]
 
 
 def parsed_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
