@@ -13,10 +13,9 @@ _ITEM_WRITE_LOCK = threading.RLock()
 
 
 def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
-    """Credentials moto accepts, the region, and the streams endpoint mode moto serves (TOOLCHAIN.md); and what
-    every test would otherwise parse again, parsed once per test run: botocore's service models and endpoint rule
-    sets (`shared_service_models`), and each state machine definition moto's interpreter reads
-    (`parsed_definitions`)."""
+    """Credentials moto accepts, the region, and the streams endpoint mode moto serves (TOOLCHAIN.md); and
+    botocore's service models, endpoint rule sets and client methods made once per test run instead of once per
+    test or client (`shared_service_models`)."""
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -28,7 +27,6 @@ def use_fake_aws(monkeypatch: pytest.MonkeyPatch, region: str) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     atomic_item_writes(monkeypatch)
     shared_service_models(monkeypatch)
-    parsed_definitions(monkeypatch)
     virtual_long_polls(monkeypatch)
 
 
@@ -98,9 +96,10 @@ def _botocore_methods() -> Any:
 
 
 def parsed_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """moto's Step Functions parse a definition with ANTLR at CreateStateMachine and again at every execution
-    start (a tenth of an executed smoke run's CPU went there). The syntax tree of each definition is kept; each
-    parse still builds fresh evaluation components from it, so no execution shares state with another."""
+    """For the harnesses that execute state machines (tests/lambdas/ops/workflows_harness.py `MotoGaps`): moto's
+    Step Functions parse a definition with ANTLR at CreateStateMachine and again at every execution start (a tenth
+    of an executed smoke run's CPU went there). The syntax tree of each definition is kept; each parse still
+    builds fresh evaluation components from it, so no execution shares state with another."""
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
     _moto_parse()  # before the first replacement

@@ -29,7 +29,7 @@ from moto import mock_aws
 
 from infra.config import EnvironmentConfig
 from ops import cli, deployed, worker
-from tests.support.aws import moto_role_of_access_key, single_table, use_fake_aws
+from tests.support.aws import moto_role_of_access_key, parsed_definitions, single_table, use_fake_aws
 from tests.support.cfn import Resolver, synthesized
 from tests.support.iam import DomainAccess, Policies, SdkCalls
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
@@ -110,6 +110,7 @@ class MotoGaps:
         self.export_files = 2  # data files an export writes (its items split among them; some may be empty)
         # (error, cause) of each distributed map child that failed: moto keeps no child execution to describe.
         self.failed_children: list[tuple[str, str]] = []
+        parsed_definitions(monkeypatch)  # not a gap: each definition's syntax tree made once, for speed
         from moto.dynamodb.models import table_export
         from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader import item_reader_decl
