@@ -27,7 +27,7 @@ import json
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
@@ -253,24 +253,10 @@ class SmokeStack:
 
     # --- what is left ------------------------------------------------------------------------------------------
     def canary_items(self) -> list[str]:
-        """Every canary item still in a table."""
-        found = []
-        for table in sorted(set(self.tables.values())):
-            for item in self.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]:
-                if scope_of(item["pk"]["S"]) == CANARY:
-                    found.append(f"{table}: {item['pk']['S']}#{item['sk']['S']}")
-        return found
+        return canary_items(self.dynamodb, self.tables.values())
 
     def canary_documents(self) -> list[str]:
-        """Every canary document (tombstones included) in every index of every indexable schema."""
-        found = []
-        patterns = [indexnames.index_pattern(schema.name) for schema in indexable_schemas()]
-        for index in self.server.index_names():
-            if any(fnmatch.fnmatchcase(index, pattern) for pattern in patterns):
-                for doc_id, source in self.server.documents(index).items():
-                    if scope_of(str(source.get("pk", ""))) == CANARY:
-                        found.append(f"{index}: {doc_id}")
-        return found
+        return canary_documents(self.server)
 
     def dead_letters(self) -> list[dict[str, Any]]:
         sqs = boto3.client("sqs", region_name=REGION)
@@ -380,6 +366,28 @@ def _stacks(environment: str, machines: Mapping[str, str]) -> None:
     cloudformation = boto3.client("cloudformation", region_name=REGION)
     for name, template in (("Stateful", stateful), ("Stateless", stateless)):
         cloudformation.create_stack(StackName=f"{environment}-{name}", TemplateBody=json.dumps(template))
+
+
+def canary_items(dynamodb: Any, tables: Iterable[str]) -> list[str]:
+    """Every canary item still in one of the tables."""
+    found = []
+    for table in sorted(set(tables)):
+        for item in dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]:
+            if scope_of(item["pk"]["S"]) == CANARY:
+                found.append(f"{table}: {item['pk']['S']}#{item['sk']['S']}")
+    return found
+
+
+def canary_documents(server: LoopbackOpenSearch) -> list[str]:
+    """Every canary document (tombstones included) in every index of every indexable schema."""
+    found = []
+    patterns = [indexnames.index_pattern(schema.name) for schema in indexable_schemas()]
+    for index in server.index_names():
+        if any(fnmatch.fnmatchcase(index, pattern) for pattern in patterns):
+            for doc_id, source in server.documents(index).items():
+                if scope_of(str(source.get("pk", ""))) == CANARY:
+                    found.append(f"{index}: {doc_id}")
+    return found
 
 
 @contextlib.contextmanager

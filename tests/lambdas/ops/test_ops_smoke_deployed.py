@@ -16,8 +16,10 @@ from typing import Any
 import boto3
 import pytest
 from botocore.credentials import Credentials
+from ops.smoke import STEPS
 from refdata.registry import indexable_schemas
-from smoke_harness import Poller, virtual_time
+from refdata.reserved import CANARY
+from smoke_harness import Poller, canary_documents, canary_items, virtual_time
 from stream_sync import aws as sync_aws
 from stream_sync import handler
 from workflows_harness import (
@@ -64,12 +66,14 @@ class SmokeWorld:
             RoleArn=sync_role, RoleSessionName="stream-sync"
         )["Credentials"]
         signing = Credentials(session["AccessKeyId"], session["SecretAccessKey"], session["SessionToken"])
+        self.sync_key = signing.access_key
         monkeypatch.setattr(
             sync_aws, "build_ports", functools.partial(sync_aws.build_ports, credentials=signing)
         )
         handler.reset()
         monkeypatch.setattr(handler, "reset", handler.reset)
         schema_tables = json.loads(world.worker_environment["SCHEMA_TABLES"])
+        self.indexed = {s.name: schema_tables[s.name] for s in indexable_schemas() if s.name in schema_tables}
         dynamodb = boto3.client("dynamodb", region_name=world.region)
         streams = {
             table: dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
@@ -100,14 +104,17 @@ class SmokeWorld:
             {"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": self.runner}]}
         ]
 
-    def run(self, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    def run(self, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
+        """The smoke run as the deploy workflow starts it: its exit status, its summary and what it wrote to
+        stderr."""
         with self.calls.acting(None):
             self.world.machine("smoke")
         self.calls.keys["ak"] = self.world.machine_roles["smoke"]  # moto's interpreter calls AWS as "ak"
         capsys.readouterr()
         with self.calls.acting(self.deploy_role):
             status = cli.main(["smoke", "--env", self.world.config.name, "--assume-role", self.runner])
-        return status, json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        out, err = capsys.readouterr()
+        return status, json.loads(out.strip().splitlines()[-1]), err
 
 
 @pytest.fixture
@@ -122,10 +129,26 @@ def smoke(
 def test_the_smoke_run_passes_in_every_environment_with_every_role_as_aws_evaluates_it(
     smoke: SmokeWorld, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, summary = smoke.run(capsys)
+    status, summary, err = smoke.run(capsys)
 
     assert summary.get("verdict") == "pass", (summary, smoke.workflows.errors)
     assert status == 0
+    # Every indexable schema in its table, each through every step, nothing left behind.
+    assert {(t["schema"], t["table"]) for t in summary["targets"]} == set(smoke.indexed.items())
+    for target in summary["targets"]:
+        assert list(target["steps"]) == list(STEPS) and target["passed"] and target["left"] == []
+        assert f"ok     {target['schema']} ({target['table']}): write " in err  # each step's time, on stderr
+    assert err.rstrip().endswith("verdict: pass")
+    # Each canary went the whole way through the stream sync (signed as its role), not written by the smoke run.
+    synced = [
+        r.body.decode()
+        for r in smoke.server.requests_to("_bulk")
+        if f"Credential={smoke.sync_key}/" in r.headers.get("authorization", "")
+    ]
+    for target in summary["targets"]:
+        assert sum(CANARY in body and f'"schema":"{target["schema"]}"' in body for body in synced) >= 3
+    tables = boto3.client("dynamodb", region_name=smoke.world.region)
+    assert canary_items(tables, smoke.indexed.values()) == [] and canary_documents(smoke.server) == []
     roles = {call.role for call in smoke.calls.checked}
     worker = smoke.world.worker_role
     assert {smoke.deploy_role, smoke.runner, worker, smoke.world.machine_roles["smoke"]} <= roles
@@ -162,7 +185,7 @@ def test_without_the_probe_roles_identity_grant_the_domain_refuses_the_probe_and
     for probe in probes:  # the access policy alone (naming the account) then admits nobody
         layout.calls.policies.identity[probe] = []
 
-    status, summary = layout.run(capsys)
+    status, summary, _ = layout.run(capsys)
 
     assert status == 2 and summary["verdict"].startswith("FAILED at reader-live (reader leak): ")
     assert "es:ESHttp" in summary["verdict"] and "cannot read" in summary["verdict"]
@@ -176,7 +199,7 @@ def test_without_the_runner_roles_trust_in_the_deploy_role_the_smoke_run_cannot_
     trust = layout.calls.policies.trust[layout.runner]
     layout.calls.policies.trust[layout.runner] = without([trust], lambda s: "aws:PrincipalArn" in str(s))[0]
 
-    status, summary = layout.run(capsys)
+    status, summary, _ = layout.run(capsys)
 
     assert status != 0 and "AccessDenied" in summary["error"]
     assert [(v.call.action, v.resource) for v in layout.calls.violations] == [
@@ -193,7 +216,7 @@ def test_without_the_workers_canary_grant_the_canary_write_is_refused_and_the_ru
         layout.calls.policies.identity[worker], lambda s: "dynamodb:LeadingKeys" in str(s.get("Condition"))
     )
 
-    status, summary = layout.run(capsys)
+    status, summary, _ = layout.run(capsys)
 
     assert status == 2 and summary.get("verdict", "").startswith("FAILED at write (table): "), summary
     # Nothing was written; what the worker could not even try to delete is reported, not lost in a crash.
