@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from importlib import metadata
 from pathlib import Path
@@ -102,6 +103,8 @@ def keep(directory: Path, key: str, root: Path = ROOT, cache: Path = CACHE) -> N
     shutil.rmtree(cache / key, ignore_errors=True)
     try:
         partial.rename(cache / key)
+        now = time.time_ns()  # the file system's clock may not tell two keeps apart
+        os.utime(cache / key, ns=(now, now))
     except OSError:  # another session kept the same inputs' synth first
         shutil.rmtree(partial, ignore_errors=True)
     entries = sorted(
