@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -51,48 +52,53 @@ def shared_service_models(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(botocore.session, "create_loader", _loader)
     monkeypatch.setattr(botocore.regions, "EndpointProvider", _endpoint_provider)
-    _botocore_methods()  # before the first replacement
+    _original(botocore.client.ClientCreator, "_create_methods")  # before the first replacement
     monkeypatch.setattr(botocore.client.ClientCreator, "_create_methods", _shared_methods)
 
 
-_PROVIDERS: dict[tuple[int, int, frozenset[str]], tuple[object, object, Any]] = {}
+_MADE: dict[tuple[Any, ...], tuple[tuple[object, ...], Any]] = {}
+
+
+def _made_once(documents: tuple[object, ...], key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """What ``make`` makes of the shared loader's ``documents``, made once per those documents and ``key`` (the
+    documents are kept with it, so their ids stay theirs)."""
+    index = (*key, *map(id, documents))
+    kept = _MADE.get(index)
+    if kept is None or any(was is not now for was, now in zip(kept[0], documents, strict=True)):
+        kept = _MADE[index] = (documents, make())
+    return kept[1]
 
 
 def _endpoint_provider(ruleset_data: Any, partition_data: Any, excluded_params: Any = None) -> Any:
-    """botocore's EndpointProvider for the rule set and partitions, one per pair of the shared loader's documents
-    (kept, so their ids stay theirs)."""
+    """botocore's EndpointProvider for the rule set and partitions, one per pair of documents."""
     from botocore.endpoint_provider import EndpointProvider
 
-    key = (id(ruleset_data), id(partition_data), frozenset(excluded_params or ()))
-    kept = _PROVIDERS.get(key)
-    if kept is None or kept[0] is not ruleset_data or kept[1] is not partition_data:
-        kept = _PROVIDERS[key] = (
-            ruleset_data,
-            partition_data,
-            EndpointProvider(ruleset_data, partition_data, excluded_params),
-        )
-    return kept[2]
-
-
-_METHODS: dict[tuple[str, int], tuple[object, dict[str, Any]]] = {}
+    return _made_once(
+        (ruleset_data, partition_data),
+        ("endpoints", frozenset(excluded_params or ())),
+        lambda: EndpointProvider(ruleset_data, partition_data, excluded_params),
+    )
 
 
 def _shared_methods(creator: Any, service_model: Any) -> dict[str, Any]:
-    """botocore's methods of a client class for the service model, made once per model document (kept, as above)."""
-    description = service_model._service_description
-    key = (service_model.service_name, id(description))
-    kept = _METHODS.get(key)
-    if kept is None or kept[0] is not description:
-        kept = _METHODS[key] = (description, _botocore_methods()(creator, service_model))
-    return dict(kept[1])
+    """botocore's methods of a client class for the service model, made once per model document."""
+    from botocore.client import ClientCreator
+
+    original = _original(ClientCreator, "_create_methods")
+    made = _made_once(
+        (service_model._service_description,),
+        ("methods", service_model.service_name),
+        lambda: original(creator, service_model),
+    )
+    return dict(made)
 
 
 @functools.cache
-def _botocore_methods() -> Any:
-    """botocore's own `ClientCreator._create_methods`, as it was before `shared_service_models` replaced it."""
-    from botocore.client import ClientCreator
-
-    return ClientCreator.__dict__["_create_methods"]
+def _original(owner: type, name: str) -> Any:
+    """``owner.name`` as the library defines it, looked up before this module first replaces it (a staticmethod
+    as its function)."""
+    found = owner.__dict__[name]
+    return found.__func__ if isinstance(found, staticmethod) else found
 
 
 def parsed_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,7 +108,7 @@ def parsed_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
     builds fresh evaluation components from it, so no execution shares state with another."""
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-    _moto_parse()  # before the first replacement
+    _original(AmazonStateLanguageParser, "parse")  # before the first replacement
     monkeypatch.setattr(AmazonStateLanguageParser, "parse", staticmethod(_parse))
 
 
@@ -116,15 +122,9 @@ def _parse(definition: str) -> tuple[Any, Any]:
 @functools.lru_cache(maxsize=256)
 def _syntax_tree(definition: str) -> Any:
     """The tree moto's own parse makes of a definition (a definition it refuses raises, and is not kept)."""
-    return _moto_parse()(definition)[1]
-
-
-@functools.cache
-def _moto_parse() -> Any:
-    """moto's parse, as it was before `parsed_definitions` first replaced it."""
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-    return AmazonStateLanguageParser.__dict__["parse"].__func__
+    return _original(AmazonStateLanguageParser, "parse")(definition)[1]
 
 
 def virtual_long_polls(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -179,8 +179,8 @@ class EngineNode:
             return None
         return (
             f"the {self.launcher.name}'s JVM did not map {self.launcher.archive}, recorded for this JDK and these "
-            "jars, and started at twice the CPU: its log says why it refused it; delete the archive and the next session "
-            "records it again"
+            "jars, and started at twice the CPU: its log says why it refused it; delete the archive and the next "
+            "session records it again"
         )
 
     @property
