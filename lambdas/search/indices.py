@@ -7,8 +7,7 @@ can tell whether the newest version already has the desired mapping.
 
 Ordering lives in the stored painless script `refdata-sync-apply`: the sync sends every change as a bulk
 `update` with `scripted_upsert`, and the script applies it only when its `stream_seq` is newer than the
-stored one. `apply_sync_script` below is the same rule in Python: it is the reference semantics of the
-painless source, and the loopback test server executes it in place of painless.
+stored one.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from refdata.indexnames import WRITE_ALIAS_SUFFIX, index_pattern
-from refdata.mappings import DELETED_AT_FIELD, document_mappings
+from refdata.mappings import document_mappings
 
 APPLY_SCRIPT_ID: Final = "refdata-sync-apply"
 # Stored with this context (`PUT _scripts/<id>/update`) the script is compiled when stored: a compile error
@@ -60,32 +59,6 @@ if (stored != null && stored.compareTo(incoming) >= 0) {
 # `action.auto_create_index`: no index named like a write alias is ever auto-created (a write to a missing
 # alias would otherwise create a concrete index that blocks the alias for good); every other name as before.
 AUTO_CREATE_INDEX_RULE: Final = f"-*{WRITE_ALIAS_SUFFIX},+*"
-
-
-def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Reference semantics of `APPLY_SCRIPT_SOURCE`: the new `_source`, or None for `ctx.op = 'none'`.
-
-    `stored` is the current `_source` (None or the upsert body when the document does not exist yet).
-    """
-    incoming = params["seq"]
-    current = (stored or {}).get("stream_seq")
-    if current is not None and current >= incoming:
-        return None
-    doc: Mapping[str, Any] = params["doc"]
-    replacement: dict[str, Any]
-    if params.get("tombstone") is True:
-        replacement = {
-            "pk": doc.get("pk"),
-            "sk": doc.get("sk"),
-            "schema": doc.get("schema"),
-            DELETED_AT_FIELD: doc.get(DELETED_AT_FIELD),
-            "tombstone": True,
-        }
-    else:
-        replacement = dict(doc)
-        replacement["tombstone"] = False
-    replacement["stream_seq"] = incoming
-    return replacement
 
 
 def stored_script_body() -> dict[str, Any]:

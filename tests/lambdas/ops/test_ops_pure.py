@@ -17,7 +17,7 @@ from ops.reconcile import (
     table_differences,
 )
 from ops.writes import BACKFILL_SEQ, Write, apply_writes, repair_seq
-from search.indices import apply_sync_script, read_alias_filter
+from search.indices import read_alias_filter
 
 SEQUENCE = st.integers(min_value=0, max_value=10**40 - 1).map(lambda n: str(n).zfill(40))
 KEYS = {"pk": {"S": "geozone::c"}, "sk": {"S": "1"}}
@@ -42,21 +42,6 @@ def test_repair_seq_refuses_anything_the_platform_never_stores() -> None:
     for bad in ("", "12", "x" * 40, "0" * 40 + "q", "0" * 41):
         with pytest.raises(ValueError):
             repair_seq(bad)
-
-
-def test_the_ordering_script_lets_a_repair_win_only_over_what_it_was_computed_against() -> None:
-    stored = {"pk": "p", "sk": "s", "stream_seq": "5".zfill(40), "tombstone": False, "v": 1}
-    repair = {
-        "seq": repair_seq(stored["stream_seq"]),
-        "tombstone": False,
-        "doc": {"pk": "p", "sk": "s", "v": 2},
-    }
-    repaired = apply_sync_script(stored, repair)
-    assert repaired is not None and repaired["v"] == 2
-    assert apply_sync_script(repaired, {"seq": "5".zfill(40), "tombstone": False, "doc": {}}) is None
-    assert (
-        apply_sync_script(repaired, {"seq": "6".zfill(40), "tombstone": False, "doc": {"v": 3}}) is not None
-    )
 
 
 def state(**aliases: dict[str, Any]) -> AliasState:

@@ -27,9 +27,9 @@ from refdata.reader import (
 )
 from refdata.registry import PLATFORM_ATTRIBUTES, Schema, indexable_schemas
 from search.documents import encode_json, engine_document, item_document
-from search.indices import apply_sync_script
 
 from tests.lambdas.refdata.read_domain import sample_key
+from tests.lambdas.stream_sync.stream_sync_fakes import apply_sync_script
 
 SCHEMAS = pytest.mark.parametrize("schema", indexable_schemas(), ids=lambda schema: schema.name)
 PI = "3.1415926535897932384626433832795028"  # no double holds it
@@ -42,7 +42,8 @@ def keys(schema: Schema, n: int) -> tuple[str, str]:
 
 def engine_source(item: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
     """The `_source` the engine holds for `item` after the sync wrote it: the sync's document (doubles plus
-    exactNumbers) rebuilt by the stored script (stream_seq, tombstone), as JSON."""
+    exactNumbers) rebuilt as the stored script rebuilds it (stream_seq, tombstone; the in-process fakes' model of
+    the script), as JSON."""
     image = {name: TypeSerializer().serialize(value) for name, value in item.items()}
     doc = engine_document(item_document(image, schema.name))
     stored = apply_sync_script(None, {"seq": "1".zfill(40), "tombstone": False, "doc": doc})

@@ -1,23 +1,37 @@
-"""The composable template, the mapping fingerprint and the ordering script's semantics."""
+"""The composable template, the mapping fingerprint, and the stored ordering script run by the real engine: its rules,
+convergence under any delivery order, and the in-process fakes' model of it agreeing with painless."""
 
 from __future__ import annotations
 
 import copy
+import itertools
+import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ops.writes import repair_seq
+from refdata.indexnames import index_name, write_alias
+from refdata.keys import document_id
+from refdata.transport import NDJSON_CONTENT_TYPE
+from search.documents import Change, documents_from_records, encode_update
 from search.indices import (
-    APPLY_SCRIPT_SOURCE,
+    APPLY_SCRIPT_CONTEXT,
+    APPLY_SCRIPT_ID,
     STREAM_SEQ_WIDTH,
-    apply_sync_script,
     bootstrap_fingerprint,
     index_mappings,
+    index_settings,
     index_template,
     mapping_fingerprint,
     stored_fingerprint,
+    stored_script_body,
 )
+
+from tests.lambdas.stream_sync.stream_sync_fakes import PK, apply_sync_script, record
+from tests.support.engine_node import EngineNode
 
 
 def seq(number: int) -> str:
@@ -132,90 +146,216 @@ def test_every_index_gets_the_configured_replica_count() -> None:
     }
 
 
-def test_script_replaces_the_whole_document_with_a_newer_change() -> None:
-    stored = {"pk": "p", "sk": "1", "old": True, "stream_seq": seq(1), "tombstone": False}
+SCHEMA = "geozone"  # the schema of the fakes' records (stream_sync_fakes.PK)
+DELETED_AT = 1_764_531_000  # a REMOVE's ApproximateCreationDateTime, which its tombstone keeps
+# Hypothesis examples share a test's node: each writes documents of its own.
+EXAMPLES = itertools.count()
 
-    result = apply_sync_script(stored, {"seq": seq(2), "tombstone": False, "doc": {"pk": "p", "sk": "1"}})
 
-    assert result == {"pk": "p", "sk": "1", "stream_seq": seq(2), "tombstone": False}
+@pytest.fixture
+def synced_index(engine_as_left: EngineNode) -> EngineNode:
+    """The node as the index bootstrap leaves it for the fakes' schema: the stored script (`PUT
+    _scripts/refdata-sync-apply/update`) and the schema's first index version, made with the product's mappings and
+    no replica (not through the template), behind its write alias. Only documents change from test to test, so the
+    set-up is kept (`EngineNode.prepared`) and each test starts with no document."""
+
+    def bootstrap() -> None:
+        for path, body in (
+            (f"/_scripts/{APPLY_SCRIPT_ID}/{APPLY_SCRIPT_CONTEXT}", stored_script_body()),
+            (
+                f"/{index_name(SCHEMA, 1)}",
+                {
+                    "settings": index_settings(replicas=0),
+                    "mappings": index_mappings(SCHEMA),
+                    "aliases": {write_alias(SCHEMA): {"is_write_index": True}},
+                },
+            ),
+        ):
+            answer = engine_as_left.request("PUT", path, body)
+            assert answer.status == 200, (path, answer.body)
+
+    engine_as_left.prepared("test_indices: the stored script and geozone-v1", bootstrap)
+    return engine_as_left
+
+
+def change(
+    sk: str, sequence_number: int | str, attributes: dict[str, Any] | None = None, *, removed: bool = False
+) -> Change:
+    """A stream record of the fakes' item `sk`, parsed and built as the sync does (a REMOVE when `removed`)."""
+    event = "REMOVE" if removed else "MODIFY"
+    (built,) = documents_from_records(
+        [record(event, sk, sequence_number, attributes, created_at=DELETED_AT)], None
+    )
+    return built
+
+
+def named(value: str) -> dict[str, Any]:
+    """Item attributes with a `name` (a mapped field: no test grows the index's mapping)."""
+    return {"name": {"S": value}}
+
+
+def bulk(engine: EngineNode, changes: Sequence[Change]) -> list[str]:
+    """Send `changes` in one `_bulk` request, each as the sync encodes it (`encode_update`: a scripted upsert through
+    the stored script, into the write alias); each item's result, in order."""
+    body = "".join(encode_update(each) for each in changes).encode("ascii")
+    connection = engine.connect(timeout=60)
+    try:
+        connection.request("POST", "/_bulk", body=body, headers={"Content-Type": NDJSON_CONTENT_TYPE})
+        answer = json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+    items = [item["update"] for item in answer["items"]]
+    assert not answer["errors"], [item for item in items if "error" in item]
+    return [item["result"] for item in items]
+
+
+def stored(engine: EngineNode, *sks: str) -> list[dict[str, Any] | None]:
+    """The `_source` the engine holds for each of the fakes' items `sks` (None: no document); realtime, no refresh."""
+    ids = [document_id(PK, sk) for sk in sks]
+    answer = engine.request("POST", f"/{index_name(SCHEMA, 1)}/_mget", {"ids": ids})
+    assert answer.status == 200, answer.body
+    return [doc.get("_source") for doc in answer.body["docs"]]
+
+
+def script_params(each: Change) -> dict[str, Any]:
+    """The params the stored script receives for `each`: read back from the update the sync sends."""
+    params: dict[str, Any] = json.loads(encode_update(each).splitlines()[1])["script"]["params"]
+    return params
+
+
+def test_the_stored_script_replaces_the_whole_document_with_a_newer_change(synced_index: EngineNode) -> None:
+    old = {"description": {"S": "old"}, "hidden": {"BOOL": True}}
+
+    results = bulk(synced_index, [change("1", 1, old), change("1", 2)])
+
+    assert results == ["created", "updated"]
+    assert stored(synced_index, "1") == [
+        {"pk": PK, "sk": "1", "schema": SCHEMA, "stream_seq": seq(2), "tombstone": False}
+    ]
 
 
 @pytest.mark.parametrize("incoming", [1, 5])
-def test_script_ignores_an_older_or_equal_change(incoming: int) -> None:
-    stored = {"pk": "p", "sk": "1", "stream_seq": seq(5), "tombstone": False}
+def test_the_stored_script_ignores_an_older_or_equal_change(synced_index: EngineNode, incoming: int) -> None:
+    results = bulk(synced_index, [change("1", 5, named("kept")), change("1", incoming, named("late"))])
 
-    assert apply_sync_script(stored, {"seq": seq(incoming), "tombstone": False, "doc": {"pk": "p"}}) is None
-
-
-def test_script_writes_a_minimal_tombstone_for_a_remove() -> None:
-    doc = {
-        "pk": "p",
-        "sk": "1",
-        "schema": "geozone",
-        "deletedAt": 7,
-        "name": "x",
-        "geometry": {"type": "Point"},
-    }
-
-    result = apply_sync_script(None, {"seq": seq(9), "tombstone": True, "doc": doc})
-
-    assert result == {
-        "pk": "p",
-        "sk": "1",
-        "schema": "geozone",
-        "deletedAt": 7,
-        "stream_seq": seq(9),
-        "tombstone": True,
-    }
+    assert results == ["created", "noop"]
+    assert stored(synced_index, "1") == [
+        {"pk": PK, "sk": "1", "schema": SCHEMA, "name": "kept", "stream_seq": seq(5), "tombstone": False}
+    ]
 
 
-def test_script_lets_a_newer_upsert_revive_a_tombstone() -> None:
-    tombstone = {"pk": "p", "sk": "1", "schema": "s", "stream_seq": seq(3), "tombstone": True}
+def test_the_stored_script_writes_a_minimal_tombstone_for_a_remove(synced_index: EngineNode) -> None:
+    point = {"M": {"type": {"S": "Point"}, "coordinates": {"L": [{"N": "-123.1"}, {"N": "49.1"}]}}}
+    item = named("x") | {"description": {"S": "d"}, "geometry": point}
 
-    result = apply_sync_script(tombstone, {"seq": seq(4), "tombstone": False, "doc": {"pk": "p", "sk": "1"}})
+    bulk(synced_index, [change("1", 8, item), change("1", 9, removed=True)])
 
-    assert result is not None
-    assert result["tombstone"] is False
-
-
-def test_script_source_has_the_same_rule_as_its_python_twin() -> None:
-    source = APPLY_SCRIPT_SOURCE
-
-    assert "stored.compareTo(incoming) >= 0" in source
-    assert "ctx.op = 'none'" in source
-    assert "ctx._source.clear()" in source
-    assert "replacement.put('stream_seq', incoming)" in source
-    assert source.count("{") == source.count("}")
+    assert stored(synced_index, "1") == [
+        {
+            "pk": PK,
+            "sk": "1",
+            "schema": SCHEMA,
+            "deletedAt": DELETED_AT,
+            "stream_seq": seq(9),
+            "tombstone": True,
+        }
+    ]
 
 
-changes = st.lists(
+def test_the_stored_script_lets_a_newer_upsert_revive_a_tombstone(synced_index: EngineNode) -> None:
+    results = bulk(synced_index, [change("1", 3, removed=True), change("1", 4, named("back"))])
+
+    assert results == ["created", "updated"]
+    assert stored(synced_index, "1") == [
+        {"pk": PK, "sk": "1", "schema": SCHEMA, "name": "back", "stream_seq": seq(4), "tombstone": False}
+    ]
+
+
+def test_the_stored_script_lets_a_repair_win_only_over_what_it_was_computed_against(
+    synced_index: EngineNode,
+) -> None:
+    first = change("1", 5, named("v1"))
+    bulk(synced_index, [first])
+
+    assert bulk(synced_index, [change("1", repair_seq(first.seq), named("v2"))]) == ["updated"]
+    (repaired,) = stored(synced_index, "1")
+    assert repaired is not None and repaired["name"] == "v2"
+    assert bulk(synced_index, [change("1", 5), change("1", 6, named("v3"))]) == ["noop", "updated"]
+
+
+# A history: distinct stream sequence numbers, each a REMOVE or a write of one of a few values.
+histories = st.lists(
     st.tuples(st.integers(min_value=1, max_value=10**30), st.booleans(), st.integers(0, 3)),
     min_size=1,
     max_size=8,
-    unique_by=lambda change: change[0],
+    unique_by=lambda step: step[0],
 )
 
 
-@given(changes, st.randoms(use_true_random=False))
+def history_change(sk: str, step: tuple[int | str, bool, int]) -> Change:
+    """One step of a history as the change of item `sk`: its sequence number, a REMOVE or a write of `v<value>`."""
+    sequence_number, removed, value = step
+    return change(sk, sequence_number, None if removed else named(f"v{value}"), removed=removed)
+
+
+# Each example is one bulk request and one read, each on a few documents of its own, on the node the test's fixture
+# set up once for all its examples (hence the health check); 20 examples cost the node about 0.15 s of CPU.
+ON_THE_NODE = settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@ON_THE_NODE
+@given(histories, st.randoms(use_true_random=False))
 def test_any_delivery_order_converges_to_the_newest_change(
-    history: list[tuple[int, bool, int]], shuffler: Any
+    synced_index: EngineNode, history: list[tuple[int, bool, int]], shuffler: Any
 ) -> None:
-    def params(change: tuple[int, bool, int]) -> dict[str, Any]:
-        number, tombstone, value = change
-        return {
-            "seq": seq(number),
-            "tombstone": tombstone,
-            "doc": {"pk": "p", "sk": "1", "schema": "s", "v": value},
-        }
-
-    def deliver(order: list[tuple[int, bool, int]]) -> dict[str, Any] | None:
-        current: dict[str, Any] | None = None
-        for change in order:
-            current = apply_sync_script(current, params(change)) or current
-        return current
-
     shuffled = list(history)
     shuffler.shuffle(shuffled)
-    replayed = shuffled + list(reversed(history))
+    orders = {
+        "shuffled": shuffled,
+        "replayed": shuffled + list(reversed(history)),
+        "sorted": sorted(history),
+        "newest-first": sorted(history, reverse=True),
+    }
+    example = next(EXAMPLES)
+    sks = {name: f"converge-{example}-{name}" for name in orders}
 
-    assert deliver(replayed) == deliver(sorted(history))
+    bulk(synced_index, [history_change(sks[name], step) for name, order in orders.items() for step in order])
+
+    number, removed, value = max(history)
+    newest = {"schema": SCHEMA, "stream_seq": seq(number), "tombstone": removed}
+    newest |= {"deletedAt": DELETED_AT} if removed else {"name": f"v{value}"}
+    held = dict(zip(orders, stored(synced_index, *sks.values()), strict=True))
+    assert held == {name: {"pk": PK, "sk": sks[name], **newest} for name in orders}
+
+
+# Sequence numbers from a few values, some of them repairs (`<seq>r`): two changes with the same number and different
+# contents are drawn often, as are a change and its repair.
+model_steps = st.tuples(
+    st.builds(lambda number, repairs: f"{number}{'r' * repairs}", st.integers(1, 4), st.integers(0, 2)),
+    st.booleans(),
+    st.integers(0, 3),
+)
+
+
+@ON_THE_NODE
+@given(st.lists(st.lists(model_steps, min_size=1, max_size=6), min_size=1, max_size=4))
+def test_the_fakes_model_of_the_script_agrees_with_painless_on_any_history(
+    synced_index: EngineNode, deliveries: list[list[tuple[str, bool, int]]]
+) -> None:
+    example = next(EXAMPLES)
+    changes = {
+        f"model-{example}-{n}": [history_change(f"model-{example}-{n}", step) for step in delivery]
+        for n, delivery in enumerate(deliveries)
+    }
+
+    bulk(synced_index, [each for delivered in changes.values() for each in delivered])
+
+    modelled: dict[str, dict[str, Any] | None] = {}
+    for sk, delivered in changes.items():
+        current: dict[str, Any] | None = None
+        for each in delivered:
+            current = apply_sync_script(current, script_params(each)) or current
+        modelled[sk] = current
+    assert dict(zip(changes, stored(synced_index, *changes), strict=True)) == modelled

@@ -1,14 +1,15 @@
-"""In-process stand-ins for the sync's ports: an OpenSearch `_bulk` that runs the script's Python twin,
-an S3 geometry store and a DLQ. Unit tests use these; integration tests use moto and the loopback server."""
+"""In-process stand-ins for the sync's ports: an OpenSearch `_bulk` that applies a model of the stored ordering
+script, an S3 geometry store and a DLQ. Unit tests use these; integration tests use moto and the real engine behind
+the loopback domain front."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from search.indices import apply_sync_script
+from refdata.mappings import DELETED_AT_FIELD
 from stream_sync.config import Settings
 from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, GeometryTooLarge, HttpReply, Ports
 
@@ -33,7 +34,7 @@ def settings(**overrides: Any) -> Settings:
 def record(
     event_name: str,
     sk: str,
-    seq: int,
+    seq: int | str,
     attributes: dict[str, Any] | None = None,
     *,
     pk: str = PK,
@@ -58,12 +59,41 @@ def record(
     }
 
 
+def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A model of the stored painless script (`search.indices.APPLY_SCRIPT_SOURCE`) for the fast in-process `_bulk`:
+    the new `_source`, or None where the script sets `ctx.op = 'none'`.
+
+    `stored` is the current `_source` (None when the document does not exist yet), `params` the script's params as
+    the sync sends them. The model is checked against painless on the real engine by
+    tests/lambdas/search/test_indices.py::test_the_fakes_model_of_the_script_agrees_with_painless_on_any_history.
+    """
+    incoming = params["seq"]
+    current = (stored or {}).get("stream_seq")
+    if current is not None and current >= incoming:
+        return None
+    doc: Mapping[str, Any] = params["doc"]
+    replacement: dict[str, Any]
+    if params.get("tombstone") is True:
+        replacement = {
+            "pk": doc.get("pk"),
+            "sk": doc.get("sk"),
+            "schema": doc.get("schema"),
+            DELETED_AT_FIELD: doc.get(DELETED_AT_FIELD),
+            "tombstone": True,
+        }
+    else:
+        replacement = dict(doc)
+        replacement["tombstone"] = False
+    replacement["stream_seq"] = incoming
+    return replacement
+
+
 Reply = HttpReply | BulkUnavailable
 
 
 @dataclass
 class FakeOpenSearch:
-    """`_bulk` over a dict, applying `search.indices.apply_sync_script` like the stored script."""
+    """`_bulk` over a dict, applying `apply_sync_script` (the model of the stored script) to each update."""
 
     docs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     replies: list[Reply] = field(default_factory=list)  # canned whole-request outcomes, used first
