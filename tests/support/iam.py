@@ -237,7 +237,7 @@ def _statements(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
 
 
 # Called with every decision `decide` makes: (identity, resource policy, request, resource policy required, decision).
-# tests/support/iam_oracle.py records them for the independent check at the session's end.
+# tests/support/iam_oracle.py puts each to the independent oracle as it is made.
 DECISION_OBSERVERS: list[
     Callable[[Sequence[Mapping[str, Any]], Mapping[str, Any] | None, Request, bool, str], None]
 ] = []

@@ -1,20 +1,23 @@
 """An independent check of the IAM double (tests/support/iam.py): the same decisions put to `@cloud-copilot/iam-simulate`.
 
 `simulation` turns one decision's inputs (identity policies, the resource, trust or key policy, the request) into
-iam-simulate's input; `ask` puts a batch of them to one Node process (tests/support/iam_simulate.mjs) and reads the
-answers back. iam-simulate is AGPL-3.0: a test-only npm dev dependency run as a separate process, never shipped with
-or imported by the product.
+iam-simulate's input; an `Oracle` is one Node process (tests/support/iam_simulate.mjs) that answers each input as it is
+put, and `ask` puts a batch to one. iam-simulate is AGPL-3.0: a test-only npm dev dependency run as a separate
+process, never shipped with or imported by the product.
 
-Also a pytest plugin (tests/conftest.py loads it): every decision `iam.decide` makes during the session is recorded
-(once per distinct input) and, at the session's end, put to the oracle in one batch per process (each pytest-xdist
-worker checks its own and hands the controller what disagreed). Any disagreement fails the run.
+Also a pytest plugin (tests/conftest.py loads it): every decision `iam.decide` makes during the session is put to one
+oracle per process as it is made (once per distinct input), so iam-simulate works while the tests run and the
+session's end waits only for the last answers; each pytest-xdist worker checks its own and hands the controller what
+disagreed. Any disagreement fails the run.
 """
 
 from __future__ import annotations
 
 import json
-import resource
+import os
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -104,24 +107,64 @@ class Answer:
     ignored: tuple[str, ...]  # context keys iam-simulate dropped as not applying to the action
 
 
+class Oracle:
+    """One Node process running iam-simulate: each input `put` is answered as it arrives (one JSON line in, one
+    out); `answers` ends its input and returns every answer, in order, with the process's own CPU."""
+
+    def __init__(self) -> None:
+        # Files, not pipes: nothing has to read the answers while the tests run. `answers` closes them.
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115
+        self._process = subprocess.Popen(
+            ["node", str(SCRIPT)], stdin=subprocess.PIPE, stdout=self._out, stderr=self._err
+        )
+        self.put_count = 0
+
+    def put(self, simulation_json: str) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.write(simulation_json.encode() + b"\n")
+        self._process.stdin.flush()
+        self.put_count += 1
+
+    def answers(self, timeout: float = 600) -> tuple[list[Answer], float]:
+        """Every answer in the order put, and the seconds of CPU the process used (`os.wait4` reaps it for its own
+        resource usage, which `Popen.wait` does not give)."""
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        reaped: list[tuple[int, int, Any]] = []
+        waiter = threading.Thread(target=lambda: reaped.append(os.wait4(self._process.pid, 0)), daemon=True)
+        waiter.start()
+        waiter.join(timeout)
+        if not reaped:
+            self._process.kill()
+            waiter.join()
+            raise AssertionError(f"iam-simulate gave no answer within {timeout:.0f} s")
+        ((_, status, usage),) = reaped
+        self._process.returncode = os.waitstatus_to_exitcode(status)
+        with self._out, self._err:
+            self._err.seek(0)
+            if self._process.returncode != 0:
+                failure = self._err.read().decode()[-2000:]
+                raise AssertionError(f"iam-simulate failed ({self._process.returncode}): {failure}")
+            self._out.seek(0)
+            answers = [json.loads(line) for line in self._out.read().splitlines()]
+        if len(answers) != self.put_count:
+            raise AssertionError(f"iam-simulate answered {len(answers)} of {self.put_count} inputs")
+        parsed = [
+            Answer(RESULTS.get(str(one["result"])), one["errors"], tuple(one["ignoredContextKeys"]))
+            for one in answers
+        ]
+        return parsed, usage.ru_utime + usage.ru_stime
+
+
 def ask(simulations: Sequence[Mapping[str, Any]]) -> list[Answer]:
     """iam-simulate's decisions on `simulations`, in order, from one Node process."""
     if not simulations:
         return []
-    done = subprocess.run(
-        ["node", str(SCRIPT)],
-        input=json.dumps(list(simulations)).encode(),
-        capture_output=True,
-        check=False,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"iam-simulate failed ({done.returncode}): {done.stderr.decode()[-2000:]}")
-    answers = json.loads(done.stdout)
-    return [
-        Answer(RESULTS.get(str(one["result"])), one["errors"], tuple(one["ignoredContextKeys"]))
-        for one in answers
-    ]
+    oracle = Oracle()
+    for sim in simulations:
+        oracle.put(json.dumps(sim))
+    return oracle.answers()[0]
 
 
 def disagreement(expected: str, sim: Mapping[str, Any], answer: Answer) -> str | None:
@@ -148,12 +191,14 @@ def describe(sim: Mapping[str, Any]) -> str:
 
 
 class Recorder:
-    """The distinct decisions `iam.decide` made in this process: their iam-simulate input and the double's answer.
-    Inputs are serialized when decided (tests change policies afterwards)."""
+    """The distinct decisions `iam.decide` made in this process, each put to the oracle as it is made (inputs are
+    serialized when decided: tests change policies afterwards), with the double's answer."""
 
     def __init__(self) -> None:
         self.decisions: dict[str, str] = {}
         self.count = 0
+        self.oracle: Oracle | None = None
+        self.problem: str | None = None  # why the oracle could not be asked
 
     def __call__(
         self,
@@ -165,28 +210,41 @@ class Recorder:
     ) -> None:
         self.count += 1
         sim = simulation(identity, resource_policy, request, resource_policy_required=required)
-        self.decisions[json.dumps(sim, sort_keys=True, default=str)] = decision
+        text = json.dumps(sim, sort_keys=True, default=str)
+        if text in self.decisions:
+            return
+        self.decisions[text] = decision
+        if self.problem is None:
+            try:
+                self.oracle = self.oracle or Oracle()
+                self.oracle.put(text)
+            except OSError as error:
+                self.problem = f"iam-simulate did not run (`make setup` installs it): {error}"
 
     def check(self) -> dict[str, Any]:
-        """Put every distinct decision to iam-simulate in one batch: counts, seconds, and what disagreed."""
-        started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        """The oracle's answers to every distinct decision: counts, the seconds waited for the last of them, the
+        oracle's CPU, and what disagreed."""
+        started, cpu = time.perf_counter(), 0.0
         simulations = [json.loads(text) for text in self.decisions]
-        try:
-            answers = ask(simulations)
-        except (AssertionError, OSError, ValueError, subprocess.TimeoutExpired) as error:
-            answers, problems = [], [f"iam-simulate did not run (`make setup` installs it): {error}"]
-        else:
-            problems = [
-                f"{describe(sim)}: {why}"
-                for sim, expected, answer in zip(simulations, self.decisions.values(), answers, strict=True)
-                if (why := disagreement(expected, sim, answer))
-            ]
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the Node process is the only child that ran
+        problems = [self.problem] if self.problem else []
+        if self.oracle is not None and not problems:
+            try:
+                answers, cpu = self.oracle.answers()
+            except (AssertionError, OSError, ValueError) as error:
+                problems = [f"iam-simulate did not run (`make setup` installs it): {error}"]
+            else:
+                problems = [
+                    f"{describe(sim)}: {why}"
+                    for sim, expected, answer in zip(
+                        simulations, self.decisions.values(), answers, strict=True
+                    )
+                    if (why := disagreement(expected, sim, answer))
+                ]
         return {
             "decisions": self.count,
             "distinct": len(simulations),
             "seconds": time.perf_counter() - started,
-            "node_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "node_cpu": cpu,
             "disagreements": problems,
         }
 
@@ -233,8 +291,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     cpu = sum(s["node_cpu"] for s in SUMMARIES)
     problems = [problem for s in SUMMARIES for problem in s["disagreements"]]
     terminalreporter.write_line(
-        f"IAM oracle: {decisions} decisions of the double ({distinct} distinct) put to iam-simulate in "
-        f"{seconds:.2f} s ({cpu:.2f} s of Node CPU) over {len(SUMMARIES)} process(es); "
+        f"IAM oracle: {decisions} decisions of the double ({distinct} distinct) put to iam-simulate as they were "
+        f"made, {cpu:.2f} s of Node CPU over {len(SUMMARIES)} process(es), {seconds:.2f} s waited at the end; "
         f"{len(problems)} not confirmed",
         red=bool(problems),
     )
