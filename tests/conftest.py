@@ -25,8 +25,8 @@ pytest_plugins = (
 )
 
 # Property tests draw the same examples on every run: a proof loop that passes or fails by the draw is flaky. (A
-# random draw of the engine comparison in refdata's limits found a field name the check lets through and the engine
-# refuses, `{"a.": {"a.b": []}}`, in CI; it is recorded as an open defect, not left to chance.)
+# random draw of the engine comparison in refdata's limits once found a field name the check let through and the
+# engine refused, `{"a.": {"a.b": []}}`, in CI: the check was fixed, and the draw is kept as an explicit example.)
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
