@@ -192,9 +192,12 @@ def describe(sim: Mapping[str, Any]) -> str:
 
 class Recorder:
     """The distinct decisions `iam.decide` made in this process, each put to the oracle as it is made (inputs are
-    serialized when decided: tests change policies afterwards), with the double's answer."""
+    serialized when decided: tests change policies afterwards), with the double's answer. Decisions come from many
+    threads at once (the domain front's, moto's, a distributed map's items), often the same one: each distinct input
+    is recorded and put exactly once, in the order of `decisions`, which is the order the oracle answers in."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self.decisions: dict[str, str] = {}
         self.count = 0
         self.oracle: Oracle | None = None
@@ -208,18 +211,19 @@ class Recorder:
         required: bool,
         decision: str,
     ) -> None:
-        self.count += 1
         sim = simulation(identity, resource_policy, request, resource_policy_required=required)
         text = json.dumps(sim, sort_keys=True, default=str)
-        if text in self.decisions:
-            return
-        self.decisions[text] = decision
-        if self.problem is None:
-            try:
-                self.oracle = self.oracle or Oracle()
-                self.oracle.put(text)
-            except OSError as error:
-                self.problem = f"iam-simulate did not run (`make setup` installs it): {error}"
+        with self._lock:
+            self.count += 1
+            if text in self.decisions:
+                return
+            self.decisions[text] = decision
+            if self.problem is None:
+                try:
+                    self.oracle = self.oracle or Oracle()
+                    self.oracle.put(text)
+                except OSError as error:
+                    self.problem = f"iam-simulate did not run (`make setup` installs it): {error}"
 
     def check(self) -> dict[str, Any]:
         """The oracle's answers to every distinct decision: counts, the seconds waited for the last of them, the

@@ -7,10 +7,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from tests.support.iam import Request
-from tests.support.iam_oracle import Answer, ask, disagreement, simulation
+from tests.support.iam_oracle import Answer, Recorder, ask, disagreement, simulation
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = "arn:aws:iam::111111111111:role/caller"
@@ -124,3 +125,32 @@ def test_the_oracle_is_a_development_dependency_the_product_never_names() -> Non
         and any(name in path.read_text(errors="ignore") for name in ORACLE_NAMES)
     ]
     assert not offenders
+
+
+def test_decisions_made_by_many_threads_at_once_each_reach_one_oracle_once() -> None:
+    """Decisions come from many threads at once (the domain front's, moto's, a distributed map's items), the same
+    one often, the first ones before any oracle runs: each distinct decision is put to one oracle exactly once, in the
+    order it answers. (Unlocked, the first threads started an oracle each and one's inputs went unanswered.)"""
+    recorder = Recorder()
+    allow = [{"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]}]
+    together = threading.Barrier(8)
+
+    def decide_many() -> None:
+        together.wait()
+        for n in range(100):
+            recorder(allow, None, Request(ROLE, "s3:GetObject", f"{OBJECT}{n % 25}", {}), False, "allow")
+
+    threads = [threading.Thread(target=decide_many) for _ in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # a thread switch at almost every bytecode: the interleavings a session meets
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+    summary = recorder.check()
+
+    assert (summary["decisions"], summary["distinct"], summary["disagreements"]) == (800, 25, [])
