@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import json
 import re
@@ -20,6 +21,7 @@ from search.indices import (
     APPLY_SCRIPT_ID,
     APPLY_SCRIPT_SOURCE,
     index_mappings,
+    index_template,
     mapping_fingerprint,
 )
 from search.readers import read_role_definitions
@@ -201,16 +203,23 @@ def test_latest_version_decides_when_several_exist(server: LoopbackOpenSearch, e
     ]
 
 
-def test_error_response_raises_with_the_opensearch_reason(server: LoopbackOpenSearch) -> None:
-    server.fail_next(
-        ROUTE_INDEX_TEMPLATE,
-        400,
-        error_type="mapper_parsing_exception",
-        reason="No handler for type [geoshape]",
-    )
+def test_a_mapping_the_engine_refuses_fails_the_deployment_with_the_engines_reason(
+    server: LoopbackOpenSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(schema: str, *, replicas: int) -> dict[str, Any]:
+        """The product's template with its geometry mapped as a type no module declares (a typo of geo_shape)."""
+        template = copy.deepcopy(index_template(schema, replicas=replicas))
+        template["template"]["mappings"]["properties"]["geometry"] = {"type": "geoshape"}
+        return template
 
-    with pytest.raises(BootstrapError, match=r"mapper_parsing_exception: No handler for type \[geoshape\]"):
+    monkeypatch.setattr(bootstrap, "index_template", refused)
+
+    with pytest.raises(
+        BootstrapError,
+        match=r"mapper_parsing_exception: No handler for type \[geoshape\] declared on field \[geometry\]",
+    ):
         handler.on_event(event(server), None)
+    assert server.index_names() == []
 
 
 def test_throttling_is_retried_a_bounded_number_of_times(server: LoopbackOpenSearch) -> None:
