@@ -59,6 +59,7 @@ class GroupScheduling(LoadScopeScheduling):
         self.folder = Path(config.stash[FOLDER_KEY])
         self._groups: dict[str, str] | None = None
         self._reserved: dict[str, str] = {}
+        self._modules: dict[str, str] = {}  # each worker's module of the unit it was handed last
 
     def _split_scope(self, nodeid: str) -> str:
         if (
@@ -70,13 +71,26 @@ class GroupScheduling(LoadScopeScheduling):
         return self._groups.get(nodeid, nodeid)
 
     def _assign_work_unit(self, node: Any) -> None:
-        """The node's own group first; else the first unit no other live worker is reserved for; else the first."""
+        """The node's own group first; else a unit no other live worker is reserved for: of the module the node ran
+        last, else of a module no other worker is running, else the first; else the first unit. A module's fixtures
+        are built once in each worker that runs some of its tests: handed out one after the other, both workers drew
+        from the same modules and built each module's fixtures twice (in-process synths, replayed alarm timelines)."""
+        me = node.gateway.id
         live = {each.gateway.id for each in self.nodes}
-        own = [scope for scope in self.workqueue if self._reserved.get(scope) == node.gateway.id]
+        elsewhere = {module for worker, module in self._modules.items() if worker != me and worker in live}
+        own = [scope for scope in self.workqueue if self._reserved.get(scope) == me]
         free = [scope for scope in self.workqueue if self._reserved.get(scope) not in live]
-        chosen = (own or free or list(self.workqueue))[0]
+        same = [scope for scope in free if _module(scope) == self._modules.get(me)]
+        untouched = [scope for scope in free if _module(scope) not in elsewhere]
+        chosen = (own or same or untouched or free or list(self.workqueue))[0]
+        self._modules[me] = _module(chosen)
         self.workqueue.move_to_end(chosen, last=False)
         super()._assign_work_unit(node)
+
+
+def _module(scope: str) -> str:
+    """The test module of a unit (a group's name for a group)."""
+    return scope.split("::", 1)[0]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -73,3 +73,43 @@ def test_only_a_grouped_runs_worker_knows_which_nodes_it_will_need() -> None:
     assert runs_here(config, "engine") is None  # no plan: the process starts the nodes its collection uses
     config.stash[HERE_KEY] = frozenset({"engine"})
     assert runs_here(config, "engine") is True and runs_here(config, "secured") is False
+
+
+MODULE = """
+import os, pytest
+
+@pytest.fixture(scope="module")
+def built():
+    with open(os.environ["BUILT"], "a") as out:
+        out.write(f"{__name__} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+@pytest.mark.parametrize("n", range(12))
+def test_uses_the_module_fixture(built, n):
+    pass
+"""
+
+
+def test_a_modules_tests_run_in_one_worker_until_no_other_module_is_left(tmp_path: Path) -> None:
+    """A module's fixtures are built in each worker that runs some of its tests. Handed out one test after the other,
+    both workers drew from the same module and built its fixtures twice; now a worker goes on with its module or takes
+    one the other is not running, and only the last module left may be shared."""
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ("tests.support.node_groups",)\n')
+    for name in "abcdef":
+        (tmp_path / f"test_{name}.py").write_text(MODULE)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    built = tmp_path / "built.txt"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "BUILT": str(built)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers: dict[str, set[str]] = {}
+    for line in built.read_text().splitlines():
+        module, worker = line.split()
+        workers.setdefault(module, set()).add(worker)
+    assert len(workers) == 6 and set().union(*workers.values()) == {"gw0", "gw1"}, workers
+    assert sum(len(ran_in) > 1 for ran_in in workers.values()) <= 1, workers
