@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
 
 import pytest
+from refdata.transport import NDJSON_CONTENT_TYPE
 
 from tests.support.engine_setup import ENGINE, EngineSetupError
 from tests.support.node_groups import runs_here
@@ -189,11 +190,17 @@ class EngineNode:
         return f"http://127.0.0.1:{self.port}"
 
     def request(self, method: str, path: str, body: Any = None) -> Answer:
-        """One request to the node, not signed and through no proxy (the suite's own housekeeping)."""
+        """One request to the node, not signed and through no proxy (the suite's own housekeeping). A body of bytes
+        goes as written, as NDJSON (a `_bulk` body); any other as JSON."""
         connection = self.connect(timeout=60)
         try:
-            data = None if body is None else json.dumps(body).encode()
-            headers = {"Content-Type": "application/json"} if data is not None else {}
+            headers = {}
+            if isinstance(body, bytes):
+                data, headers["Content-Type"] = body, NDJSON_CONTENT_TYPE
+            elif body is not None:
+                data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
+            else:
+                data = None
             headers.update(self.proxy_headers(None))
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()

@@ -78,11 +78,17 @@ class GroupScheduling(LoadScopeScheduling):
         me = node.gateway.id
         live = {each.gateway.id for each in self.nodes}
         elsewhere = {module for worker, module in self._modules.items() if worker != me and worker in live}
-        own = [scope for scope in self.workqueue if self._reserved.get(scope) == me]
-        free = [scope for scope in self.workqueue if self._reserved.get(scope) not in live]
-        same = [scope for scope in free if _module(scope) == self._modules.get(me)]
-        untouched = [scope for scope in free if _module(scope) not in elsewhere]
-        chosen = (own or same or untouched or free or list(self.workqueue))[0]
+
+        def rank(scope: str) -> int:
+            reserved = self._reserved.get(scope)
+            if reserved == me:
+                return 0
+            if reserved in live:
+                return 4
+            module = _module(scope)
+            return 1 if module == self._modules.get(me) else 2 if module not in elsewhere else 3
+
+        chosen = min(self.workqueue, key=rank)  # the first unit of the best rank: one pass over the queue
         self._modules[me] = _module(chosen)
         self.workqueue.move_to_end(chosen, last=False)
         super()._assign_work_unit(node)

@@ -38,16 +38,17 @@ def test_other(n):
 """
 
 
-def test_each_group_runs_in_the_one_worker_reserved_for_it(tmp_path: Path) -> None:
-    """pytest-xdist's own loadgroup spread a group's tests over both workers under pytest 9.2 (its group suffix no
-    longer reaches the test's id), and each worker started both nodes."""
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ("tests.support.node_groups",)\n')
-    (tmp_path / "test_suite.py").write_text(SUITE)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    ran = tmp_path / "ran.txt"
+def two_worker_session(directory: Path, modules: dict[str, str]) -> dict[str, set[str]]:
+    """Run the test modules `modules` (file name -> source) in a real two-worker `--dist loadgroup` session with this
+    plugin; each line they write to $RAN ("<name> <worker>") read back as name -> the workers it was written in."""
+    (directory / "conftest.py").write_text('pytest_plugins = ("tests.support.node_groups",)\n')
+    (directory / "pytest.ini").write_text("[pytest]\n")
+    for name, source in modules.items():
+        (directory / name).write_text(source)
+    ran = directory / "ran.txt"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
-        cwd=tmp_path,
+        cwd=directory,
         env={**os.environ, "PYTHONPATH": str(ROOT), "RAN": str(ran)},
         capture_output=True,
         text=True,
@@ -58,6 +59,13 @@ def test_each_group_runs_in_the_one_worker_reserved_for_it(tmp_path: Path) -> No
     for line in ran.read_text().splitlines():
         name, worker = line.split()
         workers.setdefault(name, set()).add(worker)
+    return workers
+
+
+def test_each_group_runs_in_the_one_worker_reserved_for_it(tmp_path: Path) -> None:
+    """pytest-xdist's own loadgroup spread a group's tests over both workers under pytest 9.2 (its group suffix no
+    longer reaches the test's id), and each worker started both nodes."""
+    workers = two_worker_session(tmp_path, {"test_suite.py": SUITE})
     assert workers["engine"] == {"gw0"} and workers["secured"] == {"gw1"}, workers  # as `reservations` says
     assert workers["other"] == {"gw0", "gw1"}, workers
 
@@ -80,7 +88,7 @@ import os, pytest
 
 @pytest.fixture(scope="module")
 def built():
-    with open(os.environ["BUILT"], "a") as out:
+    with open(os.environ["RAN"], "a") as out:
         out.write(f"{__name__} {os.environ['PYTEST_XDIST_WORKER']}\\n")
 
 @pytest.mark.parametrize("n", range(12))
@@ -93,23 +101,6 @@ def test_a_modules_tests_run_in_one_worker_until_no_other_module_is_left(tmp_pat
     """A module's fixtures are built in each worker that runs some of its tests. Handed out one test after the other,
     both workers drew from the same module and built its fixtures twice; now a worker goes on with its module or takes
     one the other is not running, and only the last module left may be shared."""
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ("tests.support.node_groups",)\n')
-    for name in "abcdef":
-        (tmp_path / f"test_{name}.py").write_text(MODULE)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    built = tmp_path / "built.txt"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "BUILT": str(built)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    workers: dict[str, set[str]] = {}
-    for line in built.read_text().splitlines():
-        module, worker = line.split()
-        workers.setdefault(module, set()).add(worker)
+    workers = two_worker_session(tmp_path, {f"test_{name}.py": MODULE for name in "abcdef"})
     assert len(workers) == 6 and set().union(*workers.values()) == {"gw0", "gw1"}, workers
     assert sum(len(ran_in) > 1 for ran_in in workers.values()) <= 1, workers

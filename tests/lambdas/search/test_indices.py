@@ -14,8 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ops.writes import repair_seq
 from refdata.indexnames import index_name, write_alias
-from refdata.keys import document_id
-from refdata.transport import NDJSON_CONTENT_TYPE
+from refdata.keys import document_id, parse_pk
 from search.documents import Change, documents_from_records, encode_update
 from search.indices import (
     APPLY_SCRIPT_CONTEXT,
@@ -146,7 +145,7 @@ def test_every_index_gets_the_configured_replica_count() -> None:
     }
 
 
-SCHEMA = "geozone"  # the schema of the fakes' records (stream_sync_fakes.PK)
+SCHEMA = parse_pk(PK)[0].name  # the schema of the fakes' records
 DELETED_AT = 1_764_531_000  # a REMOVE's ApproximateCreationDateTime, which its tombstone keeps
 # Hypothesis examples share a test's node: each writes documents of its own.
 EXAMPLES = itertools.count()
@@ -197,15 +196,12 @@ def named(value: str) -> dict[str, Any]:
 def bulk(engine: EngineNode, changes: Sequence[Change]) -> list[str]:
     """Send `changes` in one `_bulk` request, each as the sync encodes it (`encode_update`: a scripted upsert through
     the stored script, into the write alias); each item's result, in order."""
-    body = "".join(encode_update(each) for each in changes).encode("ascii")
-    connection = engine.connect(timeout=60)
-    try:
-        connection.request("POST", "/_bulk", body=body, headers={"Content-Type": NDJSON_CONTENT_TYPE})
-        answer = json.loads(connection.getresponse().read())
-    finally:
-        connection.close()
-    items = [item["update"] for item in answer["items"]]
-    assert not answer["errors"], [item for item in items if "error" in item]
+    answer = engine.request(
+        "POST", "/_bulk", "".join(encode_update(each) for each in changes).encode("ascii")
+    )
+    assert answer.status == 200, answer.body
+    items = [item["update"] for item in answer.body["items"]]
+    assert not answer.body["errors"], [item for item in items if "error" in item]
     return [item["result"] for item in items]
 
 
