@@ -1,6 +1,7 @@
 """Markdown as GitHub reads it, for the docs checks (tests/docs): headings and the anchors GitHub gives them, explicit
-anchors, relative links, code (fenced blocks and inline spans) and the blocks a generator writes. Pure Python, no
-network: what a check needs, with the line each thing is on."""
+anchors, relative links, code (fenced blocks and inline spans) and the blocks a generator writes, each with the line
+it is on. The parsing is markdown-it-py's (CommonMark with GitHub's tables, reference definitions as tokens); what is
+GitHub's own (its anchors, its rendering of an unclosed fence) is written here."""
 
 from __future__ import annotations
 
@@ -9,21 +10,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import pairwise
 from pathlib import Path
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(?P<text>.*?))?(?:[ \t]+#+)?[ \t]*$")
-SETEXT = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+PARSER = MarkdownIt("commonmark", {"inline_definitions": True}).enable("table")
+PARSER.normalizeLink = lambda url: url  # type: ignore[method-assign]  # link targets as written: anchors unescaped
 EXPLICIT_ANCHOR = re.compile(r"<a\b[^>]*?\b(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.IGNORECASE)
-CODE_SPAN = re.compile(
-    r"(?<!`)(?P<ticks>`+)(?!`)(?P<code>(?:(?!\n[ \t]*\n).)+?)(?<!`)(?P=ticks)(?!`)", re.DOTALL
-)
-INLINE_LINK = re.compile(
-    r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*(?P<target><[^>]*>|[^)\s]+)(?:\s+[\"'(][^)]*)?\)"
-)
-REFERENCE_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(?P<target><[^>]*>|\S+)", re.MULTILINE)
 HTML_LINK = re.compile(r"<(?:a|img)\b[^>]*?\b(?:href|src)\s*=\s*[\"'](?P<target>[^\"']+)[\"']", re.IGNORECASE)
 HTML_COMMENT = re.compile(r"<!--(?P<body>.*?)-->", re.DOTALL)
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -47,14 +44,17 @@ def slug(text: str) -> str:
     return re.sub(r"[^\w\- ]", "", text.lower(), flags=re.UNICODE).replace(" ", "-")
 
 
+def _text(children: list[Token]) -> str:
+    """Inline tokens as rendered text: links and images by their text, code spans by their code, no markup or HTML."""
+    return "".join(
+        child.content if child.type in ("text", "code_inline") else _text(child.children or [])
+        for child in children
+    )
+
+
 def rendered(markdown: str) -> str:
-    """A heading's text as rendered: links and images by their text, code spans by their code, no emphasis markers or
-    HTML tags."""
-    text = re.sub(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\([^)]*\)", r"\1", markdown)
-    text = CODE_SPAN.sub(lambda m: m.group("code").strip().replace("*", "\x00").replace("_", "\x01"), text)
-    text = re.sub(r"<[^>]+>", "", text)
-    text = re.sub(r"(?<!\w)[*_]+|[*_]+(?!\w)", "", text)
-    return text.replace("\x00", "*").replace("\x01", "_").strip()
+    """A heading's text as rendered."""
+    return _text(PARSER.parseInline(markdown)[0].children or []).strip()
 
 
 class Slugger:
@@ -119,83 +119,76 @@ class Document:
         return self.text.split("\n")
 
     @cached_property
-    def _fences(self) -> list[tuple[int, int, str]]:
-        """(opening line, closing line, info string) of each fenced code block, 0-based; an unclosed one closes past
-        the end, as GitHub renders it."""
-        found: list[tuple[int, int, str]] = []
-        fence: str | None = None
-        start, info = 0, ""
-        for index, line in enumerate(self.lines):
-            if fence is None:
-                opened = FENCE.match(line)
-                if opened:
-                    fence, start, info = opened.group("fence"), index, opened.group("info").strip()
+    def tokens(self) -> list[Token]:
+        return PARSER.parse(self.text)
+
+    def _inline(self) -> Iterator[tuple[int, Token]]:
+        """(line, token) of every inline token's children. A line break moves on a line; so does one inside a code span,
+        which the parser makes a space, so a code span's line is where its backticks are in the block's source."""
+        for block in self.tokens:
+            if block.type != "inline" or not block.map:
                 continue
-            stripped = line.strip()
-            if len(stripped) >= len(fence) and set(stripped) == {fence[0]}:
-                found.append((start, index, info))
-                fence = None
-        if fence is not None:
-            found.append((start, len(self.lines), info))
-        return found
+            source, at = block.content, 0
+            for child in block.children or []:
+                if child.type in ("softbreak", "hardbreak"):
+                    at = source.find("\n", at) + 1
+                elif child.type == "code_inline":
+                    at = source.find(child.markup, at)
+                yield block.map[0] + 1 + source.count("\n", 0, at), child
+                if child.type == "code_inline":
+                    at = source.find(child.markup, at + len(child.markup)) + len(child.markup)
 
     @cached_property
     def fenced_blocks(self) -> list[tuple[str, list[tuple[int, str]]]]:
-        """(info string, [(line, text), ...] of its content) of each fenced code block."""
+        """(info string, [(line, text), ...] of its lines as written) of each fenced code block."""
         return [
-            (info, [(index + 1, self.lines[index]) for index in range(start + 1, end)])
-            for start, end, info in self._fences
+            (
+                token.info.strip(),
+                [(n + 1, self.lines[n]) for n in range(start + 1, start + 1 + token.content.count("\n"))],
+            )
+            for token in self.tokens
+            if token.type == "fence" and token.map
+            for start in [token.map[0]]
         ]
 
     @cached_property
     def in_fence(self) -> list[bool]:
         """Per line (0-based): whether it belongs to a fenced code block, its fences included."""
         inside = [False] * len(self.lines)
-        for start, end, _ in self._fences:
-            inside[start : end + 1] = [True] * (min(end + 1, len(self.lines)) - start)
+        for token in self.tokens:
+            if token.type == "fence" and token.map:
+                inside[token.map[0] : token.map[1]] = [True] * (token.map[1] - token.map[0])
         return inside
-
-    def _prose(self) -> str:
-        """The text with fenced code blanked (same offsets and line numbers)."""
-        return "\n".join(
-            "" if fenced else line for line, fenced in zip(self.lines, self.in_fence, strict=True)
-        )
 
     @cached_property
     def headings(self) -> list[tuple[int, str]]:
-        """(line, rendered text) of every ATX and setext heading outside code, in order."""
-        found = []
-        for index, line in enumerate(self.lines):
-            if self.in_fence[index]:
-                continue
-            atx = ATX.match(line)
-            if atx and not line.lstrip().startswith("#!"):
-                found.append((index + 1, rendered(atx.group("text") or "")))
-            elif (
-                SETEXT.match(line)
-                and index > 0
-                and not self.in_fence[index - 1]
-                and self.lines[index - 1].strip()
-                and not ATX.match(self.lines[index - 1])
-                and not self.lines[index - 1].lstrip().startswith(("|", "-", "*", ">"))
-                and (line.strip()[0] == "=" or (index > 1 and self.lines[index - 2].strip() == ""))
-            ):
-                found.append((index, rendered(self.lines[index - 1].strip())))
-        return found
+        """(line, rendered text) of every heading, in order (a setext heading's is its text's line)."""
+        return [
+            (inline.map[0] + 1, _text(inline.children or []).strip())
+            for opening, inline in pairwise(self.tokens)
+            if opening.type == "heading_open" and inline.map
+        ]
+
+    def _html(self) -> Iterator[tuple[int, str]]:
+        """(line, HTML) of every block and inline of HTML."""
+        for token in self.tokens:
+            if token.type == "html_block" and token.map:
+                yield token.map[0] + 1, token.content
+        yield from ((line, child.content) for line, child in self._inline() if child.type == "html_inline")
 
     @cached_property
     def anchors(self) -> set[str]:
         """Every anchor a link may name: the headings' (duplicates numbered) and explicit `<a id|name>` ones."""
         slugger = Slugger()
         found = {slugger(text) for _, text in self.headings}
-        return found | set(EXPLICIT_ANCHOR.findall(self._prose()))
+        return found | {anchor for _, html in self._html() for anchor in EXPLICIT_ANCHOR.findall(html)}
 
     @cached_property
     def code_spans(self) -> list[Code]:
-        prose = HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), self._prose())
         return [
-            Code(_line(prose, match.start()), " ".join(match.group("code").split()), False)
-            for match in CODE_SPAN.finditer(prose)
+            Code(line, " ".join(child.content.split()), False)
+            for line, child in self._inline()
+            if child.type == "code_inline"
         ]
 
     @cached_property
@@ -222,14 +215,24 @@ class Document:
 
     @cached_property
     def links(self) -> list[Link]:
-        """Every link target outside code: inline links and images, reference definitions, HTML href/src."""
-        prose = CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), self._prose())
-        prose = HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), prose)
-        found = []
-        for pattern in (INLINE_LINK, REFERENCE_DEFINITION, HTML_LINK):
-            for match in pattern.finditer(prose):
-                target = match.group("target").strip("<>")
-                found.append(Link(_line(prose, match.start("target")), target))
+        """Every link target outside code: links and images, reference definitions, HTML href/src."""
+        found = [
+            Link(token.map[0] + 1, token.meta["url"])
+            for token in self.tokens
+            if token.type == "definition" and token.map
+        ]
+        found += [
+            Link(line, str(child.attrs["href" if child.type == "link_open" else "src"]))
+            for line, child in self._inline()
+            if child.type in ("link_open", "image")
+        ]
+        found += [
+            Link(line + html.count("\n", 0, match.start()), match.group("target"))
+            for line, html in self._html()
+            for match in HTML_LINK.finditer(
+                HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), html)
+            )
+        ]
         return sorted(found, key=lambda link: link.line)
 
     @cached_property

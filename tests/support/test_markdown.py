@@ -106,3 +106,18 @@ def test_generated_regions_run_from_the_comment_that_opens_them_to_the_one_that_
 def test_a_file_a_generator_writes_whole_is_generated_whole(tmp_path: Path) -> None:
     document = doc(tmp_path, "# Benchmarks\n\nWritten by `make bench` on a day.\n\ntook about 3 s\n")
     assert document.generated_lines == {1, 2, 3, 4, 5, 6}
+
+
+def test_code_reads_as_github_shows_it_in_a_table_and_across_lines(tmp_path: Path) -> None:
+    """In a table cell GitHub reads `\\|` as the pipe (the hand-written reader kept the backslash); a span that wraps
+    keeps its first line, and what follows it in the paragraph keeps its own."""
+    document = doc(
+        tmp_path,
+        "| command |\n|---|\n| `sort \\| uniq` |\n\nRun `make\ntest` then\n`make bench` and [a link](#x).\n",
+    )
+    assert [(code.line, code.text) for code in document.code] == [
+        (3, "sort | uniq"),
+        (5, "make test"),
+        (7, "make bench"),
+    ]
+    assert [(link.line, link.target) for link in document.links] == [(7, "#x")]
