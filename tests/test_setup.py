@@ -14,13 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_lock_holds_no_machine_local_index_or_find_links_lines() -> None:
+    local = re.compile(r"\s*(--extra-index-url|--index-url|-i\s|--find-links|-f\s|--trusted-host)")
     for name in ("requirements.lock", "requirements-uv.txt"):
-        local = [
-            line
-            for line in (ROOT / name).read_text().splitlines()
-            if re.match(r"\s*(--extra-index-url|--index-url|-i\s|--find-links|-f\s|--trusted-host)", line)
-        ]
-        assert local == [], f"{name}: {local}"
+        found = [line for line in (ROOT / name).read_text().splitlines() if local.match(line)]
+        assert found == [], f"{name}: {found}"
 
 
 def test_every_locked_package_is_pinned_with_hashes() -> None:
@@ -33,22 +30,19 @@ def test_every_locked_package_is_pinned_with_hashes() -> None:
         assert pins and len(pins) == len(declared), name
 
 
+def make(*args: str) -> str:
+    return subprocess.run(["make", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
 def test_make_synth_selects_every_stack_never_looks_anything_up_and_checks_the_assembly() -> None:
-    recipe = subprocess.run(
-        ["make", "-n", "synth", "-o", "setup", "-o", ".venv/.installed", "-o", "node_modules/.installed"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    prerequisites = ["-o", "setup", "-o", ".venv/.installed", "-o", "node_modules/.installed"]
+    recipe = make("-n", "synth", *prerequisites)
     assert "npx cdk synth --quiet --no-lookups '**'" in recipe
     assert "-m infra.report --check cdk.out" in recipe
 
 
 def test_make_help_lists_the_two_commands_and_fmt() -> None:
-    listed = subprocess.run(
-        ["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+    listed = make("--no-print-directory", "help")
     names = {line.split()[1] for line in listed.splitlines() if line.strip().startswith("make ")}
     assert {"synth", "test", "fmt", "docs", "guard", "recipes", "setup"} <= names
 
@@ -145,9 +139,8 @@ def test_the_type_check_follows_exactly_the_cdk_modules_the_checked_code_imports
     imported = cdk_modules_imported(ROOT / name for name in checked.group(1).split())
     followed = followed_cdk_modules()
     assert imported - followed == set(), "add these to pyproject's followed aws_cdk modules"
-    assert followed - imported == set(), (
-        "no checked code imports these: remove them from pyproject's followed list"
-    )
+    unused = followed - imported
+    assert unused == set(), "no checked code imports these: remove them from pyproject's followed list"
 
 
 def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
@@ -155,9 +148,5 @@ def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
         "import aws_cdk.aws_glue as glue\nfrom aws_cdk import Duration, aws_sqs as sqs\n"
         "from aws_cdk.aws_s3 import Bucket\nimport json\n"
     )
-    assert cdk_modules_imported([tmp_path]) == {
-        "aws_cdk",
-        "aws_cdk.aws_glue",
-        "aws_cdk.aws_sqs",
-        "aws_cdk.aws_s3",
-    }
+    found = cdk_modules_imported([tmp_path])
+    assert found == {"aws_cdk", "aws_cdk.aws_glue", "aws_cdk.aws_sqs", "aws_cdk.aws_s3"}

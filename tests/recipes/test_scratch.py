@@ -29,7 +29,5 @@ def test_the_type_check_cache_is_copied_without_the_journals_a_running_check_wri
     ):
         (source / name).write_text(name)
     copy_type_check_cache(tmp_path / "cache", tmp_path / "copy")
-    assert sorted(path.name for path in (tmp_path / "copy" / "3.11").iterdir()) == [
-        "@plugins_snapshot.json",
-        "cache.9.db",
-    ]
+    copied = sorted(path.name for path in (tmp_path / "copy" / "3.11").iterdir())
+    assert copied == ["@plugins_snapshot.json", "cache.9.db"]

@@ -4,6 +4,8 @@ never published, periods that end at each minute's evaluation, and comparisons o
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.support.alarm_evaluation import (
@@ -41,16 +43,12 @@ POINT = {"0": 5.0, "X": 20.0, "-": None}
 
 
 def alarm(
-    missing: str, *, n: int = 3, m: int | None = None, period: int = 60, statistic: str = "Maximum"
+    missing: str, *, n: int = 3, m: int | None = None, period: int = 60, **metric: Any
 ) -> AlarmDefinition:
+    """An alarm on one metric's Maximum >= 10, unless `metric` says otherwise."""
+    metric = {"statistic": "Maximum", "threshold": 10, "comparison": "GreaterThanOrEqualToThreshold"} | metric
     return AlarmDefinition.of_metric(
-        period=period,
-        evaluation_periods=n,
-        datapoints_to_alarm=m,
-        statistic=statistic,
-        threshold=10,
-        comparison="GreaterThanOrEqualToThreshold",
-        treat_missing_data=missing,
+        period=period, evaluation_periods=n, datapoints_to_alarm=m, treat_missing_data=missing, **metric
     )
 
 
@@ -69,13 +67,8 @@ def test_every_row_of_the_guides_tables_under_every_treatment_of_missing_data(
 def test_the_guides_rows_come_out_of_samples_on_a_clock_as_they_do_from_points() -> None:
     """The range is the 5 periods that end at the evaluation: "- - X - -" is a breaching sample 3 periods back."""
     samples = [(120 + 30, 20.0)]  # in the period [120, 180) of an evaluation at 300
-    assert evaluation_range(alarm("missing"), samples, now=300, extra_range_periods=2) == [
-        None,
-        None,
-        20.0,
-        None,
-        None,
-    ]
+    points = evaluation_range(alarm("missing"), samples, now=300, extra_range_periods=2)
+    assert points == [None, None, 20.0, None, None]
     assert state(alarm("missing"), samples, now=300) == ALARM
     assert state(alarm("notBreaching"), samples, now=300) == OK
 
@@ -87,28 +80,14 @@ def test_a_just_created_alarm_on_a_metric_never_published_is_in_alarm_at_once_wh
     """Issue 32.4: PutMetricAlarm sets a new alarm to INSUFFICIENT_DATA, then evaluates it; the evaluation range
     before its creation is as missing as after, so under `breaching` the first evaluation is ALARM, and pages."""
     created_at = 86_400.0 + 17  # any time: periods end at the evaluation, not at multiples of anything
+    unpublished = {"since": created_at, "until": created_at + 600, "extra_range_periods": extra_range_periods}
     for n in (1, 3, 8):
-        history = replay(
-            alarm("breaching", n=n),
-            [],
-            since=created_at,
-            until=created_at + 600,
-            extra_range_periods=extra_range_periods,
-        )
+        history = replay(alarm("breaching", n=n), [], **unpublished)
         assert history.states[0] == (created_at, ALARM)
         assert history.pages(before=INSUFFICIENT_DATA) == [created_at]
-    for missing, first in (
-        ("notBreaching", OK),
-        ("missing", INSUFFICIENT_DATA),
-        ("ignore", INSUFFICIENT_DATA),
-    ):
-        history = replay(
-            alarm(missing),
-            [],
-            since=created_at,
-            until=created_at + 600,
-            extra_range_periods=extra_range_periods,
-        )
+    firsts = {"notBreaching": OK, "missing": INSUFFICIENT_DATA, "ignore": INSUFFICIENT_DATA}
+    for missing, first in firsts.items():
+        history = replay(alarm(missing), [], **unpublished)
         assert {value for _, value in history.states} == {first}, missing
 
 
@@ -129,39 +108,22 @@ def test_a_five_minute_alarm_is_evaluated_every_minute_over_periods_that_end_at_
 
 
 def test_sample_count_of_a_period_without_samples_is_missing_not_zero() -> None:
-    def count(missing: str) -> AlarmDefinition:
-        return AlarmDefinition.of_metric(
-            period=60,
-            evaluation_periods=3,
-            statistic="SampleCount",
-            threshold=1,
-            comparison="LessThanThreshold",
-            treat_missing_data=missing,
-        )
-
-    assert state(count("breaching"), [(30, 9.0), (90, 9.0), (150, 9.0)], now=180) == OK
-    assert state(count("notBreaching"), [], now=600) == OK  # a count of zero would breach
-    assert state(count("breaching"), [], now=600) == ALARM
+    count = {"statistic": "SampleCount", "threshold": 1, "comparison": "LessThanThreshold"}
+    assert state(alarm("breaching", **count), [(30, 9.0), (90, 9.0), (150, 9.0)], now=180) == OK
+    assert state(alarm("notBreaching", **count), [], now=600) == OK  # a count of zero would breach
+    assert state(alarm("breaching", **count), [], now=600) == ALARM
 
 
-def comparison(missing: str = "notBreaching") -> AlarmDefinition:
+def comparison() -> AlarmDefinition:
+    stat = {"Metric": {}, "Period": 60, "Stat": "SampleCount"}
     return AlarmDefinition.from_template(
         {
             "EvaluationPeriods": 2,
             "Threshold": 1,
             "ComparisonOperator": "GreaterThanOrEqualToThreshold",
-            "TreatMissingData": missing,
+            "TreatMissingData": "notBreaching",
             "Metrics": [
-                {
-                    "Id": "due",
-                    "MetricStat": {"Metric": {}, "Period": 60, "Stat": "SampleCount"},
-                    "ReturnData": False,
-                },
-                {
-                    "Id": "seen",
-                    "MetricStat": {"Metric": {}, "Period": 60, "Stat": "SampleCount"},
-                    "ReturnData": False,
-                },
+                *({"Id": name, "MetricStat": stat, "ReturnData": False} for name in ("due", "seen")),
                 {"Id": "expr", "Expression": "due > seen"},
             ],
         }
@@ -171,24 +133,14 @@ def comparison(missing: str = "notBreaching") -> AlarmDefinition:
 def test_a_comparison_of_two_metrics_treats_the_one_without_a_value_as_zero() -> None:
     """MATH: "only one of the time series has a value for a particular time stamp, the function treats the missing
     value in the other time series as 0"."""
-    watched = comparison()
-    due = [(10.0, 1.0), (70.0, 1.0), (130.0, 1.0)]
-    assert evaluation_range(watched, {"due": due, "seen": []}, now=180, extra_range_periods=1) == [
-        1.0,
-        1.0,
-        1.0,
-    ]
-    seen = [(75.0, 2.0)]
-    assert evaluation_range(watched, {"due": due, "seen": seen}, now=180, extra_range_periods=1) == [
-        1.0,
-        0.0,
-        1.0,
-    ]
-    assert evaluation_range(watched, {"due": [], "seen": seen}, now=180, extra_range_periods=1) == [
-        None,
-        0.0,
-        None,
-    ]
+
+    def at_180(operands: dict[str, list[tuple[float, float]]]) -> list[float | None]:
+        return evaluation_range(comparison(), operands, now=180, extra_range_periods=1)
+
+    due, seen = [(10.0, 1.0), (70.0, 1.0), (130.0, 1.0)], [(75.0, 2.0)]
+    assert at_180({"due": due, "seen": []}) == [1.0, 1.0, 1.0]
+    assert at_180({"due": due, "seen": seen}) == [1.0, 0.0, 1.0]
+    assert at_180({"due": [], "seen": seen}) == [None, 0.0, None]
 
 
 def test_a_period_in_which_neither_metric_has_a_value_is_left_open_by_the_guide_and_swept_by_the_model() -> (
@@ -201,11 +153,8 @@ def test_a_period_in_which_neither_metric_has_a_value_is_left_open_by_the_guide_
 
 def test_an_alarm_template_with_a_math_expression_reads_its_metrics_and_expression() -> None:
     watched = comparison()
-    assert (watched.period, watched.expression, dict(watched.statistics)) == (
-        60,
-        "due > seen",
-        {"due": "SampleCount", "seen": "SampleCount"},
-    )
+    read = (watched.period, watched.expression, dict(watched.statistics))
+    assert read == (60, "due > seen", {"due": "SampleCount", "seen": "SampleCount"})
 
 
 def test_an_evaluation_range_no_longer_than_the_evaluation_periods_is_refused() -> None:

@@ -22,9 +22,8 @@ def test_a_long_poll_of_an_empty_queue_ends_empty_after_its_wait_on_a_virtual_cl
         url = sqs.create_queue(QueueName="q")["QueueUrl"]
 
         assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20).get("Messages", []) == []
-        assert (
-            models.unix_time() - time.time() > 19
-        )  # the receive loop's clock moved on by the wait, virtually
+        # the receive loop's clock moved on by the wait, virtually
+        assert models.unix_time() - time.time() > 19
 
         sqs.send_message(QueueUrl=url, MessageBody="letter")
         (message,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)["Messages"]

@@ -70,16 +70,11 @@ def test_wipe_removes_what_a_test_made(engine: EngineNode) -> None:
 def _build(engine: EngineNode, runs: list[str]) -> None:
     """A deployment's kind of set-up: a template, a versioned index behind two aliases, a stored script."""
     runs.append("built")
-    template = {
-        "index_patterns": ["kept-v*"],
-        "template": {"mappings": {"properties": {"name": {"type": "text"}}}},
-    }
-    engine.request("PUT", "/_index_template/kept", template)
+    mapped = {"mappings": {"properties": {"name": {"type": "text"}}}}
+    engine.request("PUT", "/_index_template/kept", {"index_patterns": ["kept-v*"], "template": mapped})
     engine.request("PUT", "/kept-v1", {"aliases": {"kept": {}, "kept-write": {"is_write_index": True}}})
-    mappings = {"properties": {"n": {"type": "long"}}}
-    engine.request(
-        "PUT", "/other-v1", {"settings": {"index": {"number_of_replicas": 0}}, "mappings": mappings}
-    )
+    settings, mappings = {"index": {"number_of_replicas": 0}}, {"properties": {"n": {"type": "long"}}}
+    engine.request("PUT", "/other-v1", {"settings": settings, "mappings": mappings})
     engine.request("PUT", "/_scripts/kept", {"script": {"lang": "painless", "source": "ctx._source.x = 1"}})
 
 
@@ -105,7 +100,8 @@ def test_prepared_gives_each_test_what_its_build_made_whatever_the_test_before_d
     made = _state(engine)
     assert [row["docs.count"] for row in made[1]] == ["0", "0"]
 
-    # A test writes documents (one maps a new field, one not: only its document goes), moves the aliases to an index it makes, opens a point in time.
+    # A test writes documents (one maps a new field, one not: only its document goes), moves the aliases to an
+    # index it makes, opens a point in time.
     engine.request("PUT", "/kept-write/_doc/1", {"name": "a", "added": 1.5})
     engine.request("PUT", "/other-v1/_doc/1?refresh=true", {"n": 1})
     engine.request("PUT", "/kept-v2", {})
@@ -186,9 +182,8 @@ def test_engine_runs_what_the_platform_uses(engine: EngineNode) -> None:
     script = {"lang": "painless", "source": "ctx._source.n = ctx._source.n + params.by", "params": {"by": 2}}
     updated = engine.request("POST", "/probe/_update/1?refresh=true", {"script": script})
     assert updated.status == 200, updated.body
-    copied = engine.request(
-        "POST", "/_reindex?refresh=true", {"source": {"index": "probe"}, "dest": {"index": "copy"}}
-    )
+    copy = {"source": {"index": "probe"}, "dest": {"index": "copy"}}
+    copied = engine.request("POST", "/_reindex?refresh=true", copy)
     assert copied.body["created"] == 1, copied.body
     point = {"geo_shape": {"geometry": {"shape": {"type": "point", "coordinates": [-122.5, 49.5]}}}}
     found = engine.request("POST", "/copy/_search", {"query": point}).body

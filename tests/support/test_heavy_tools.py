@@ -171,15 +171,10 @@ def test_the_real_tools_findings_land_on_the_template_they_are_about(tmp_path: P
     """One run of each real tool over two templates, each with a finding of its own kind (their output formats, not
     a reading of them)."""
     unencrypted, encrypted = CLEAN, CLEAN.replace("{}", '{"KmsMasterKeyId": "alias/aws/sqs"}')
-    checked = assembly(
-        tmp_path / "one",
-        a=unencrypted,
-        b=encrypted.replace('"KmsMasterKeyId"', '"Bogus": 1, "KmsMasterKeyId"'),
-    )
+    invalid = encrypted.replace('"KmsMasterKeyId"', '"Bogus": 1, "KmsMasterKeyId"')
+    checked = assembly(tmp_path / "one", a=unencrypted, b=invalid)
     lint = run(CFN_LINT, checked, cache=tmp_path / "cache")
     assert lint.verdicts[A] == Verdict(()) and [f.split()[0] for f in lint.verdicts[B].findings] == ["E3002"]
     scan = run(CHECKOV, checked, cache=tmp_path / "cache")
-    assert [f.split()[0] for f in scan.verdicts[A].findings] == ["CKV_AWS_27"] and scan.verdicts[
-        B
-    ].findings == ()
-    assert scan.verdicts[B].passed > 0
+    assert [f.split()[0] for f in scan.verdicts[A].findings] == ["CKV_AWS_27"]
+    assert scan.verdicts[B].findings == () and scan.verdicts[B].passed > 0

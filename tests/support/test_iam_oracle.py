@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from tests.support.iam import Request
 from tests.support.iam_oracle import Answer, Recorder, ask, disagreement, simulation
@@ -30,37 +31,22 @@ ORACLE_NAMES = ("iam-simulate", "cloud-copilot", "iam_oracle", "iam_simulate")
 
 
 def test_the_oracle_answers_a_batch_in_order() -> None:
-    allowed = simulation(
-        [{"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]}],
-        None,
-        Request(ROLE, "s3:GetObject", OBJECT, {}),
-    )
-    denied = simulation(
-        [{"Statement": [{"Effect": "Deny", "Action": "s3:*", "Resource": "*"}]}],
-        None,
-        Request(ROLE, "s3:GetObject", OBJECT, {}),
-    )
-    nothing = simulation([], None, Request(ROLE, "s3:GetObject", OBJECT, {}))
-    assert [a.decision for a in ask([allowed, denied, nothing, allowed])] == [
-        "allow",
-        "deny",
-        "implicit",
-        "allow",
-    ]
+    def get_object(*statements: dict[str, str]) -> dict[str, Any]:
+        identity = [{"Statement": list(statements)}] if statements else []
+        return simulation(identity, None, Request(ROLE, "s3:GetObject", OBJECT, {}))
+
+    allowed = get_object({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"})
+    denied = get_object({"Effect": "Deny", "Action": "s3:*", "Resource": "*"})
+    decisions = [a.decision for a in ask([allowed, denied, get_object(), allowed])]
+    assert decisions == ["allow", "deny", "implicit", "allow"]
 
 
 def test_a_refused_input_or_a_dropped_key_a_condition_reads_is_a_disagreement() -> None:
     """iam-simulate validates what it is given: an input it refuses, or a context key it drops as not applying to
     the action while a condition reads it, means the two did not judge the same request."""
+    condition = {"StringEquals": {"s3:prefix": "runs/"}}
     reads_prefix = {
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Action": "s3:GetObject",
-                "Resource": "*",
-                "Condition": {"StringEquals": {"s3:prefix": "runs/"}},
-            }
-        ]
+        "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*", "Condition": condition}]
     }
     request = Request(ROLE, "s3:GetObject", OBJECT, {"s3:prefix": "runs/"})
     sim = simulation([reads_prefix], None, request)
@@ -70,10 +56,8 @@ def test_a_refused_input_or_a_dropped_key_a_condition_reads_is_a_disagreement() 
     not_an_arn = simulation([], None, Request(ROLE, "sts:AssumeRole", "admin-role", {}))
     (refused,) = ask([not_an_arn])
     assert refused.decision is None and "refused" in str(disagreement("implicit", not_an_arn, refused))
-    assert (
-        disagreement("allow", sim, Answer("implicit", None, ()))
-        == "the double decided allow, iam-simulate implicit"
-    )
+    differ = disagreement("allow", sim, Answer("implicit", None, ()))
+    assert differ == "the double decided allow, iam-simulate implicit"
 
 
 def test_a_decision_the_oracle_does_not_confirm_fails_the_session(tmp_path: Path) -> None:
@@ -85,20 +69,9 @@ def test_a_decision_the_oracle_does_not_confirm_fails_the_session(tmp_path: Path
         f"    request = iam.Request({ROLE!r}, 's3:GetObject', {OBJECT!r}, {{}})\n"
         "    assert iam.decide([], None, request) == 'allow'\n"
     )
+    plugins = ("-p", "tests.support.iam_oracle", "-p", "no:cacheprovider")
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "tests.support.iam_oracle",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(tmp_path),
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "pytest", "-q", *plugins, "--rootdir", str(tmp_path), str(tmp_path)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

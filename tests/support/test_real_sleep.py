@@ -17,10 +17,8 @@ def test_a_test_that_sleeps_more_than_a_second_in_all_fails_with_what_it_slept()
     for _ in range(3):
         ledger.record(0.5)
     failure = ledger.verdict("tests/x.py::test_waits")
-    assert failure is not None
-    assert failure.startswith(
-        "tests/x.py::test_waits slept 1.50 s on the real clock (3 calls, the longest 0.50 s"
-    )
+    said = "tests/x.py::test_waits slept 1.50 s on the real clock (3 calls, the longest 0.50 s"
+    assert failure is not None and failure.startswith(said), failure
 
 
 def test_a_second_or_less_passes_and_the_allow_list_names_its_exceptions(

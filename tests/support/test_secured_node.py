@@ -85,12 +85,8 @@ def test_the_front_acts_as_the_verified_role_whatever_proxy_headers_the_client_s
 def test_wipe_removes_the_roles_and_mappings_a_test_put(secured: SecuredNode) -> None:
     role = {"index_permissions": [{"index_patterns": ["left*"], "allowed_actions": ["read"]}]}
     assert secured.request("PUT", "/_plugins/_security/api/roles/left", role).status == 201
-    assert (
-        secured.request(
-            "PUT", "/_plugins/_security/api/rolesmapping/left", {"backend_roles": [READER]}
-        ).status
-        == 201
-    )
+    mapped = secured.request("PUT", "/_plugins/_security/api/rolesmapping/left", {"backend_roles": [READER]})
+    assert mapped.status == 201
     secured.map_master(MASTER)
 
     secured.wipe()
