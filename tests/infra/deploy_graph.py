@@ -17,11 +17,12 @@ Each ``*_problems`` function is one deploy-graph check: it returns one message p
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, ParamSpec
 
 from infra.templates import (  # noqa: F401 (re-exported for the checks' tests)
     DOMAIN_NETWORK_TYPES,
@@ -35,6 +36,7 @@ from infra.templates import (  # noqa: F401 (re-exported for the checks' tests)
 Template = Mapping[str, Any]
 Templates = Mapping[str, Template]  # stack kind ("Stateful", "Stateless") → template
 Node = tuple[str, str]  # (stack kind, logical id)
+P = ParamSpec("P")
 
 SSM_PARAMETER_TYPE_PREFIX = "AWS::SSM::Parameter::Value<"
 CDK_BOOTSTRAP_PARAMETER = "BootstrapVersion"
@@ -72,12 +74,28 @@ OPENSEARCH = "es.amazonaws.com"
 FLOW_LOG = "AWS::EC2::FlowLog"
 EVENT_SOURCE_MAPPING = "AWS::Lambda::EventSourceMapping"
 SSM_PARAMETER = "AWS::SSM::Parameter"
+QUEUE = "AWS::SQS::Queue"
+ENI_ACTION = "ec2:CreateNetworkInterface"
+# What Lambda checks the execution role may do on a function's dead-letter target, by the target's type.
+DEAD_LETTER_ACTIONS = {QUEUE: "sqs:SendMessage", TOPIC: "sns:Publish"}
 
 # RetainExceptOnCreate keeps the resource too, except on the rollback of the deploy that created it (then empty).
 RETAINING_POLICIES = {
     "DeletionPolicy": ("Retain", "RetainExceptOnCreate"),
     "UpdateReplacePolicy": ("Retain",),
 }
+
+
+def listed(check: Callable[P, Iterator[str]]) -> Callable[P, list[str]]:
+    """A check that yields its messages, returning them as a list."""
+
+    @functools.wraps(check)
+    def collected(*args: P.args, **kwargs: P.kwargs) -> list[str]:
+        return list(check(*args, **kwargs))
+
+    return collected
+
+
 # --- templates ------------------------------------------------------------------------------------------------
 
 
@@ -168,25 +186,22 @@ def _ssm_parameter_defaults(template: Template) -> dict[str, Any]:
 
 def _written_parameter(templates: Templates, parameter_name: Any) -> Iterator[tuple[str, Any]]:
     """(kind, Value) of every ``AWS::SSM::Parameter`` whose ``Name`` is ``parameter_name``."""
-    for kind, template in templates.items():
-        for _, resource in of_type(template, SSM_PARAMETER):
-            props = resource.get("Properties", {})
-            if props.get("Name") == parameter_name:
-                yield kind, props.get("Value")
+    for node in nodes_of_type(templates, SSM_PARAMETER):
+        if properties(templates, node).get("Name") == parameter_name:
+            yield node[0], properties(templates, node).get("Value")
 
 
 def _role_named(templates: Templates, string: str) -> set[Node]:
     """Roles whose fixed ``RoleName`` is ``string`` or ends ``string`` as an ARN (``arn:*:iam::*:role/[path/]name``;
     pseudo-parameters rendered as ``*``)."""
     found = set()
-    for kind, template in templates.items():
-        for logical_id, resource in of_type(template, ROLE):
-            role_name = resource.get("Properties", {}).get("RoleName")
-            if not isinstance(role_name, str):
-                continue
-            arn = re.compile(r"arn:[^:]+:iam::[^:]*:role/(?:[^/]+/)*" + re.escape(role_name))
-            if string == role_name or arn.fullmatch(string):
-                found.add((kind, logical_id))
+    for role in nodes_of_type(templates, ROLE):
+        role_name = properties(templates, role).get("RoleName")
+        if isinstance(role_name, str) and (
+            string == role_name
+            or re.fullmatch(r"arn:[^:]+:iam::[^:]*:role/(?:[^/]+/)*" + re.escape(role_name), string)
+        ):
+            found.add(role)
     return found
 
 
@@ -278,6 +293,11 @@ def resolve(templates: Templates, kind: str, value: Any, _depth: int = 0) -> set
     return found
 
 
+def resolve_to(templates: Templates, kind: str, value: Any, *types: str) -> list[Node]:
+    """The resources of one of ``types`` that ``value`` stands for (``resolve``), sorted."""
+    return sorted(n for n in resolve(templates, kind, value) if resource_type(templates, n) in types)
+
+
 # --- IAM documents --------------------------------------------------------------------------------------------
 
 
@@ -316,12 +336,10 @@ def resource_covered(
 ) -> bool:
     """Whether the statement's ``Resource`` names ``target`` (``*``, or an expression resolving to it; any
     resource when ``target`` is None)."""
-    if "Resource" not in statement:
-        return False
-    for item in as_list(statement["Resource"]):
-        if item == "*" or target is None or target in resolve(templates, kind, item):
-            return True
-    return False
+    return "Resource" in statement and any(
+        item == "*" or target is None or target in resolve(templates, kind, item)
+        for item in as_list(statement["Resource"])
+    )
 
 
 def allowing_statements(
@@ -386,11 +404,7 @@ def json_policy_document(value: Any) -> Any:
 
 def role_of(templates: Templates, subject: Node, role_property: str = "Role") -> Node | None:
     """The role a function (``Role``) or flow log (``DeliverLogsPermissionArn``) runs as, when it is a template role."""
-    roles = [
-        node
-        for node in resolve(templates, subject[0], properties(templates, subject).get(role_property))
-        if resource_type(templates, node) == ROLE
-    ]
+    roles = resolve_to(templates, subject[0], properties(templates, subject).get(role_property), ROLE)
     return roles[0] if len(roles) == 1 else None
 
 
@@ -423,12 +437,9 @@ def granting_policies(
     templates: Templates, role: Node, action: str, target: Node | None = None
 ) -> list[Node]:
     """Where the permission ``action`` on ``target`` comes from for ``role`` (policies, or the role for inline)."""
+    documents = role_documents(templates, role)
     return sorted(
-        {
-            where
-            for where, document in role_documents(templates, role)
-            if allowing_statements(templates, where[0], document, action, target)
-        }
+        {where for where, doc in documents if allowing_statements(templates, where[0], doc, action, target)}
     )
 
 
@@ -451,31 +462,38 @@ def permission_order_problems(
 # --- 1. custom resources ---------------------------------------------------------------------------------------
 
 
+def custom_resources(templates: Templates) -> list[Node]:
+    return [
+        (kind, i) for kind, t in templates.items() for i, r in resources(t).items() if is_custom_resource(r)
+    ]
+
+
+def service_token_functions(templates: Templates, custom_resource: Node) -> list[Node]:
+    token = properties(templates, custom_resource).get("ServiceToken")
+    return resolve_to(templates, custom_resource[0], token, FUNCTION)
+
+
+def user_functions(templates: Templates, framework: Node) -> set[Node]:
+    """The user functions the CDK provider framework names in the ``framework`` function's environment."""
+    variables = properties(templates, framework).get("Environment", {}).get("Variables", {})
+    return {
+        n
+        for variable in PROVIDER_USER_FUNCTION_VARIABLES
+        if variable in variables
+        for n in resolve_to(templates, framework[0], variables[variable], FUNCTION)
+    }
+
+
 def functions_run_by(templates: Templates, custom_resource: Node) -> list[Node]:
     """The function a custom resource's ``ServiceToken`` names, plus the user functions the CDK provider framework
     names in that function's environment."""
-    token = properties(templates, custom_resource).get("ServiceToken")
-    framework = [
-        n for n in resolve(templates, custom_resource[0], token) if resource_type(templates, n) == FUNCTION
-    ]
-    found = set(framework)
-    for function in framework:
-        variables = properties(templates, function).get("Environment", {}).get("Variables", {})
-        for variable in PROVIDER_USER_FUNCTION_VARIABLES:
-            if variable in variables:
-                found.update(
-                    n
-                    for n in resolve(templates, function[0], variables[variable])
-                    if resource_type(templates, n) == FUNCTION
-                )
-    return sorted(found)
+    framework = service_token_functions(templates, custom_resource)
+    return sorted(set(framework).union(*(user_functions(templates, function) for function in framework)))
 
 
 def security_groups_of(templates: Templates, function: Node) -> set[Node]:
     groups = properties(templates, function).get("VpcConfig", {}).get("SecurityGroupIds")
-    return {
-        n for n in resolve(templates, function[0], groups) if resource_type(templates, n) == SECURITY_GROUP
-    }
+    return set(resolve_to(templates, function[0], groups, SECURITY_GROUP))
 
 
 def what_a_function_needs(templates: Templates, function: Node, kind: str) -> dict[Node, str]:
@@ -499,70 +517,53 @@ def what_a_function_needs(templates: Templates, function: Node, kind: str) -> di
     return {node: why for node, why in needs.items() if node[0] == kind}
 
 
-def custom_resource_problems(templates: Templates) -> list[str]:
+@listed
+def custom_resource_problems(templates: Templates) -> Iterator[str]:
     """Check 1: each custom resource's dependency closure holds what the functions it runs need (their role's
     policies, their security groups' rules, the VPC endpoints), or on delete/rollback those go first and the
     Delete call hangs (and on create the handler may start before it can reach its targets)."""
-    problems = []
-    for kind, template in templates.items():
-        for logical_id, resource in resources(template).items():
-            if not is_custom_resource(resource):
+    for subject in custom_resources(templates):
+        kind = subject[0]
+        closure = dependency_closure(templates[kind], subject[1])
+        missing: dict[Node, list[str]] = {}
+        for function in functions_run_by(templates, subject):
+            if function[0] != kind:
                 continue
-            subject = (kind, logical_id)
-            closure = dependency_closure(template, logical_id)
-            missing: dict[Node, list[str]] = {}
-            for function in functions_run_by(templates, subject):
-                if function[0] != kind:
-                    continue
-                for needed, why in what_a_function_needs(templates, function, kind).items():
-                    if needed[1] not in closure:
-                        missing.setdefault(needed, []).append(f"{why}, for {name(function)}")
-            for needed, whys in sorted(missing.items()):
-                problems.append(
-                    f"{name(subject)}: {name(needed)} ({resource_type(templates, needed)}; {'; '.join(sorted(whys))}) "
-                    "is not in its dependency closure"
-                )
-    return problems
+            for needed, why in what_a_function_needs(templates, function, kind).items():
+                if needed[1] not in closure:
+                    missing.setdefault(needed, []).append(f"{why}, for {name(function)}")
+        for needed, whys in sorted(missing.items()):
+            yield (
+                f"{name(subject)}: {name(needed)} ({resource_type(templates, needed)}; {'; '.join(sorted(whys))}) "
+                "is not in its dependency closure"
+            )
 
 
 # --- 2. the provider framework's own permissions ---------------------------------------------------------------
 
 
-def provider_framework_problems(templates: Templates) -> list[str]:
+@listed
+def provider_framework_problems(templates: Templates) -> Iterator[str]:
     """Check 2: every provider-framework function (a custom resource's service token naming user functions in its
     environment) may ``lambda:InvokeFunction`` and ``lambda:GetFunction`` each user function."""
-    problems = []
-    framework_functions = set()
-    for kind, template in templates.items():
-        for resource in resources(template).values():
-            if is_custom_resource(resource):
-                token = resource.get("Properties", {}).get("ServiceToken")
-                framework_functions |= {
-                    n for n in resolve(templates, kind, token) if resource_type(templates, n) == FUNCTION
-                }
-    for framework in sorted(framework_functions):
-        variables = properties(templates, framework).get("Environment", {}).get("Variables", {})
-        users = {
-            n
-            for variable in PROVIDER_USER_FUNCTION_VARIABLES
-            if variable in variables
-            for n in resolve(templates, framework[0], variables[variable])
-            if resource_type(templates, n) == FUNCTION
-        }
+    frameworks = {
+        f for custom in custom_resources(templates) for f in service_token_functions(templates, custom)
+    }
+    for framework in sorted(frameworks):
+        users = user_functions(templates, framework)
         if not users:
             continue
         role = role_of(templates, framework)
         if role is None:
-            problems.append(f"{name(framework)}: its role is not a role of this environment; cannot check")
+            yield f"{name(framework)}: its role is not a role of this environment; cannot check"
             continue
         for user in sorted(users):
             for action in PROVIDER_USER_FUNCTION_ACTIONS:
                 if not granting_policies(templates, role, action, user):
-                    problems.append(
+                    yield (
                         f"{name(framework)}: no policy of its role {name(role)} allows {action} on the user "
                         f"function {name(user)}"
                     )
-    return problems
 
 
 # --- 3. alarm actions ------------------------------------------------------------------------------------------
@@ -616,80 +617,59 @@ def _key_of(templates: Templates, topic: Node) -> tuple[Node | None, str | None]
     )
 
 
-def alarm_topic_problems(templates: Templates, pseudo: Mapping[str, str]) -> list[str]:
+@listed
+def alarm_topic_problems(templates: Templates, pseudo: Mapping[str, str]) -> Iterator[str]:
     """Check 3: every topic an alarm publishes to has a topic policy allowing CloudWatch (this account's alarms)
     ``sns:Publish``, ordered before the alarm; an encrypted topic's key lets CloudWatch use it."""
-    problems: list[str] = []
     checked_topics: set[Node] = set()
     for alarm in nodes_of_type(templates, *ALARM_TYPES):
         props = properties(templates, alarm)
         actions = [item for p in ALARM_ACTION_PROPERTIES for item in as_list(props.get(p))]
-        topics = sorted(
-            {
-                n
-                for a in actions
-                for n in resolve(templates, alarm[0], a)
-                if resource_type(templates, n) == TOPIC
-            }
-        )
-        for topic in topics:
+        for topic in resolve_to(templates, alarm[0], actions, TOPIC):
             policies = topic_policies(templates, topic)
             for policy in policies:
                 if not ordered_before(templates, alarm, policy):
-                    problems.append(
+                    yield (
                         f"{name(alarm)}: the policy {name(policy)} of its topic {name(topic)} is not in its "
                         "dependency closure (the first notification may be refused)"
                     )
             if topic in checked_topics:
                 continue
             checked_topics.add(topic)
-            problems.extend(_topic_problems(templates, topic, policies, pseudo))
-    return problems
+            yield from _topic_problems(templates, topic, policies, pseudo)
 
 
 def _topic_problems(
     templates: Templates, topic: Node, policies: list[Node], pseudo: Mapping[str, str]
-) -> list[str]:
-    problems = []
+) -> Iterator[str]:
     if not policies:
-        problems.append(
-            f"{name(topic)}: alarms publish to it but no topic policy allows {CLOUDWATCH} sns:Publish"
-        )
+        yield f"{name(topic)}: alarms publish to it but no topic policy allows {CLOUDWATCH} sns:Publish"
     if len(policies) > 1:
-        problems.append(
-            f"{name(topic)}: {len(policies)} topic policies ({names(policies)}); each replaces the other"
-        )
+        yield f"{name(topic)}: {len(policies)} topic policies ({names(policies)}); each replaces the other"
     for policy in policies:
         document = properties(templates, policy).get("PolicyDocument")
-        allowed = [
-            s
-            for s in allowing_statements(
-                templates, policy[0], document, "sns:Publish", topic, CLOUDWATCH, pseudo
-            )
-            if _scoped_to_account(s, pseudo)
-        ]
-        if not allowed:
+        allowed = allowing_statements(
+            templates, policy[0], document, "sns:Publish", topic, CLOUDWATCH, pseudo
+        )
+        if not any(_scoped_to_account(s, pseudo) for s in allowed):
             effects = sorted({str(s.get("Effect")) for s in statements(document)})
             only_deny = (
                 " it holds only Deny statements and replaces SNS's default policy, so"
                 if effects == ["Deny"]
                 else ""
             )
-            problems.append(
+            yield (
                 f"{name(policy)} (policy of {name(topic)}): no Allow statement for {CLOUDWATCH} sns:Publish on the "
                 f"topic scoped to this account (aws:SourceAccount / aws:SourceArn);{only_deny} alarms cannot notify"
             )
     key, unknown = _key_of(templates, topic)
     if unknown:
-        problems.append(f"{name(topic)}: encrypted with {unknown}")
+        yield f"{name(topic)}: encrypted with {unknown}"
     if key is not None:
         key_policy = properties(templates, key).get("KeyPolicy")
         for action in KMS_ACTIONS_FOR_CLOUDWATCH:
             if not allowing_statements(templates, key[0], key_policy, action, None, CLOUDWATCH, pseudo):
-                problems.append(
-                    f"{name(key)} (key of {name(topic)}): its key policy does not allow {CLOUDWATCH} {action}"
-                )
-    return problems
+                yield f"{name(key)} (key of {name(topic)}): its key policy does not allow {CLOUDWATCH} {action}"
 
 
 # --- 4. log delivery -------------------------------------------------------------------------------------------
@@ -707,7 +687,8 @@ def log_resource_policies_allowing(templates: Templates, group: Node, service: s
     return sorted(found)
 
 
-def log_delivery_problems(templates: Templates) -> list[str]:
+@listed
+def log_delivery_problems(templates: Templates) -> Iterator[str]:
     """Check 4: the permission every log writer needs is ordered before the writer.
 
     - an OpenSearch domain's log group: an ``AWS::Logs::ResourcePolicy`` allowing ``es.amazonaws.com``
@@ -715,29 +696,24 @@ def log_delivery_problems(templates: Templates) -> list[str]:
     - a flow log delivering with a role: the role's policy granting ``logs:PutLogEvents`` on its group;
     - a function with ``LoggingConfig.LogGroup``: its role's policy granting ``logs:PutLogEvents`` on that group.
     """
-    problems = []
     for domain in nodes_of_type(templates, DOMAIN):
         options = properties(templates, domain).get("LogPublishingOptions", {})
         for log_type, option in sorted(options.items()):
             if not isinstance(option, dict) or option.get("Enabled") is False:
                 continue
             arn = option.get("CloudWatchLogsLogGroupArn")
-            groups = sorted(
-                n for n in resolve(templates, domain[0], arn) if resource_type(templates, n) == LOG_GROUP
-            )
+            groups = resolve_to(templates, domain[0], arn, LOG_GROUP)
             if not groups:
-                problems.append(
-                    f"{name(domain)}: {log_type} log group {json.dumps(arn)} is not in the templates"
-                )
+                yield f"{name(domain)}: {log_type} log group {json.dumps(arn)} is not in the templates"
             for group in groups:
                 policies = log_resource_policies_allowing(templates, group, OPENSEARCH)
                 if not policies:
-                    problems.append(
+                    yield (
                         f"{name(domain)}: no {LOG_RESOURCE_POLICY} allows {OPENSEARCH} "
                         f"{' and '.join(LOG_DELIVERY_ACTIONS)} on its {log_type} group {name(group)}"
                     )
                 elif not any(ordered_before(templates, domain, policy) for policy in policies):
-                    problems.append(
+                    yield (
                         f"{name(domain)}: the log resource policy {names(policies)} letting it write its {log_type} "
                         f"group {name(group)} is not in its dependency closure (domain creation races it)"
                     )
@@ -748,91 +724,60 @@ def log_delivery_problems(templates: Templates) -> list[str]:
         role = role_of(templates, flow_log, "DeliverLogsPermissionArn")
         if role is None:
             continue
-        destination = resolve(
-            templates, flow_log[0], [props.get("LogGroupName"), props.get("LogDestination")]
-        )
-        targets: Sequence[Node | None] = sorted(
-            n for n in destination if resource_type(templates, n) == LOG_GROUP
-        )
+        destination = [props.get("LogGroupName"), props.get("LogDestination")]
+        targets: Sequence[Node | None] = resolve_to(templates, flow_log[0], destination, LOG_GROUP)
         for log_group in targets or [None]:
-            problems += permission_order_problems(
-                templates, flow_log, role, "logs:PutLogEvents", log_group, "flow logs deliver as this role"
+            why = "flow logs deliver as this role"
+            yield from permission_order_problems(
+                templates, flow_log, role, "logs:PutLogEvents", log_group, why
             )
     for function in nodes_of_type(templates, FUNCTION):
         group_value = properties(templates, function).get("LoggingConfig", {}).get("LogGroup")
         role = role_of(templates, function)
         if group_value is None or role is None:
             continue
-        for group in sorted(
-            n
-            for n in resolve(templates, function[0], group_value)
-            if resource_type(templates, n) == LOG_GROUP
-        ):
-            problems += permission_order_problems(
-                templates, function, role, "logs:PutLogEvents", group, "the function logs to this group"
-            )
-    return problems
+        for group in resolve_to(templates, function[0], group_value, LOG_GROUP):
+            why = "the function logs to this group"
+            yield from permission_order_problems(templates, function, role, "logs:PutLogEvents", group, why)
 
 
 # --- extra: what Lambda validates when it creates a function or an event source mapping ---------------------
 
 
-def lambda_validation_problems(templates: Templates) -> list[str]:
+@listed
+def lambda_validation_problems(templates: Templates) -> Iterator[str]:
     """Lambda validates some of the execution role's permissions when it creates a function (ENI actions for a VPC
     function, ``sqs:SendMessage``/``sns:Publish`` on its dead-letter target) or a stream event source mapping
     (reading the stream, sending to the on-failure destination): the granting policies must come first."""
-    problems = []
     for function in nodes_of_type(templates, FUNCTION):
         props = properties(templates, function)
         role = role_of(templates, function)
         if role is None:
             continue
         if "VpcConfig" in props:
-            problems += permission_order_problems(
-                templates, function, role, "ec2:CreateNetworkInterface", None, "Lambda checks it on create"
-            )
+            why = "Lambda checks it on create"
+            yield from permission_order_problems(templates, function, role, ENI_ACTION, None, why)
         target_arn = props.get("DeadLetterConfig", {}).get("TargetArn")
-        for target in sorted(resolve(templates, function[0], target_arn)):
-            action = {"AWS::SQS::Queue": "sqs:SendMessage", TOPIC: "sns:Publish"}.get(
-                resource_type(templates, target) or ""
-            )
-            if action:
-                problems += permission_order_problems(
-                    templates,
-                    function,
-                    role,
-                    action,
-                    target,
-                    "Lambda checks its dead-letter target on create",
-                )
+        for target in resolve_to(templates, function[0], target_arn, *DEAD_LETTER_ACTIONS):
+            action = DEAD_LETTER_ACTIONS[resource_type(templates, target) or ""]
+            why = "Lambda checks its dead-letter target on create"
+            yield from permission_order_problems(templates, function, role, action, target, why)
     for mapping in nodes_of_type(templates, EVENT_SOURCE_MAPPING):
         props = properties(templates, mapping)
-        functions = [
-            n
-            for n in resolve(templates, mapping[0], props.get("FunctionName"))
-            if resource_type(templates, n) == FUNCTION
-        ]
+        functions = resolve_to(templates, mapping[0], props.get("FunctionName"), FUNCTION)
         role = role_of(templates, functions[0]) if len(functions) == 1 else None
         if role is None:
             continue
         source = sorted(resolve(templates, mapping[0], props.get("EventSourceArn")))
         if any(resource_type(templates, n) == "AWS::DynamoDB::Table" for n in source):
             for action in ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
-                problems += permission_order_problems(
+                yield from permission_order_problems(
                     templates, mapping, role, action, source[0], "Lambda checks stream access on create"
                 )
         on_failure = props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
-        for target in sorted(resolve(templates, mapping[0], on_failure)):
-            if resource_type(templates, target) == "AWS::SQS::Queue":
-                problems += permission_order_problems(
-                    templates,
-                    mapping,
-                    role,
-                    "sqs:SendMessage",
-                    target,
-                    "Lambda checks the destination on create",
-                )
-    return problems
+        for target in resolve_to(templates, mapping[0], on_failure, QUEUE):
+            why = "Lambda checks the destination on create"
+            yield from permission_order_problems(templates, mapping, role, "sqs:SendMessage", target, why)
 
 
 # --- 5. deletion and replacement policies ------------------------------------------------------------------
@@ -854,21 +799,19 @@ def domain_foundations(templates: Templates) -> dict[Node, str]:
                 found[policy] = f"log delivery permission of {name(domain)}"
     for domain in nodes_of_type(templates, DOMAIN):
         props = properties(templates, domain)
-        groups = resolve(templates, domain[0], props.get("VPCOptions", {}).get("SecurityGroupIds"))
-        for group in groups:
-            if resource_type(templates, group) == SECURITY_GROUP:
-                found[group] = f"security group of {name(domain)}"
+        groups = props.get("VPCOptions", {}).get("SecurityGroupIds")
+        for group in resolve_to(templates, domain[0], groups, SECURITY_GROUP):
+            found[group] = f"security group of {name(domain)}"
         master = props.get("AdvancedSecurityOptions", {}).get("MasterUserOptions", {}).get("MasterUserARN")
-        for role in resolve(templates, domain[0], master):
-            if resource_type(templates, role) == ROLE:
-                found[role] = f"FGAC master role of {name(domain)}"
+        for role in resolve_to(templates, domain[0], master, ROLE):
+            found[role] = f"FGAC master role of {name(domain)}"
     return found
 
 
-def retention_problems(templates: Templates, retains_data: bool) -> list[str]:
+@listed
+def retention_problems(templates: Templates, retains_data: bool) -> Iterator[str]:
     """Check 5: every stateful resource states ``DeletionPolicy`` and ``UpdateReplacePolicy``; in a retaining
     environment both are ``Retain``, and so are the network, security groups and master role of the domain."""
-    problems = []
     subjects = {node: "stateful resource" for node in nodes_of_type(templates, *STATEFUL_TYPES)}
     if retains_data:
         subjects.update(domain_foundations(templates))
@@ -877,12 +820,9 @@ def retention_problems(templates: Templates, retains_data: bool) -> list[str]:
         for policy, retaining in RETAINING_POLICIES.items():
             value = resource.get(policy)
             if retains_data and value not in retaining:
-                problems.append(
-                    f"{name(node)} ({resource['Type']}, {why}): {policy} is {value or 'unset'}, not Retain"
-                )
+                yield f"{name(node)} ({resource['Type']}, {why}): {policy} is {value or 'unset'}, not Retain"
             elif value is None:
-                problems.append(f"{name(node)} ({resource['Type']}): no explicit {policy}")
-    return problems
+                yield f"{name(node)} ({resource['Type']}): no explicit {policy}"
 
 
 def termination_protection(manifest: Mapping[str, Any], template_file: str) -> bool | None:
@@ -908,21 +848,19 @@ def _intrinsic_uses(value: Any, function: str) -> int:
     return 0
 
 
+@listed
 def cross_stack_problems(
     templates: Templates, producer: str = "Stateful", consumer: str = "Stateless"
-) -> list[str]:
+) -> Iterator[str]:
     """Check 6: the consumer imports nothing (no ``Fn::ImportValue``, no ``Fn::GetStackOutput``), the producer
     exports nothing, and every SSM-typed parameter of the consumer reads a parameter the producer writes."""
-    problems = []
     for function in ("Fn::ImportValue", "Fn::GetStackOutput"):
         uses = _intrinsic_uses(templates[consumer], function)
         if uses:
-            problems.append(
-                f"{consumer}: {uses} {function} (an export in use blocks every change to its value)"
-            )
+            yield f"{consumer}: {uses} {function} (an export in use blocks every change to its value)"
     exports = sorted(n for n, output in templates[producer].get("Outputs", {}).items() if "Export" in output)
     if exports:
-        problems.append(f"{producer}: {len(exports)} outputs carry an Export: {', '.join(exports)}")
+        yield f"{producer}: {len(exports)} outputs carry an Export: {', '.join(exports)}"
     written = {
         resource.get("Properties", {}).get("Name")
         for _, resource in of_type(templates[producer], SSM_PARAMETER)
@@ -931,11 +869,10 @@ def cross_stack_problems(
         if parameter_name == CDK_BOOTSTRAP_PARAMETER:
             continue
         if default not in written:
-            problems.append(
+            yield (
                 f"{consumer}: SSM-typed parameter {parameter_name} reads {json.dumps(default)}, which no "
                 f"{SSM_PARAMETER} of {producer} writes"
             )
-    return problems
 
 
 # --- 7. engine upgrades ----------------------------------------------------------------------------------------

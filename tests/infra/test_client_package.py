@@ -14,6 +14,7 @@ from tests.infra.conftest import ENVIRONMENTS, Synthesized
 from tests.support import client
 
 ROOT = Path(__file__).resolve().parents[2]
+FUNCTION = "AWS::Lambda::Function"
 
 
 def runtime_assets(synthesized: Synthesized, env: str) -> dict[str, Path]:
@@ -23,10 +24,7 @@ def runtime_assets(synthesized: Synthesized, env: str) -> dict[str, Path]:
         for logical_id, resource in synthesized.template_json(env, kind)["Resources"].items():
             properties = resource.get("Properties", {})
             handler = str(properties.get("Handler", ""))
-            if (
-                resource["Type"] != "AWS::Lambda::Function"
-                or not (ROOT / "lambdas" / handler.split(".")[0]).is_dir()
-            ):
+            if resource["Type"] != FUNCTION or not (ROOT / "lambdas" / handler.split(".")[0]).is_dir():
                 continue
             key = properties["Code"]["S3Key"]
             assets[logical_id] = synthesized.outdir / f"asset.{key.removesuffix('.zip')}"

@@ -9,9 +9,9 @@ released.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -70,198 +70,171 @@ BASE = surface_of(ZONE, STAY, NOTE)
 
 
 def with_attributes(schema: Schema, *attributes: Attribute, hidden_flag: str | None = None) -> Schema:
-    return dataclasses.replace(schema, attributes=attributes, hidden_flag=hidden_flag)
+    return replace(schema, attributes=attributes, hidden_flag=hidden_flag)
 
 
 def zone_attribute(name: str, change: Callable[[Attribute], Attribute | None]) -> Schema:
     """ZONE with its attribute ``name`` changed (or removed: ``change`` returns None)."""
     kept = [change(a) if a.name == name else a for a in ZONE.attributes]
-    return dataclasses.replace(ZONE, attributes=tuple(a for a in kept if a is not None))
+    return replace(ZONE, attributes=tuple(a for a in kept if a is not None))
 
 
 MOVED = {"one": {"zone": "Table", "stay": "Table", "note": "Table"}, "two": {"zone": "Table"}}
 
-# (case, the registry after, the tables after, the level, a fragment of each change line)
-CASES: list[tuple[str, tuple[Schema, ...], Mapping[str, Mapping[str, str]], str, list[str]]] = [
-    ("nothing changes", (ZONE, STAY, NOTE), TABLES, "patch", []),
-    (
+
+def case(
+    name: str,
+    level: str,
+    *lines: str,
+    zone: Schema = ZONE,
+    stay: Schema = STAY,
+    note: Schema | None = NOTE,
+    extra: tuple[Schema, ...] = (),
+    tables: Mapping[str, Mapping[str, str]] = TABLES,
+) -> Any:
+    """A classification case: the registry after (BASE's schemas, changed or removed, plus ``extra``) and the
+    tables after, the level and a fragment of each change line."""
+    schemas = tuple(schema for schema in (zone, stay, note, *extra) if schema is not None)
+    return pytest.param(schemas, tables, level, list(lines), id=name)
+
+
+CASES = [
+    case("nothing changes", "patch"),
+    case(
         "descriptions and examples are no promise",
-        (dataclasses.replace(ZONE, description="other", example={"collectionId": "x", "seq": 2}), STAY, NOTE),
-        TABLES,
         "patch",
-        [],
+        zone=replace(ZONE, description="other", example={"collectionId": "x", "seq": 2}),
     ),
-    ("a schema removed", (ZONE, STAY), TABLES, "major", ["schema 'note' removed"]),
-    (
-        "a schema added",
-        (ZONE, STAY, NOTE, dataclasses.replace(NOTE, name="memo")),
-        TABLES,
-        "minor",
-        ["schema 'memo' added"],
-    ),
-    (
+    case("a schema removed", "major", "schema 'note' removed", note=None),
+    case("a schema added", "minor", "schema 'memo' added", extra=(replace(NOTE, name="memo"),)),
+    case(
         "an attribute removed",
-        (zone_attribute("name", lambda a: None), STAY, NOTE),
-        TABLES,
         "major",
-        ["schema 'zone': attribute 'name' removed"],
+        "schema 'zone': attribute 'name' removed",
+        zone=zone_attribute("name", lambda a: None),
     ),
-    (
+    case(
         "an attribute added",
-        (
-            dataclasses.replace(
-                ZONE, attributes=(*ZONE.attributes, Attribute("season", AttributeKind.KEYWORD))
-            ),
-            STAY,
-            NOTE,
-        ),
-        TABLES,
         "minor",
-        ["schema 'zone': attribute 'season' added (keyword, public)"],
+        "schema 'zone': attribute 'season' added (keyword, public)",
+        zone=replace(ZONE, attributes=(*ZONE.attributes, Attribute("season", AttributeKind.KEYWORD))),
     ),
-    (
+    case(
         "an attribute retyped",
-        (zone_attribute("name", lambda a: dataclasses.replace(a, kind=AttributeKind.KEYWORD)), STAY, NOTE),
-        TABLES,
         "major",
-        ["schema 'zone': attribute 'name' changes kind from text to keyword"],
+        "schema 'zone': attribute 'name' changes kind from text to keyword",
+        zone=zone_attribute("name", lambda a: replace(a, kind=AttributeKind.KEYWORD)),
     ),
-    (
+    case(
         "an attribute made internal",
-        (
-            zone_attribute("name", lambda a: dataclasses.replace(a, visibility=Visibility.INTERNAL)),
-            STAY,
-            NOTE,
-        ),
-        TABLES,
         "major",
-        ["schema 'zone': attribute 'name' made internal (readers lose it)"],
+        "schema 'zone': attribute 'name' made internal (readers lose it)",
+        zone=zone_attribute("name", lambda a: replace(a, visibility=Visibility.INTERNAL)),
     ),
-    (
+    case(
         "an attribute made public",
-        (zone_attribute("notes", lambda a: dataclasses.replace(a, visibility=Visibility.PUBLIC)), STAY, NOTE),
-        TABLES,
         "minor",
-        ["schema 'zone': attribute 'notes' made public"],
+        "schema 'zone': attribute 'notes' made public",
+        zone=zone_attribute("notes", lambda a: replace(a, visibility=Visibility.PUBLIC)),
     ),
-    (
+    case(
         "a scope field added",
-        (dataclasses.replace(ZONE, scope=(Field("collectionId"), Field("region"))), STAY, NOTE),
-        TABLES,
         "major",
-        ["schema 'zone': pk pattern changes from zone::<collectionId> to zone::<collectionId>::<region>"],
+        "schema 'zone': pk pattern changes from zone::<collectionId> to zone::<collectionId>::<region>",
+        zone=replace(ZONE, scope=(Field("collectionId"), Field("region"))),
     ),
-    (
+    case(
         "a scope field's kind",
-        (ZONE, STAY, dataclasses.replace(NOTE, scope=(Field("collectionId"), Field("noteId", Kind.UUID)))),
-        TABLES,
         "major",
-        ["schema 'note': pk pattern changes"],
+        "schema 'note': pk pattern changes",
+        note=replace(NOTE, scope=(Field("collectionId"), Field("noteId", Kind.UUID))),
     ),
-    (
+    case(
         "a number field's width",
-        (dataclasses.replace(ZONE, sk=CounterSk(width=12)), STAY, NOTE),
-        TABLES,
         "major",
-        ["schema 'zone': sk changes from counter <seq:0000000000> to counter <seq:000000000000>"],
+        "schema 'zone': sk changes from counter <seq:0000000000> to counter <seq:000000000000>",
+        zone=replace(ZONE, sk=CounterSk(width=12)),
     ),
-    (
+    case(
         "the sk strategy",
-        (dataclasses.replace(ZONE, sk=FieldsSk((Field("zoneId"),))), STAY, NOTE),
-        TABLES,
         "major",
-        ["schema 'zone': sk changes from counter"],
+        "schema 'zone': sk changes from counter",
+        zone=replace(ZONE, sk=FieldsSk((Field("zoneId"),))),
     ),
-    (
+    case(
         "the sk fields",
-        (ZONE, dataclasses.replace(STAY, sk=FieldsSk((Field("day", Kind.DATE), Field("stayId")))), NOTE),
-        TABLES,
         "major",
-        ["schema 'stay': sk changes from fields <day:YYYY-MM-DD>::<stayId:uuid> to fields"],
+        "schema 'stay': sk changes from fields <day:YYYY-MM-DD>::<stayId:uuid> to fields",
+        stay=replace(STAY, sk=FieldsSk((Field("day", Kind.DATE), Field("stayId")))),
     ),
-    (
+    case(
         "a fixed sk's value",
-        (ZONE, STAY, dataclasses.replace(NOTE, sk=FixedSk("one"))),
-        TABLES,
         "major",
-        ["schema 'note': sk changes from parts"],
+        "schema 'note': sk changes from parts",
+        note=replace(NOTE, sk=FixedSk("one")),
     ),
-    (
+    case(
         "the shard count",
-        (ZONE, dataclasses.replace(STAY, sharding=Sharding(attribute="stayId", shards=8)), NOTE),
-        TABLES,
         "major",
-        ["schema 'stay': write sharding changes from sha256(stayId) mod 4 to sha256(stayId) mod 8"],
+        "schema 'stay': write sharding changes from sha256(stayId) mod 4 to sha256(stayId) mod 8",
+        stay=replace(STAY, sharding=Sharding(attribute="stayId", shards=8)),
     ),
-    (
+    case(
         "sharding dropped",
-        (ZONE, dataclasses.replace(STAY, sharding=None), NOTE),
-        TABLES,
         "major",
-        ["schema 'stay': write sharding changes from sha256(stayId) mod 4 to none"],
+        "schema 'stay': write sharding changes from sha256(stayId) mod 4 to none",
+        stay=replace(STAY, sharding=None),
     ),
-    (
+    case(
         "indexing turned off",
-        (ZONE, dataclasses.replace(STAY, indexable=False, attributes=()), NOTE),
-        TABLES,
         "major",
-        ["schema 'stay': no longer indexable", "schema 'stay': attribute 'day' removed"],
+        "schema 'stay': no longer indexable",
+        "schema 'stay': attribute 'day' removed",
+        stay=replace(STAY, indexable=False, attributes=()),
     ),
-    (
-        "indexing turned on",
-        (ZONE, STAY, dataclasses.replace(NOTE, indexable=True)),
-        TABLES,
-        "minor",
-        ["schema 'note': now indexable"],
-    ),
-    (
+    case("indexing turned on", "minor", "schema 'note': now indexable", note=replace(NOTE, indexable=True)),
+    case(
         "globalId turned on",
-        (ZONE, dataclasses.replace(STAY, global_id=True), NOTE),
-        TABLES,
         "major",
-        ["schema 'stay': globalId lookup turned on"],
+        "schema 'stay': globalId lookup turned on",
+        stay=replace(STAY, global_id=True),
     ),
-    (
+    case(
         "a hidden flag dropped",
-        (with_attributes(ZONE, *ZONE.attributes), STAY, NOTE),
-        TABLES,
         "major",
-        ["schema 'zone': hidden_flag changes from 'hidden' to None"],
+        "schema 'zone': hidden_flag changes from 'hidden' to None",
+        zone=with_attributes(ZONE, *ZONE.attributes),
     ),
-    (
+    case(
         "free attributes refused",
-        (ZONE, dataclasses.replace(STAY, free_attributes=False), NOTE),
-        TABLES,
         "major",
-        ["schema 'stay': no longer takes free attributes"],
+        "schema 'stay': no longer takes free attributes",
+        stay=replace(STAY, free_attributes=False),
     ),
-    (
+    case(
         "a schema moves table in an environment",
-        (ZONE, STAY, NOTE),
-        MOVED,
         "major",
-        ["environment 'one': schema 'stay' moves from table TableStays to Table"],
+        "environment 'one': schema 'stay' moves from table TableStays to Table",
+        tables=MOVED,
     ),
-    (
+    case(
         "an environment added needs no release",
-        (ZONE, STAY, NOTE),
-        {**TABLES, "three": {"zone": "Table"}},
         "patch",
-        ["environment 'three' added"],
+        "environment 'three' added",
+        tables={**TABLES, "three": {"zone": "Table"}},
     ),
-    (
+    case(
         "a major change outweighs a minor one",
-        (zone_attribute("name", lambda a: None), STAY, NOTE, dataclasses.replace(NOTE, name="memo")),
-        TABLES,
         "major",
-        ["schema 'memo' added", "schema 'zone': attribute 'name' removed"],
+        "schema 'memo' added",
+        "schema 'zone': attribute 'name' removed",
+        zone=zone_attribute("name", lambda a: None),
+        extra=(replace(NOTE, name="memo"),),
     ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("schemas", "tables", "expected", "lines"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@pytest.mark.parametrize(("schemas", "tables", "expected", "lines"), CASES)
 def test_each_change_is_classified_by_what_it_breaks(
     schemas: tuple[Schema, ...], tables: Mapping[str, Mapping[str, str]], expected: str, lines: list[str]
 ) -> None:
@@ -288,7 +261,7 @@ def test_the_surface_is_json_and_deterministic() -> None:
 
 
 def test_free_attributes_allowed_again_is_minor_and_a_record_from_before_the_flag_reads_as_free() -> None:
-    strict = surface_of(ZONE, dataclasses.replace(STAY, free_attributes=False), NOTE)
+    strict = surface_of(ZONE, replace(STAY, free_attributes=False), NOTE)
     changes = cv.classify(strict, BASE)
     assert [(c.level, c.text) for c in changes] == [
         ("minor", "schema 'stay': takes free attributes (undeclared names are indexed dynamically)")
@@ -311,7 +284,7 @@ def test_the_lowest_version_a_change_may_ship_as(
 
 RECORD = {"version": "1.2.0", "surface": BASE}
 BREAKING = surface_of(zone_attribute("name", lambda a: None), STAY, NOTE)
-ADDING = surface_of(ZONE, STAY, NOTE, dataclasses.replace(NOTE, name="memo"))
+ADDING = surface_of(ZONE, STAY, NOTE, replace(NOTE, name="memo"))
 
 
 def test_a_breaking_change_with_a_minor_bump_fails_and_says_the_version_it_needs() -> None:
@@ -323,9 +296,7 @@ def test_a_breaking_change_with_a_minor_bump_fails_and_says_the_version_it_needs
 
 
 def test_a_retyped_attribute_without_a_bump_fails() -> None:
-    retyped = surface_of(
-        zone_attribute("name", lambda a: dataclasses.replace(a, kind=AttributeKind.DATE)), STAY, NOTE
-    )
+    retyped = surface_of(zone_attribute("name", lambda a: replace(a, kind=AttributeKind.DATE)), STAY, NOTE)
     verdict = cv.check(RECORD, "1.2.0", retyped)
     assert not verdict.passed
     assert "needs a major release: version 1.2.0 → at least 2.0.0" in verdict.lines
@@ -395,7 +366,7 @@ def test_a_changelog_entry_groups_its_changes_by_the_release_they_need() -> None
         surface_of(
             zone_attribute("name", lambda a: None),
             STAY,
-            dataclasses.replace(NOTE, indexable=True),
+            replace(NOTE, indexable=True),
             tables={**TABLES, "three": {}},
         ),
     )

@@ -155,6 +155,15 @@ def test_two_environments_with_one_name_are_refused() -> None:
 # --- the commands people run ----------------------------------------------------------------------------------
 
 
+def run(
+    directory: Path, *arguments: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """This Python run in ``directory`` with ``arguments``, its output captured."""
+    return subprocess.run(
+        [sys.executable, *arguments], cwd=directory, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
 def scratch_copy(directory: Path, pattern: str, replacement: str) -> Path:
     """The app's sources in ``directory`` with the first match of ``pattern`` in infra/environments.py replaced."""
     copy = directory / "repo"
@@ -198,9 +207,7 @@ def planted_line(copy: Path) -> int:
 def test_every_command_prints_a_config_error_as_one_line_and_exits_2(
     broken_copy: Path, command: list[str]
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, *command], cwd=broken_copy, capture_output=True, text=True, timeout=120
-    )
+    done = run(broken_copy, *command)
     first = next(iter(environments()))
     expected = (
         f"config error: infra/environments.py:{planted_line(broken_copy)}: "
@@ -220,7 +227,7 @@ def test_a_misspelt_instance_type_fails_the_app_in_one_line_at_its_own_line_with
     family, size, suffix = written["type"].split(".")
     typo = f"{family}.{size[:-2]}{size[-1]}.{suffix}"
     copy = scratch_copy(tmp_path, re.escape(written[0]), f'data_node_type="{typo}"')
-    done = subprocess.run([sys.executable, "app.py"], cwd=copy, capture_output=True, text=True, timeout=120)
+    done = run(copy, "app.py")
     lines = (copy / "infra" / "environments.py").read_text().splitlines()
     line = next(number for number, text in enumerate(lines, 1) if f'"{typo}"' in text)
     environment = next(
@@ -280,9 +287,7 @@ def test_a_read_role_on_a_schema_that_is_never_indexed_says_so(config: Environme
 
 
 def test_ops_help_works_with_a_broken_config_and_names_the_mistake_once(broken_copy: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "ops", "--help"], cwd=broken_copy, capture_output=True, text=True, timeout=120
-    )
+    done = run(broken_copy, "-m", "ops", "--help")
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout.count("must be an integer, not '2' (str)") == 1
     assert "usage: python -m ops" in done.stdout
@@ -294,12 +299,5 @@ def test_an_infra_command_prints_no_jsii_banner(tmp_path: Path) -> None:
 
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JSII_SILENCE")}
     imports = "import infra.report, aws_cdk"  # what every infra command does first: jsii starts
-    done = subprocess.run(
-        [sys.executable, "-c", imports],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run(ROOT, "-c", imports, env=environment)
     assert done.returncode == 0 and done.stderr == ""

@@ -125,19 +125,11 @@ def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_me
     tables = len(config.source_tables)
     runs = 30 * 1440 / config.heartbeat.interval_minutes  # per table and month
     stacks = environments[env]
-    on_demand = sum(
-        1
-        for s in stacks
-        for r in s.resources.values()
-        if r["Type"] == "AWS::DynamoDB::Table" and r["Properties"].get("BillingMode") == "PAY_PER_REQUEST"
-    )
-    (sync,) = [
-        r["Properties"]
-        for s in stacks
-        for r in s.resources.values()
-        if r["Type"] == "AWS::Lambda::Function"
-        and r["Properties"].get("Handler") == "stream_sync.handler.handler"
-    ]
+    resources = [r for s in stacks for r in s.resources.values()]
+    declared = [r["Properties"] for r in resources if r["Type"] == "AWS::DynamoDB::Table"]
+    on_demand = sum(1 for table in declared if table.get("BillingMode") == "PAY_PER_REQUEST")
+    functions = [r["Properties"] for r in resources if r["Type"] == "AWS::Lambda::Function"]
+    (sync,) = [function for function in functions if function.get("Handler") == "stream_sync.handler.handler"]
     gb = sync["MemorySize"] / 1024
     invocation = (
         0.1 * gb * prices[f"lambda.{sync['Architectures'][0]}.gb_second"] + prices["lambda.requests"] / 1e6
@@ -153,9 +145,8 @@ def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_me
             + 1.5 / 2**20 * prices["logs.ingestion"]  # its log lines
         )
     )
-    expected += (
-        on_demand * runs * prices["dynamodb.write_request"] / 1e6
-    )  # provisioned tables absorb the writes
+    # The heartbeat's writes to on-demand tables (provisioned tables absorb them).
+    expected += on_demand * runs * prices["dynamodb.write_request"] / 1e6
     # Two alarms per table: HeartbeatLag on the lag, HeartbeatMissing on the lag's count and the count due.
     expected += tables * (3 * prices["cloudwatch.alarm_metric"] + 2 * prices["cloudwatch.custom_metric"])
 

@@ -87,9 +87,8 @@ def test_cognito_login_uses_the_configured_pools_through_a_service_role(cognito:
     )
     role_id = options["RoleArn"]["Fn::GetAtt"][0]
     role = cognito.find_resources("AWS::IAM::Role")[role_id]["Properties"]
-    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
-        "Service": "opensearchservice.amazonaws.com"
-    }
+    principal = role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+    assert principal == {"Service": "opensearchservice.amazonaws.com"}
 
 
 def test_cognito_users_act_as_the_authenticated_role_which_the_access_policy_admits(

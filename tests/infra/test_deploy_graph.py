@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from infra.environments import environments
+from infra.templates import Stack
 from tests.infra import deploy_graph as dg
 from tests.infra.conftest import STACK_KINDS, Synthesized
 
@@ -26,17 +27,6 @@ def templates(synthesized: Synthesized, env: str) -> dict[str, Any]:
     if env not in _templates:
         _templates[env] = {kind: synthesized.template_json(env, kind) for kind in STACK_KINDS}
     return _templates[env]
-
-
-def pseudo_parameters(env: str) -> dict[str, str]:
-    config = environments()[env]
-    partition = "aws-cn" if config.region.startswith("cn-") else "aws"
-    return {
-        "AWS::AccountId": config.account,
-        "AWS::Partition": partition,
-        "AWS::Region": config.region,
-        "AWS::URLSuffix": "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com",
-    }
 
 
 def assert_none(problems: list[str], what: str) -> None:
@@ -62,7 +52,9 @@ def test_provider_framework_may_invoke_and_get_its_user_functions(templates: dic
 def test_every_alarm_topic_lets_cloudwatch_publish(templates: dict[str, Any], env: str) -> None:
     """A topic policy replaces SNS's default policy: it must allow ``cloudwatch.amazonaws.com`` ``sns:Publish`` for
     this account's alarms (and be created before them); an encrypted topic's key must let CloudWatch use it."""
-    assert_none(dg.alarm_topic_problems(templates, pseudo_parameters(env)), "alarm notifications")
+    config = environments()[env]
+    pseudo = Stack(f"{env}/Stateless", {}, "", config.account, config.region).pseudo_parameters()
+    assert_none(dg.alarm_topic_problems(templates, pseudo), "alarm notifications")
 
 
 def test_log_writers_are_created_after_the_permission_to_write(templates: dict[str, Any]) -> None:

@@ -60,10 +60,12 @@ def test_each_table_is_drawn_with_the_streams_the_sync_and_the_ops_read(
 # --- reading a hand-written assembly -------------------------------------------------------------------------
 
 
-def write_assembly(directory: Path, stacks: dict[str, tuple[dict[str, Any], dict[str, str]]]) -> Path:
-    """An assembly directory like ``cdk.out/assembly-<stage>``: per stack a template and its logical-id metadata."""
+def write_assembly(directory: Path, stacks: dict[str, dict[str, Any]]) -> Path:
+    """An assembly directory like ``cdk.out/assembly-<stage>``: per stack a template and its logical-id metadata
+    (each resource's construct path, given under ``Path``)."""
     artifacts = {}
-    for name, (template, paths) in stacks.items():
+    for name, template in stacks.items():
+        paths = {lid: resource.pop("Path") for lid, resource in template["Resources"].items()}
         (directory / f"{name}.template.json").write_text(json.dumps(template))
         metadata = {
             f"/stage/{name}/{path}": [{"type": "aws:cdk:logicalId", "data": lid}]
@@ -81,64 +83,52 @@ def write_assembly(directory: Path, stacks: dict[str, tuple[dict[str, Any], dict
     return directory
 
 
-def resource(resource_type: str, **properties: Any) -> dict[str, Any]:
-    return {"Type": resource_type, "Properties": properties}
+def resource(path: str, resource_type: str, **properties: Any) -> dict[str, Any]:
+    return {"Path": path, "Type": resource_type, "Properties": properties}
 
 
 @pytest.fixture
 def small(tmp_path: Path) -> list[diagram.StackTemplate]:
     producer = {
         "Resources": {
-            "Key": resource("AWS::KMS::Key"),
-            "Table": resource("AWS::DynamoDB::Table", KMSKey={"Fn::GetAtt": ["Key", "Arn"]}),
-            "TablePolicy": resource("AWS::IAM::ManagedPolicy", Resource={"Fn::Sub": "${Key.Arn}/*"}),
-            "Role": resource("AWS::IAM::Role", RoleName="stage-sync"),
+            "Key": resource("DataKey/Resource", "AWS::KMS::Key"),
+            "Table": resource(
+                "Table/Resource", "AWS::DynamoDB::Table", KMSKey={"Fn::GetAtt": ["Key", "Arn"]}
+            ),
+            "TablePolicy": resource(
+                "Table/Policy/Resource", "AWS::IAM::ManagedPolicy", Resource={"Fn::Sub": "${Key.Arn}/*"}
+            ),
+            "Role": resource("Access/Role/Resource", "AWS::IAM::Role", RoleName="stage-sync"),
             "StreamParam": resource(
+                "Handoff/stream/Resource",
                 "AWS::SSM::Parameter",
                 Name="/p/table-stream-arn",
                 Value={"Fn::GetAtt": ["Table", "StreamArn"]},
             ),
         }
     }
+    function_role = "arn:aws:iam::111111111111:role/stage-sync"
     consumer = {
         "Parameters": {
             "Stream": {"Type": "AWS::SSM::Parameter::Value<String>", "Default": "/p/table-stream-arn"},
             "Plain": {"Type": "String", "Default": "/p/table-stream-arn"},
         },
         "Resources": {
-            "Function": resource("AWS::Lambda::Function", Role="arn:aws:iam::111111111111:role/stage-sync"),
-            "Mapping": resource("AWS::Lambda::EventSourceMapping", EventSourceArn={"Ref": "Stream"}),
-            "Queue": resource("AWS::SQS::Queue"),
+            "Function": resource("Sync/Function/Resource", "AWS::Lambda::Function", Role=function_role),
+            "Mapping": resource(
+                "Sync/Function/Mapping/Resource",
+                "AWS::Lambda::EventSourceMapping",
+                EventSourceArn={"Ref": "Stream"},
+            ),
+            "Queue": resource("Sync/Queue/Resource", "AWS::SQS::Queue"),
             "Alarm": resource(
-                "AWS::CloudWatch::Alarm", Dimensions=[{"Value": {"Ref": "Queue"}}, {"Ref": "Plain"}]
+                "Monitoring/Alarm/Resource",
+                "AWS::CloudWatch::Alarm",
+                Dimensions=[{"Value": {"Ref": "Queue"}}, {"Ref": "Plain"}],
             ),
         },
     }
-    directory = write_assembly(
-        tmp_path,
-        {
-            "Producer": (
-                producer,
-                {
-                    "Key": "DataKey/Resource",
-                    "Table": "Table/Resource",
-                    "TablePolicy": "Table/Policy/Resource",
-                    "Role": "Access/Role/Resource",
-                    "StreamParam": "Handoff/stream/Resource",
-                },
-            ),
-            "Consumer": (
-                consumer,
-                {
-                    "Function": "Sync/Function/Resource",
-                    "Mapping": "Sync/Function/Mapping/Resource",
-                    "Queue": "Sync/Queue/Resource",
-                    "Alarm": "Monitoring/Alarm/Resource",
-                },
-            ),
-        },
-    )
-    return diagram.read_assembly(directory)
+    return diagram.read_assembly(write_assembly(tmp_path, {"Producer": producer, "Consumer": consumer}))
 
 
 def test_resources_are_grouped_by_their_top_level_construct(small: list[diagram.StackTemplate]) -> None:

@@ -1,8 +1,10 @@
 """Every function of the stateless stack: reserved concurrency per environment, environment variables encrypted
-with the data key, and the account quota each environment needs (as docs/environments.md states it)."""
+with the data key, tracing, runtime, encrypted logs, and the account quota each environment needs (as
+docs/environments.md states it)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from infra.config import EnvironmentConfig
 from infra.environments import environments
 from tests.infra.test_index_bootstrap import framework_function, handler_function
 from tests.infra.test_ops_workflows import worker_function
-from tests.infra.test_stream_sync import data_key_arn, resolve, sync_function
+from tests.infra.test_stream_sync import data_key_arn, resolve, subnet_refs, sync_function
 from tests.support.template import Template
 
 FUNCTION = "AWS::Lambda::Function"
@@ -22,7 +24,8 @@ FUNCTION_NAMES = ("stream sync", "index bootstrap", "bootstrap provider", "ops w
 
 
 def functions(stateless: Template) -> dict[str, dict[str, Any]]:
-    """The stateless stack's functions by the name config gives their reservation; there are no others."""
+    """The stateless stack's functions by the name config gives their reservation; there are no others (a fifth
+    would be a hidden CDK provider, log retention or auto-delete, that nobody hardened)."""
     found = {
         "stream sync": sync_function(stateless)[1],
         "index bootstrap": handler_function(stateless)[1],
@@ -59,6 +62,41 @@ def test_every_function_encrypts_its_environment_with_the_data_key(
     for name, resource in functions(stateless).items():
         key = resolve(stateful, stateless, resource["Properties"].get("KmsKeyArn"))
         assert key == data_key_arn(stateful), name
+
+
+def test_every_function_runs_in_every_isolated_subnet_with_a_group_of_its_stack(
+    stateful: Template, stateless: Template
+) -> None:
+    subnets = sorted(map(json.dumps, subnet_refs(stateful)))
+    for name, resource in functions(stateless).items():
+        vpc_config = resolve(stateful, stateless, resource["Properties"]["VpcConfig"])
+        assert sorted(map(json.dumps, vpc_config["SubnetIds"])) == subnets, name
+        ((group,),) = [vpc_config["SecurityGroupIds"]]
+        assert group["Fn::GetAtt"][0] in stateless.find_resources("AWS::EC2::SecurityGroup"), name
+
+
+def test_every_function_is_traced(stateless: Template) -> None:
+    for name, resource in functions(stateless).items():
+        assert resource["Properties"]["TracingConfig"] == {"Mode": "Active"}, name
+
+
+def test_every_python_function_runs_python_3_14_on_arm64(stateless: Template) -> None:
+    python = {name: r for name, r in functions(stateless).items() if name != "bootstrap provider"}
+    for name, resource in python.items():
+        properties = resource["Properties"]
+        assert (properties["Runtime"], properties["Architectures"]) == ("python3.14", ["arm64"]), name
+
+
+def test_every_function_logs_to_an_encrypted_group_with_configured_retention(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
+    groups = stateless.find_resources("AWS::Logs::LogGroup")
+    for name, resource in functions(stateless).items():
+        group = groups[resource["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]]
+        assert resolve(stateful, stateless, group["Properties"]) == {
+            "KmsKeyId": data_key_arn(stateful),
+            "RetentionInDays": config.log_retention_days,
+        }, name
 
 
 @pytest.mark.parametrize("name", sorted(environments()))

@@ -9,18 +9,16 @@ from aws_cdk.assertions import Match
 
 from infra.config import EnvironmentConfig
 from infra.constructs.geometry_bucket import NONCURRENT_VERSION_DAYS
+from tests.infra.test_stream_sync import TLS_ONLY, data_key_arn
 from tests.support.retention import removal_policies
 from tests.support.template import Template
 
 BUCKET = "AWS::S3::Bucket"
 BUCKET_POLICY = "AWS::S3::BucketPolicy"
 AUTO_DELETE = "Custom::S3AutoDeleteObjects"
-BLOCK_ALL = {
-    "BlockPublicAcls": True,
-    "BlockPublicPolicy": True,
-    "IgnorePublicAcls": True,
-    "RestrictPublicBuckets": True,
-}
+BLOCK_ALL = dict.fromkeys(
+    ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"), True
+)
 
 
 def geometry_bucket_id(template: Template) -> str:
@@ -41,10 +39,8 @@ def bucket(template: Template, logical_id: str) -> dict[str, Any]:
     return template.find_resources(BUCKET)[logical_id]
 
 
-def key_arn(template: Template) -> dict[str, Any]:
-    keys = template.find_resources("AWS::KMS::Key")
-    assert len(keys) == 1
-    return {"Fn::GetAtt": [next(iter(keys)), "Arn"]}
+def properties(template: Template, logical_id: str) -> dict[str, Any]:
+    return dict(bucket(template, logical_id)["Properties"])
 
 
 def bucket_ids(template: Template) -> list[str]:
@@ -52,67 +48,59 @@ def bucket_ids(template: Template) -> list[str]:
 
 
 def test_stateful_stack_has_the_geometry_access_log_and_ops_buckets_only(stateful: Template) -> None:
+    # The geometry bucket logs its access under `geometry/` into the other (geometry_bucket_id, access_log_bucket_id).
     stateful.resource_count_is(BUCKET, 3)  # the ops bucket: tests/infra/test_ops_bucket.py
     assert access_log_bucket_id(stateful) != geometry_bucket_id(stateful)
 
 
 def test_geometry_bucket_is_versioned(stateful: Template) -> None:
-    properties = bucket(stateful, geometry_bucket_id(stateful))["Properties"]
-    assert properties["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert properties(stateful, geometry_bucket_id(stateful))["VersioningConfiguration"] == {
+        "Status": "Enabled"
+    }
 
 
 def test_geometry_bucket_is_encrypted_with_the_data_key_and_a_bucket_key(stateful: Template) -> None:
-    properties = bucket(stateful, geometry_bucket_id(stateful))["Properties"]
-    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
-        {
-            "BucketKeyEnabled": True,
-            "ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key_arn(stateful)},
-        }
+    encryption = properties(stateful, geometry_bucket_id(stateful))["BucketEncryption"]
+    by_default = {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": data_key_arn(stateful)}
+    assert encryption["ServerSideEncryptionConfiguration"] == [
+        {"BucketKeyEnabled": True, "ServerSideEncryptionByDefault": by_default}
     ]
 
 
 def test_access_log_bucket_uses_s3_managed_encryption(stateful: Template) -> None:
     # S3 server access logging delivers only to SSE-S3 buckets.
-    properties = bucket(stateful, access_log_bucket_id(stateful))["Properties"]
-    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+    encryption = properties(stateful, access_log_bucket_id(stateful))["BucketEncryption"]
+    assert encryption["ServerSideEncryptionConfiguration"] == [
         {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
     ]
 
 
 def test_both_buckets_block_all_public_access(stateful: Template) -> None:
     for logical_id in bucket_ids(stateful):
-        assert bucket(stateful, logical_id)["Properties"]["PublicAccessBlockConfiguration"] == BLOCK_ALL
+        assert properties(stateful, logical_id)["PublicAccessBlockConfiguration"] == BLOCK_ALL
 
 
 def test_both_buckets_disable_acls(stateful: Template) -> None:
     for logical_id in bucket_ids(stateful):
-        assert bucket(stateful, logical_id)["Properties"]["OwnershipControls"] == {
-            "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]
-        }
+        owner_enforced = {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+        assert properties(stateful, logical_id)["OwnershipControls"] == owner_enforced
 
 
 @pytest.mark.parametrize("which", ["geometry", "access-log"])
 def test_bucket_policy_denies_requests_without_tls(stateful: Template, which: str) -> None:
     logical_id = (geometry_bucket_id if which == "geometry" else access_log_bucket_id)(stateful)
     arn = {"Fn::GetAtt": [logical_id, "Arn"]}
+    resources = [arn, {"Fn::Join": ["", [arn, "/*"]]}]
+    deny = {
+        "Effect": "Deny",
+        "Principal": {"AWS": "*"},
+        "Action": "s3:*",
+        "Condition": TLS_ONLY,
+        "Resource": resources,
+    }
     stateful.has_resource_properties(
         BUCKET_POLICY,
-        {
-            "Bucket": {"Ref": logical_id},
-            "PolicyDocument": {
-                "Statement": Match.array_with(
-                    [
-                        {
-                            "Effect": "Deny",
-                            "Principal": {"AWS": "*"},
-                            "Action": "s3:*",
-                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                            "Resource": [arn, {"Fn::Join": ["", [arn, "/*"]]}],
-                        }
-                    ]
-                )
-            },
-        },
+        {"Bucket": {"Ref": logical_id}, "PolicyDocument": {"Statement": Match.array_with([deny])}},
     )
 
 
@@ -123,20 +111,8 @@ def test_no_bucket_policy_allows_an_anonymous_principal(stateful: Template) -> N
                 assert statement["Principal"] not in ("*", {"AWS": "*"}), statement
 
 
-def test_geometry_bucket_logs_access_to_the_access_log_bucket(stateful: Template) -> None:
-    stateful.has_resource_properties(
-        BUCKET,
-        {
-            "LoggingConfiguration": {
-                "DestinationBucketName": {"Ref": access_log_bucket_id(stateful)},
-                "LogFilePrefix": Match.string_like_regexp(r".+/$"),
-            }
-        },
-    )
-
-
 def test_geometry_bucket_expires_noncurrent_versions(stateful: Template) -> None:
-    rules = bucket(stateful, geometry_bucket_id(stateful))["Properties"]["LifecycleConfiguration"]["Rules"]
+    rules = properties(stateful, geometry_bucket_id(stateful))["LifecycleConfiguration"]["Rules"]
     assert {"Status": "Enabled", "NoncurrentDays": NONCURRENT_VERSION_DAYS} in [
         {
             "Status": rule["Status"],
@@ -147,7 +123,7 @@ def test_geometry_bucket_expires_noncurrent_versions(stateful: Template) -> None
 
 
 def test_geometry_bucket_keeps_current_objects(stateful: Template) -> None:
-    rules = bucket(stateful, geometry_bucket_id(stateful))["Properties"]["LifecycleConfiguration"]["Rules"]
+    rules = properties(stateful, geometry_bucket_id(stateful))["LifecycleConfiguration"]["Rules"]
     assert all("ExpirationInDays" not in rule and "ExpirationDate" not in rule for rule in rules)
 
 
@@ -184,25 +160,17 @@ def test_access_log_bucket_admits_s3_log_delivery_from_the_platform_buckets(
     }
     log_bucket = access_log_bucket_id(stateful)
     log_arn = {"Fn::GetAtt": [log_bucket, "Arn"]}
+    delivery = {
+        "Effect": "Allow",
+        "Principal": {"Service": "logging.s3.amazonaws.com"},
+        "Action": "s3:PutObject",
+        "Resource": {"Fn::Join": ["", [log_arn, Match.string_like_regexp(r"^/.+/\*$")]]},
+        "Condition": {
+            "ArnLike": {"aws:SourceArn": {"Fn::GetAtt": [logged[source], "Arn"]}},
+            "StringEquals": {"aws:SourceAccount": config.account},
+        },
+    }
     stateful.has_resource_properties(
         BUCKET_POLICY,
-        {
-            "Bucket": {"Ref": log_bucket},
-            "PolicyDocument": {
-                "Statement": Match.array_with(
-                    [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "logging.s3.amazonaws.com"},
-                            "Action": "s3:PutObject",
-                            "Resource": {"Fn::Join": ["", [log_arn, Match.string_like_regexp(r"^/.+/\*$")]]},
-                            "Condition": {
-                                "ArnLike": {"aws:SourceArn": {"Fn::GetAtt": [logged[source], "Arn"]}},
-                                "StringEquals": {"aws:SourceAccount": config.account},
-                            },
-                        }
-                    ]
-                )
-            },
-        },
+        {"Bucket": {"Ref": log_bucket}, "PolicyDocument": {"Statement": Match.array_with([delivery])}},
     )

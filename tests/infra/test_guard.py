@@ -21,7 +21,7 @@ from aws_cdk import App
 
 from infra import guard
 from infra.app_builder import build_environment, committed_context
-from infra.config import SourceTable
+from infra.config import EnvironmentConfig, SourceTable
 from infra.environments import environments
 from infra.templates import Stack, load_assembly
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
@@ -43,6 +43,20 @@ def assembly(synthesized: Synthesized) -> dict[str, Stack]:
     return load_assembly(synthesized.outdir)
 
 
+def synthesized_assembly(
+    config: EnvironmentConfig, outdir: Path, context: dict[str, Any] | None = None
+) -> dict[str, Stack]:
+    """The assembly of ``config`` alone, synthesized into ``outdir``."""
+    app = App(context=context or committed_context(), outdir=str(outdir))
+    build_environment(app, config)
+    app.synth()
+    return load_assembly(outdir)
+
+
+def environment(assembly: dict[str, Stack], name: str) -> dict[str, Stack]:
+    return {k: v for k, v in assembly.items() if k.startswith(f"{name}/")}
+
+
 def edited(assembly: dict[str, Stack], name: str, edit: Any) -> dict[str, Stack]:
     """The assembly with ``edit(resources)`` applied to a deep copy of stack ``name``'s resources."""
     template = copy.deepcopy(dict(assembly[name].template))
@@ -52,6 +66,16 @@ def edited(assembly: dict[str, Stack], name: str, edit: Any) -> dict[str, Stack]
 
 def properties(resources: dict[str, Any], logical_id: str) -> dict[str, Any]:
     return resources[logical_id]["Properties"]  # type: ignore[no-any-return]
+
+
+def compare_edited(assembly: dict[str, Stack], name: str, edit: Any) -> list[guard.Finding]:
+    """The guard's findings for the assembly against itself with ``edit`` applied to stack ``name``."""
+    return guard.compare(assembly, edited(assembly, name, edit))
+
+
+def setting(logical_id: str, key: str, value: Any) -> Any:
+    """An edit setting the property ``key`` of ``logical_id``."""
+    return lambda resources: properties(resources, logical_id).__setitem__(key, value)
 
 
 def only(findings: list[guard.Finding]) -> guard.Finding:
@@ -65,15 +89,10 @@ def test_unchanged_templates_pass_in_every_environment(assembly: dict[str, Stack
 
 
 def test_a_table_key_schema_change_replaces_the_table(assembly: dict[str, Stack]) -> None:
-    def swap_keys(resources: dict[str, Any]) -> None:
-        properties(resources, TABLE)["KeySchema"] = [{"AttributeName": "pk", "KeyType": "HASH"}]
-
-    finding = only(guard.compare(assembly, edited(assembly, f"{RETAINED}/Stateful", swap_keys)))
-    assert (finding.resource, finding.change, finding.certainty) == (
-        f"{RETAINED}/Stateful/Table7ABB320E",
-        "replace",
-        "definite",
-    )
+    swap_keys = setting(TABLE, "KeySchema", [{"AttributeName": "pk", "KeyType": "HASH"}])
+    finding = only(compare_edited(assembly, f"{RETAINED}/Stateful", swap_keys))
+    assert finding.resource == f"{RETAINED}/Stateful/{TABLE}"
+    assert (finding.change, finding.certainty) == ("replace", "definite")
     assert any(
         d.startswith(
             "KeySchema changes (conditionally create-only: replaced when it cannot be updated in place)"
@@ -87,34 +106,28 @@ def test_a_bucket_renamed_by_its_construct_id_is_deleted(assembly: dict[str, Sta
     def rename(resources: dict[str, Any]) -> None:
         resources["GeometriesBucketC0FFEE00"] = resources.pop(BUCKET)
 
-    finding = only(guard.compare(assembly, edited(assembly, "test/Stateful", rename)))
+    finding = only(compare_edited(assembly, "test/Stateful", rename))
     assert (finding.resource, finding.change) == ("test/Stateful/GeometryBucket1F491C5F", "delete")
     assert "a renamed construct id is a delete plus a create" in finding.details[-1]
 
 
 def test_a_bucket_given_a_physical_name_is_replaced(assembly: dict[str, Stack]) -> None:
-    def name_it(resources: dict[str, Any]) -> None:
-        properties(resources, BUCKET)["BucketName"] = "refdata-geometries"
-
-    finding = only(guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", name_it)))
-    assert (finding.resource, finding.change, finding.certainty) == (
-        f"{DISPOSABLE}/Stateful/{BUCKET}",
-        "replace",
-        "definite",
-    )
+    name_it = setting(BUCKET, "BucketName", "refdata-geometries")
+    finding = only(compare_edited(assembly, f"{DISPOSABLE}/Stateful", name_it))
+    assert finding.resource == f"{DISPOSABLE}/Stateful/{BUCKET}"
+    assert (finding.change, finding.certainty) == ("replace", "definite")
     assert 'BucketName changes (create-only): (absent) -> "refdata-geometries"' in finding.details[0]
     assert "UpdateReplacePolicy Delete: the old one is deleted with its data" in finding.details[-1]
 
 
 def test_a_domain_renamed_in_config_is_replaced(assembly: dict[str, Stack], tmp_path: Path) -> None:
     dev = environments()[DISPOSABLE]
-    app = App(context=committed_context(), outdir=str(tmp_path))
     renamed_domain = f"{dev.search.domain_name[:24]}-two"
-    build_environment(app, replace(dev, search=replace(dev.search, domain_name=renamed_domain)))
-    app.synth()
-    renamed = load_assembly(tmp_path)
+    renamed = synthesized_assembly(
+        replace(dev, search=replace(dev.search, domain_name=renamed_domain)), tmp_path
+    )
 
-    findings = guard.compare({k: v for k, v in assembly.items() if k.startswith(f"{DISPOSABLE}/")}, renamed)
+    findings = guard.compare(environment(assembly, DISPOSABLE), renamed)
     by_id = {f.logical_id: f for f in findings}
     assert {f.change for f in findings} == {"replace"} and {f.certainty for f in findings} == {"definite"}
     assert (
@@ -147,10 +160,8 @@ def test_two_gsi_changes_in_one_deployment_are_refused_and_one_is_not(assembly: 
 
         return edit
 
-    assert guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", add("inverted"))) == []
-    finding = only(
-        guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", add("inverted", "bySk")))
-    )
+    assert compare_edited(assembly, f"{DISPOSABLE}/Stateful", add("inverted")) == []
+    finding = only(compare_edited(assembly, f"{DISPOSABLE}/Stateful", add("inverted", "bySk")))
     assert (finding.resource, finding.change) == (f"{DISPOSABLE}/Stateful/{TABLE}", "gsi")
     assert finding.details[:2] == ('creates index "inverted"', 'creates index "bySk"')
 
@@ -159,7 +170,7 @@ def test_changing_one_gsi_key_counts_as_a_delete_and_a_create(assembly: dict[str
     def rekey(resources: dict[str, Any]) -> None:
         properties(resources, TABLE)["GlobalSecondaryIndexes"][0]["KeySchema"][0]["AttributeName"] = "gid"
 
-    finding = only(guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", rekey)))
+    finding = only(compare_edited(assembly, f"{DISPOSABLE}/Stateful", rekey))
     assert finding.change == "gsi" and len(finding.details) == 3
     assert finding.details[0].startswith('deletes index "globalId" (KeySchema cannot change in place)')
 
@@ -169,14 +180,14 @@ def test_throughput_changes_on_every_gsi_pass(assembly: dict[str, Stack]) -> Non
         for index in properties(resources, TABLE)["GlobalSecondaryIndexes"]:
             index["ProvisionedThroughput"] = {"ReadCapacityUnits": 50, "WriteCapacityUnits": 50}
 
-    assert guard.compare(assembly, edited(assembly, "test/Stateful", scale)) == []
+    assert compare_edited(assembly, "test/Stateful", scale) == []
 
 
 def test_deleting_a_stateful_resource_or_its_stack_is_refused(assembly: dict[str, Stack]) -> None:
     def drop_topic(resources: dict[str, Any]) -> None:
         del resources[TOPIC]
 
-    finding = only(guard.compare(assembly, edited(assembly, f"{RETAINED}/Stateful", drop_topic)))
+    finding = only(compare_edited(assembly, f"{RETAINED}/Stateful", drop_topic))
     assert (finding.resource, finding.change) == (f"{RETAINED}/Stateful/{TOPIC}", "delete")
     assert finding.details[0].startswith(
         "DeletionPolicy RetainExceptOnCreate: the old one stays, orphaned with its data"
@@ -194,10 +205,7 @@ def test_replacing_the_vpc_replaces_the_subnets_and_route_tables_that_reference_
     stateful = assembly["test/Stateful"]
     vpc = next(i for i, r in stateful.resources.items() if r["Type"] == "AWS::EC2::VPC")
 
-    def move(resources: dict[str, Any]) -> None:
-        properties(resources, vpc)["CidrBlock"] = "10.99.0.0/16"
-
-    findings = guard.compare(assembly, edited(assembly, "test/Stateful", move))
+    findings = compare_edited(assembly, "test/Stateful", setting(vpc, "CidrBlock", "10.99.0.0/16"))
     replaced = {stateful.resources[f.logical_id]["Type"] for f in findings if f.change == "replace"}
     assert replaced >= {
         "AWS::EC2::VPC",
@@ -215,7 +223,7 @@ def test_a_replaced_key_replaces_the_domain_it_encrypts(assembly: dict[str, Stac
         resources.clear()
         resources.update(json.loads(text))
 
-    findings = guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", rename_key))
+    findings = compare_edited(assembly, f"{DISPOSABLE}/Stateful", rename_key)
     by_id = {f.logical_id: f for f in findings}
     assert by_id["DataKey5CEB6F76"].change == "delete"
     assert by_id[DOMAIN].change == "replace" and by_id[DOMAIN].certainty == "definite"
@@ -228,19 +236,12 @@ def test_intrinsics_that_resolve_to_the_same_value_pass_and_unresolvable_ones_th
     stateless = assembly[f"{DISPOSABLE}/Stateless"]
     group = next(i for i, r in stateless.resources.items() if r["Type"] == "AWS::Logs::LogGroup")
 
-    def named(value: Any) -> Any:
-        def edit(resources: dict[str, Any]) -> None:
-            properties(resources, group)["LogGroupName"] = value
+    def named(value: Any) -> dict[str, Stack]:
+        return edited(assembly, f"{DISPOSABLE}/Stateless", setting(group, "LogGroupName", value))
 
-        return edit
-
-    literal = edited(assembly, f"{DISPOSABLE}/Stateless", named("/refdata/111111111111/sync"))
-    joined = edited(
-        assembly,
-        f"{DISPOSABLE}/Stateless",
-        named({"Fn::Join": ["", ["/refdata/", {"Ref": "AWS::AccountId"}, "/sync"]]}),
-    )
-    imported = edited(assembly, f"{DISPOSABLE}/Stateless", named({"Fn::ImportValue": "sync-log-group"}))
+    literal = named("/refdata/111111111111/sync")
+    joined = named({"Fn::Join": ["", ["/refdata/", {"Ref": "AWS::AccountId"}, "/sync"]]})
+    imported = named({"Fn::ImportValue": "sync-log-group"})
     assert guard.compare(literal, joined) == []
     finding = only(guard.compare(literal, imported))
     assert (finding.change, finding.certainty) == ("replace", "possible")
@@ -258,7 +259,7 @@ def test_stateless_changes_pass(assembly: dict[str, Stack]) -> None:
         resources["AnotherAlarm0000"] = copy.deepcopy(resources[alarm])
         del resources[alarm]
 
-    assert guard.compare(assembly, edited(assembly, f"{RETAINED}/Stateless", change)) == []
+    assert compare_edited(assembly, f"{RETAINED}/Stateless", change) == []
 
 
 def write_overrides(path: Path, *entries: dict[str, str]) -> Path:
@@ -273,10 +274,8 @@ def write_overrides(path: Path, *entries: dict[str, str]) -> Path:
 def test_a_reviewed_override_lets_the_named_change_through_and_only_it(
     assembly: dict[str, Stack], tmp_path: Path
 ) -> None:
-    def name_it(resources: dict[str, Any]) -> None:
-        properties(resources, BUCKET)["BucketName"] = "refdata-geometries"
-
-    findings = guard.compare(assembly, edited(assembly, f"{DISPOSABLE}/Stateful", name_it))
+    name_it = setting(BUCKET, "BucketName", "refdata-geometries")
+    findings = compare_edited(assembly, f"{DISPOSABLE}/Stateful", name_it)
     reason = "dev data is disposable; agreed in review"
     right = write_overrides(
         tmp_path / "right.toml", {"resource": f"*/Stateful/{BUCKET}", "change": "replace", "reason": reason}
@@ -295,20 +294,13 @@ def test_a_reviewed_override_lets_the_named_change_through_and_only_it(
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
+        ({"resource": TABLE, "change": "replace", "reason": "a good reason here"}, "override[0].resource"),
         (
-            {"resource": "Table7ABB320E", "change": "replace", "reason": "a good reason here"},
-            "override[0].resource",
-        ),
-        (
-            {
-                "resource": f"{DISPOSABLE}/Stateful/Table7ABB320E",
-                "change": "rename",
-                "reason": "a good reason",
-            },
+            {"resource": f"{DISPOSABLE}/Stateful/{TABLE}", "change": "rename", "reason": "a good reason"},
             "override[0].change",
         ),
         (
-            {"resource": f"{DISPOSABLE}/Stateful/Table7ABB320E", "change": "replace", "reason": "ok"},
+            {"resource": f"{DISPOSABLE}/Stateful/{TABLE}", "change": "replace", "reason": "ok"},
             "override[0].reason",
         ),
     ],
@@ -321,13 +313,8 @@ def test_an_invalid_override_names_its_field(tmp_path: Path, entry: dict[str, st
 def test_the_command_writes_a_baseline_then_blocks_a_destructive_change_with_a_readable_report(
     synthesized: Synthesized, tmp_path: Path
 ) -> None:
-    baseline, overrides = (
-        tmp_path / "baseline",
-        write_overrides(
-            tmp_path / "overrides.toml",
-            {"resource": "x/Stateful/Old", "change": "delete", "reason": "for the last release"},
-        ),
-    )
+    entry = {"resource": "x/Stateful/Old", "change": "delete", "reason": "for the last release"}
+    baseline, overrides = tmp_path / "baseline", write_overrides(tmp_path / "overrides.toml", entry)
     options = ["--baseline", str(baseline), "--overrides", str(overrides)]
     assert guard.main([str(synthesized.outdir), "--write-baseline", *options]) == 0
     assert overrides.read_text() == guard.OVERRIDES_HEADER
@@ -374,10 +361,7 @@ def migration(assembly: dict[str, Stack], outdir: Path) -> tuple[str, list[guard
             SourceTable(name="Moved", schemas=(schema,), settings=backed_up),
         ),
     )
-    app = App(context=committed_context(), outdir=str(outdir))
-    build_environment(app, moved)
-    app.synth()
-    after = load_assembly(outdir)
+    after = synthesized_assembly(moved, outdir)
     findings = [
         f
         for f in guard.compare({k: v for k, v in assembly.items() if k in after}, after)
@@ -436,36 +420,22 @@ def test_an_account_or_region_move_is_one_finding_named_a_new_deployment_until_o
     assembly: dict[str, Stack], tmp_path: Path, moved: dict[str, str], words: str
 ) -> None:
     dev = environments()[DISPOSABLE]
-    context = {
-        **committed_context(),
-        f"availability-zones:account={dev.account}:region=ca-west-1": [
-            "ca-west-1a",
-            "ca-west-1b",
-            "ca-west-1c",
-        ],
-    }
-    app = App(context=context, outdir=str(tmp_path / "cdk.out"))
-    build_environment(app, replace(dev, **moved))
-    app.synth()
-    before = {k: v for k, v in assembly.items() if k.startswith(f"{DISPOSABLE}/")}
-
-    finding = only(guard.compare(before, load_assembly(tmp_path / "cdk.out")))
+    zones = [f"ca-west-1{zone}" for zone in "abc"]
+    context = {**committed_context(), f"availability-zones:account={dev.account}:region=ca-west-1": zones}
+    after = synthesized_assembly(replace(dev, **moved), tmp_path / "cdk.out", context)
+    finding = only(guard.compare(environment(assembly, DISPOSABLE), after))
 
     assert (finding.resource, finding.change) == (f"{DISPOSABLE}/Environment/location", "move")
     assert words in finding.why and "new deployment" in finding.why and "stay where they are" in finding.why
     assert any("retire the old location" in step for step in finding.details)
     text, passed = guard.report([finding], [], "the baseline")
     assert not passed and text.splitlines()[-1].startswith("Verdict: BLOCKED (1 change")
-    reviewed = guard.load_overrides(
-        write_overrides(
-            tmp_path / "overrides.toml",
-            {
-                "resource": f"{DISPOSABLE}/Environment/location",
-                "change": "move",
-                "reason": "dev moves, data reloaded",
-            },
-        )
-    )
+    entry = {
+        "resource": f"{DISPOSABLE}/Environment/location",
+        "change": "move",
+        "reason": "dev moves, data reloaded",
+    }
+    reviewed = guard.load_overrides(write_overrides(tmp_path / "overrides.toml", entry))
     text, passed = guard.report([finding], reviewed, "the baseline")
     assert passed and text.splitlines()[-1] == "Verdict: passed (1 change(s) allowed by reviewed overrides)"
 
@@ -482,34 +452,18 @@ def advice_that_runs(text: str) -> list[str]:
     return [one.text for one in shown]
 
 
-def streams(schemas: dict[str, str], account: str, region: str, name: str) -> Stack:
+def streams(schemas: list[str], stream: str, account: str, region: str, name: str) -> Stack:
     """A stateless stack whose event source mappings admit each schema from the named table stream."""
-    parameters = {
-        f"Stream{i}": {"Default": f"/refdata/stateful/{stream}"}
-        for i, stream in enumerate(set(schemas.values()))
-    }
-    by_stream = {spec["Default"].rsplit("/", 1)[-1]: key for key, spec in parameters.items()}
-    resources = {
-        f"Mapping{i}": {
-            "Type": "AWS::Lambda::EventSourceMapping",
-            "Properties": {
-                "EventSourceArn": {"Ref": by_stream[stream]},
-                "FilterCriteria": {
-                    "Filters": [
-                        {
-                            "Pattern": json.dumps(
-                                {"dynamodb": {"Keys": {"pk": {"S": [{"prefix": f"{schema}::"}]}}}}
-                            )
-                        }
-                    ]
-                },
-            },
+    resources = {}
+    for i, schema in enumerate(sorted(schemas)):
+        pattern = json.dumps({"dynamodb": {"Keys": {"pk": {"S": [{"prefix": f"{schema}::"}]}}}})
+        properties = {
+            "EventSourceArn": {"Ref": "Stream0"},
+            "FilterCriteria": {"Filters": [{"Pattern": pattern}]},
         }
-        for i, (schema, stream) in enumerate(sorted(schemas.items()))
-    }
-    return Stack(
-        name, {"Parameters": parameters, "Resources": resources}, name.replace("/", "-"), account, region
-    )
+        resources[f"Mapping{i}"] = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": properties}
+    template = {"Parameters": {"Stream0": {"Default": f"/refdata/stateful/{stream}"}}, "Resources": resources}
+    return Stack(name, template, name.replace("/", "-"), account, region)
 
 
 def test_every_command_the_guard_prints_is_one_the_ops_cli_accepts() -> None:
@@ -520,14 +474,10 @@ def test_every_command_the_guard_prints_is_one_the_ops_cli_accepts() -> None:
     indexable = sorted(name for name, schema in REGISTRY.items() if schema.indexable)
     for environment, config in environments().items():
         name = f"{environment}/Stateless"
-        before = {
-            name: streams(dict.fromkeys(indexable, "table-stream-arn"), config.account, config.region, name)
-        }
-        after = {
-            name: streams(
-                dict.fromkeys(indexable, "table-moved-stream-arn"), config.account, config.region, name
-            )
-        }
+        before, after = (
+            {name: streams(indexable, stream, config.account, config.region, name)}
+            for stream in ("table-stream-arn", "table-moved-stream-arn")
+        )
         moved = {name: replace(before[name], account="000000000000")}
         for findings in (guard.compare(before, after), guard.compare(before, moved)):
             assert findings

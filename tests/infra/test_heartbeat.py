@@ -5,14 +5,13 @@ table's mapping and heartbeat schedule exist, with a role that may publish nothi
 slow heartbeat; heartbeats due and none indexed for longer than a new mapping's start-up), neither breaching on
 missing data. Replays on an injected clock, under the CloudWatch guide's rules (tests/support/alarm_evaluation.py)
 and every reading of what it leaves open: a first deploy, an added table and a recreated mapping page no one, a
-stopped pipeline pages. The dashboard graphs; only stateless resources; the heartbeat's config validated by field."""
+stopped pipeline pages. The dashboard graphs; only stateless resources; the heartbeat's settings a frozen record."""
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from dataclasses import replace
+from itertools import product
 from typing import Any
 
 import pytest
@@ -22,7 +21,6 @@ from refdata.reserved import HEARTBEAT_AT, heartbeat_key, is_heartbeat
 from infra.config import (
     MAX_SMOKE_STARTUP_MINUTES,
     MIN_SMOKE_STARTUP_MINUTES,
-    ConfigError,
     EnvironmentConfig,
     HeartbeatSettings,
 )
@@ -36,7 +34,14 @@ from infra.constructs.heartbeat import (
     rate,
 )
 from tests.infra.conftest import table_ids
-from tests.infra.test_monitoring import alarms_by_name, dashboard
+from tests.infra.test_monitoring import (
+    GTE,
+    alarm_name,
+    alarms_by_name,
+    dashboard,
+    mapping_refs,
+    sync_namespace,
+)
 from tests.infra.test_ops_workflows import handed_table_arns
 from tests.infra.test_stream_sync import (
     MANAGED_POLICY,
@@ -48,7 +53,6 @@ from tests.infra.test_stream_sync import (
     resolve,
     schema_tables,
     stream_arns,
-    sync_function,
 )
 from tests.support.alarm_evaluation import (
     INSUFFICIENT_DATA,
@@ -75,16 +79,32 @@ def schedules_of(
         properties = schedule["Properties"]
         if properties["Target"]["Arn"] != target:
             continue
+        _input_parts(properties["Target"]["Input"])  # joined without a separator
         # The input's table name is a CloudFormation expression: read it as SCHEMA_TABLES is read.
-        named = json.dumps(
-            schema_tables(
-                stateful, stateless, {"Fn::Join": ["", [*_input_parts(properties["Target"]["Input"])]]}
-            )
-        )
+        named = json.dumps(schema_tables(stateful, stateless, properties["Target"]["Input"]))
         (construct_id,) = [c for table, c in by_table.items() if json.dumps(table) in named]
         assert construct_id not in found, f"two schedules of {target} for {construct_id}"
         found[construct_id] = (logical_id, properties)
     return found
+
+
+def role_of(schedule: dict[str, Any]) -> str:
+    return str(schedule["Target"]["RoleArn"]["Fn::GetAtt"][0])
+
+
+def policy_of(stateless: Template, role_id: str) -> Any:
+    """The properties of the one managed policy of a role."""
+    (policy,) = [
+        p["Properties"]
+        for p in stateless.find_resources(MANAGED_POLICY).values()
+        if p["Properties"]["Roles"] == [{"Ref": role_id}]
+    ]
+    return policy
+
+
+def assert_fires_every_interval(properties: dict[str, Any], config: EnvironmentConfig) -> None:
+    assert properties["ScheduleExpression"] == rate(config.heartbeat.interval_minutes)
+    assert properties["State"] == "ENABLED" and properties["FlexibleTimeWindow"] == {"Mode": "OFF"}
 
 
 def heartbeat_schedules(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, Any]:
@@ -118,12 +138,9 @@ def test_every_source_table_has_one_heartbeat_at_the_configured_interval(
     found = heartbeat_schedules(stateful, stateless, config)
     assert sorted(found) == sorted(plan.construct_id for plan in config.source_tables)
     for properties in found.values():
-        assert properties["ScheduleExpression"] == rate(config.heartbeat.interval_minutes)
-        assert properties["State"] == "ENABLED" and properties["FlexibleTimeWindow"] == {"Mode": "OFF"}
-        assert (
-            properties["Target"]["RetryPolicy"]["MaximumEventAgeInSeconds"]
-            == 60 * config.heartbeat.interval_minutes
-        )
+        assert_fires_every_interval(properties, config)
+        retry = properties["Target"]["RetryPolicy"]
+        assert retry["MaximumEventAgeInSeconds"] == 60 * config.heartbeat.interval_minutes
 
 
 def test_each_heartbeat_puts_its_tables_heartbeat_item_with_the_scheduled_time(
@@ -135,9 +152,8 @@ def test_each_heartbeat_puts_its_tables_heartbeat_item_with_the_scheduled_time(
         written = the_input(stateful, stateless, found[plan.construct_id])
         assert written == {"TableName": "<table>", "Item": heartbeat_item(schema)}
         item = written["Item"]
-        assert item[HEARTBEAT_AT] == {
-            "S": SCHEDULED_TIME
-        }  # every write changes the item: a stream record each time
+        # Every write changes the item: a stream record each time.
+        assert item[HEARTBEAT_AT] == {"S": SCHEDULED_TIME}
         assert parse_key(item["pk"]["S"], item["sk"]["S"]).schema == schema  # a key of the conventions
         assert is_heartbeat(item["pk"]["S"]) and schema in plan.schemas
 
@@ -155,7 +171,7 @@ def test_the_heartbeat_role_may_put_only_the_heartbeat_items(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
     (properties, *_) = heartbeat_schedules(stateful, stateless, config).values()
-    role_id = properties["Target"]["RoleArn"]["Fn::GetAtt"][0]
+    role_id = role_of(properties)
     role = stateless.to_json()["Resources"][role_id]["Properties"]
     assert role["AssumeRolePolicyDocument"]["Statement"] == [
         {
@@ -165,26 +181,15 @@ def test_the_heartbeat_role_may_put_only_the_heartbeat_items(
             "Condition": {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
         }
     ]
-    (policy,) = [
-        p["Properties"]
-        for p in stateless.find_resources(MANAGED_POLICY).values()
-        if p["Properties"]["Roles"] == [{"Ref": role_id}]
-    ]
-    document = resolve(stateful, stateless, policy["PolicyDocument"])
+    document = resolve(stateful, stateless, policy_of(stateless, role_id)["PolicyDocument"])
     tables = table_arns(stateful, config)
     expected: set[tuple[str, str, str]] = set()
     for plan in config.source_tables:
-        only = {
-            "ForAllValues:StringEquals": {
-                "dynamodb:LeadingKeys": [heartbeat_key(plan.indexable_schemas[0])[0]]
-            }
-        }
+        pk, _, _ = heartbeat_key(plan.indexable_schemas[0])
+        only = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [pk]}}
         expected |= allow(["dynamodb:PutItem"], tables[plan.construct_id], when=only)
-    through = {
-        "StringEquals": {
-            "kms:ViaService": {"Fn::Join": ["", ["dynamodb.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
-        }
-    }
+    dynamodb = {"Fn::Join": ["", ["dynamodb.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
+    through = {"StringEquals": {"kms:ViaService": dynamodb}}
     expected |= allow(
         ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
         data_key_arn(stateful),
@@ -195,10 +200,7 @@ def test_the_heartbeat_role_may_put_only_the_heartbeat_items(
 
 def heartbeat_alarm(stateless: Template, config: EnvironmentConfig, kind: str, label: str) -> tuple[str, Any]:
     """(logical id, properties) of one table's heartbeat alarm of a kind."""
-    found: tuple[str, Any] = alarms_by_name(stateless)[
-        "-".join(filter(None, (f"refdata-{config.name}-{kind}", label)))
-    ]
-    return found
+    return alarms_by_name(stateless)[alarm_name(config, kind, label)]
 
 
 def assert_reads_the_tables_heartbeat(
@@ -216,6 +218,18 @@ def assert_reads_the_tables_heartbeat(
     assert dims["Table"]["Fn::Select"][1]["Fn::Split"][1] == stream_arns(stateful, config)[construct_id]
 
 
+def evaluation(properties: dict[str, Any]) -> tuple[Any, ...]:
+    """(missing data, comparison, threshold, evaluation periods, datapoints to alarm) of an alarm."""
+    periods = properties["EvaluationPeriods"]
+    return (
+        properties["TreatMissingData"],
+        properties["ComparisonOperator"],
+        properties["Threshold"],
+        periods,
+        properties.get("DatapointsToAlarm", periods),
+    )
+
+
 def test_each_tables_heartbeat_lag_alarm_watches_the_heartbeats_that_arrive_missing_data_not_breaching(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
@@ -224,17 +238,9 @@ def test_each_tables_heartbeat_lag_alarm_watches_the_heartbeats_that_arrive_miss
     for plan in config.source_tables:
         _, properties = heartbeat_alarm(stateless, config, "HeartbeatLag", plan.label)
         assert_reads_the_tables_heartbeat(stateful, stateless, config, properties, plan.construct_id)
-        assert properties["TreatMissingData"] == "notBreaching"
-        assert (properties["Statistic"], properties["ComparisonOperator"]) == (
-            "Maximum",
-            "GreaterThanOrEqualToThreshold",
-        )
-        assert properties["Threshold"] == config.heartbeat.lag_alarm_seconds
-        assert properties["EvaluationPeriods"] == config.heartbeat.alarm_periods
-        assert (
-            properties.get("DatapointsToAlarm", properties["EvaluationPeriods"])
-            == config.heartbeat.alarm_periods
-        )
+        assert properties["Statistic"] == "Maximum"
+        lag, periods = config.heartbeat.lag_alarm_seconds, config.heartbeat.alarm_periods
+        assert evaluation(properties) == ("notBreaching", GTE, lag, periods, periods)
 
 
 def missing_periods(config: EnvironmentConfig) -> int:
@@ -259,21 +265,12 @@ def test_each_tables_heartbeat_missing_alarm_compares_heartbeats_due_with_heartb
         (watched,) = [q for q in queries.values() if "Expression" in q]
         assert watched["Expression"] == "due > indexed" and watched.get("ReturnData", True)
         for name, metric in (("due", DUE_METRIC), ("indexed", "HeartbeatLagSeconds")):
-            stat = queries[name]["MetricStat"]
-            assert (stat["Stat"], stat["Period"], queries[name]["ReturnData"]) == (
-                "SampleCount",
-                interval,
-                False,
-            )
+            stat, returned = queries[name]["MetricStat"], queries[name]["ReturnData"]
+            assert (stat["Stat"], stat["Period"], returned) == ("SampleCount", interval, False)
             read = stat["Metric"] | {"Period": interval}
             assert_reads_the_tables_heartbeat(stateful, stateless, config, read, plan.construct_id, metric)
-        assert properties["TreatMissingData"] == "notBreaching"
-        assert (properties["ComparisonOperator"], properties["Threshold"]) == (
-            "GreaterThanOrEqualToThreshold",
-            1,
-        )
-        assert properties["EvaluationPeriods"] == missing_periods(config)
-        assert properties.get("DatapointsToAlarm", properties["EvaluationPeriods"]) == missing_periods(config)
+        periods = missing_periods(config)
+        assert evaluation(properties) == ("notBreaching", GTE, 1, periods, periods)
 
 
 def test_each_tables_heartbeats_are_counted_due_at_the_heartbeats_rate_into_the_syncs_namespace(
@@ -281,11 +278,9 @@ def test_each_tables_heartbeats_are_counted_due_at_the_heartbeats_rate_into_the_
 ) -> None:
     found = schedules_of(stateful, stateless, config, PUT_METRIC_DATA_TARGET)
     assert sorted(found) == sorted(plan.construct_id for plan in config.source_tables)
-    _, function = sync_function(stateless)
-    namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
+    namespace = sync_namespace(stateless)
     for _, properties in found.values():
-        assert properties["ScheduleExpression"] == rate(config.heartbeat.interval_minutes)
-        assert properties["State"] == "ENABLED" and properties["FlexibleTimeWindow"] == {"Mode": "OFF"}
+        assert_fires_every_interval(properties, config)
         assert the_input(stateful, stateless, properties) == due_metric_data(
             namespace, config.name, "<table>"
         )
@@ -298,39 +293,24 @@ def test_heartbeats_are_counted_due_only_once_the_tables_mapping_and_heartbeat_s
     a slow deploy could spend the window before the mapping even started."""
     due = schedules_of(stateful, stateless, config, PUT_METRIC_DATA_TARGET)
     written = schedules_of(stateful, stateless, config, PUT_ITEM_TARGET)
-    by_stream = {json.dumps(arn): c for c, arn in stream_arns(stateful, config).items()}
-    mapping_of = {
-        by_stream[json.dumps(resolve(stateful, stateless, m["Properties"]["EventSourceArn"]))]: logical_id
-        for logical_id, m in stateless.find_resources("AWS::Lambda::EventSourceMapping").items()
-    }
+    mapping_of = mapping_refs(stateful, stateless, config)
     resources = stateless.to_json()["Resources"]
-    for construct_id, (logical_id, _) in due.items():
+    for plan in config.source_tables:
+        logical_id, _ = due[plan.construct_id]
         after = set(resources[logical_id].get("DependsOn", []))
-        assert {mapping_of[construct_id], written[construct_id][0]} <= after, construct_id
+        assert {mapping_of[plan.label]["Ref"], written[plan.construct_id][0]} <= after, plan.construct_id
 
 
 def test_the_due_count_role_may_publish_only_into_the_syncs_namespace(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
-    roles = {
-        p["Target"]["RoleArn"]["Fn::GetAtt"][0]
-        for _, p in schedules_of(stateful, stateless, config, PUT_METRIC_DATA_TARGET).values()
-    }
-    (role_id,) = roles
-    written = {
-        p["Target"]["RoleArn"]["Fn::GetAtt"][0]
-        for p in heartbeat_schedules(stateful, stateless, config).values()
-    }
+    counting = schedules_of(stateful, stateless, config, PUT_METRIC_DATA_TARGET)
+    (role_id,) = {role_of(p) for _, p in counting.values()}
+    written = {role_of(p) for p in heartbeat_schedules(stateful, stateless, config).values()}
     assert role_id not in written  # the heartbeat's writer may not publish, nor the counter write
-    (policy,) = [
-        p["Properties"]
-        for p in stateless.find_resources(MANAGED_POLICY).values()
-        if p["Properties"]["Roles"] == [{"Ref": role_id}]
-    ]
-    _, function = sync_function(stateless)
-    namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
-    assert permissions(policy["PolicyDocument"]) == allow(
-        ["cloudwatch:PutMetricData"], "*", when={"StringEquals": {"cloudwatch:namespace": namespace}}
+    into_the_namespace = {"StringEquals": {"cloudwatch:namespace": sync_namespace(stateless)}}
+    assert permissions(policy_of(stateless, role_id)["PolicyDocument"]) == allow(
+        ["cloudwatch:PutMetricData"], "*", when=into_the_namespace
     )
 
 
@@ -364,6 +344,8 @@ INDEX_DELAY = 2.0  # seconds from a heartbeat's write to its metric, once a mapp
 # What the CloudWatch guide leaves open, swept: the evaluation range's extra periods (at least one) and what a
 # comparison gives for a period in which neither metric has a value.
 NO_OPERAND: tuple[NoOperand, ...] = ("missing", "zero")
+# HeartbeatMissing's comparison, treatment of missing data, statistics and expression, as monitoring.py builds it.
+MISSING_RULE = (GTE, "notBreaching", {"due": "SampleCount", "indexed": "SampleCount"}, "due > indexed")
 
 
 def heartbeat_alarms(
@@ -386,12 +368,7 @@ def ticks(first: float, interval: int, until: float) -> list[float]:
 
 
 def heartbeat_metrics(
-    interval: int,
-    *,
-    written_from: float,
-    due_from: float,
-    polling: list[tuple[float, float]],
-    until: float,
+    interval: int, *, written_from: float, due_from: float, polling: list[tuple[float, float]], until: float
 ) -> dict[str, list[tuple[float, float]]]:
     """One table's metrics: ``due`` (HeartbeatsDue, one a heartbeat from ``due_from``) and ``indexed``
     (HeartbeatLagSeconds). The schedule writes every ``interval`` from ``written_from``; a mapping polls over each
@@ -421,8 +398,12 @@ def startup_cases(budget: int) -> list[float]:
     return sorted({min(300.0, budget), float(budget)})
 
 
+def missing_periods_of(alarms: dict[str, AlarmDefinition]) -> int:
+    return alarms["HeartbeatMissing"].evaluation_periods
+
+
 def ranges(alarms: dict[str, AlarmDefinition]) -> list[int]:
-    return sorted({1, 2, alarms["HeartbeatMissing"].evaluation_periods})
+    return sorted({1, 2, missing_periods_of(alarms)})
 
 
 def first_deploys(interval: int, budget: int) -> list[tuple[float, float, float]]:
@@ -430,12 +411,42 @@ def first_deploys(interval: int, budget: int) -> list[tuple[float, float, float]
     at t = 0. The due count is created after the heartbeat's schedule (and the mapping): at the same rate it fires
     no earlier than an interval before the first write (their first firings after creation may differ), or later.
     The heartbeat's schedule may be created early or after the mapping has started."""
-    cases = []
-    for polling_from in startup_cases(budget):
-        for written_from in (1.0, polling_from + 1):
-            for due_from in (max(0.0, written_from - interval + 1), written_from + interval - 1):
-                cases.append((written_from, due_from, polling_from))
-    return cases
+    return [
+        (written_from, due_from, polling_from)
+        for polling_from in startup_cases(budget)
+        for written_from in (1.0, polling_from + 1)
+        for due_from in (max(0.0, written_from - interval + 1), written_from + interval - 1)
+    ]
+
+
+def after_deploy(interval: int, case: tuple[float, float, float], until: float) -> dict[str, Any]:
+    """One table's metrics after a deploy of ``first_deploys``: the new mapping polls from then on."""
+    written_from, due_from, polling_from = case
+    polling = [(polling_from, math.inf)]
+    return heartbeat_metrics(
+        interval, written_from=written_from, due_from=due_from, polling=polling, until=until
+    )
+
+
+def steady(interval: int, until: float, stop: float = math.inf) -> dict[str, list[tuple[float, float]]]:
+    """A table whose heartbeats have flowed for hours (and are indexed until ``stop``)."""
+    return heartbeat_metrics(
+        interval,
+        written_from=-6 * 3600.0,
+        due_from=-6 * 3600.0 + 7,
+        polling=[(-7 * 3600.0, stop)],
+        until=until,
+    )
+
+
+def replayed(
+    alarms: dict[str, AlarmDefinition], metrics: Any, extra: int, **window: Any
+) -> dict[str, History]:
+    """Kind -> the history of each of one table's alarms over its metrics, ``window`` as ``replay`` takes it."""
+    return {
+        kind: replay(alarm, fed(alarm, metrics), extra_range_periods=extra, **window)
+        for kind, alarm in alarms.items()
+    }
 
 
 def test_a_first_deploy_pages_no_one_however_cloudwatch_reads_what_its_guide_leaves_open(
@@ -447,43 +458,24 @@ def test_a_first_deploy_pages_no_one_however_cloudwatch_reads_what_its_guide_lea
     interval = 60 * config.heartbeat.interval_minutes
     for plan in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, plan.label)
-        for written_from, due_from, polling_from in first_deploys(
-            interval, 60 * config.ops.smoke_startup_minutes
-        ):
-            until = (
-                max(written_from, polling_from)
-                + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
-            )
-            metrics = heartbeat_metrics(
-                interval,
-                written_from=written_from,
-                due_from=due_from,
-                polling=[(polling_from, math.inf)],
-                until=until,
-            )
-            for created_at in (0.0, polling_from + INDEX_DELAY):
-                for extra in ranges(alarms):
-                    for no_operand in NO_OPERAND:
-                        histories = {
-                            kind: replay(
-                                alarm,
-                                fed(alarm, metrics),
-                                since=created_at,
-                                until=until,
-                                extra_range_periods=extra,
-                                no_operand=no_operand,
-                            )
-                            for kind, alarm in alarms.items()
-                        }
-                        case = (
-                            f"{plan.label or 'main'}: written from {written_from:.0f} s, due from {due_from:.0f} s, "
-                            f"polling from {polling_from:.0f} s, alarms created at {created_at:.0f} s, range "
-                            f"+{extra}, neither operand {no_operand}"
-                        )
-                        for kind, history in histories.items():
-                            assert not history.pages(before=INSUFFICIENT_DATA), f"{kind} pages: {case}"
-                        composite = any_of(list(histories.values()), since=created_at, until=until)
-                        assert not composite.pages(before=INSUFFICIENT_DATA), f"the composite pages: {case}"
+        for deploy in first_deploys(interval, 60 * config.ops.smoke_startup_minutes):
+            written_from, due_from, polling_from = deploy
+            until = max(written_from, polling_from) + (missing_periods_of(alarms) + 6) * interval
+            metrics = after_deploy(interval, deploy, until)
+            sweep = product((0.0, polling_from + INDEX_DELAY), ranges(alarms), NO_OPERAND)
+            for created_at, extra, no_operand in sweep:
+                histories = replayed(
+                    alarms, metrics, extra, since=created_at, until=until, no_operand=no_operand
+                )
+                case = (
+                    f"{plan.label or 'main'}: written from {written_from:.0f} s, due from {due_from:.0f} s, "
+                    f"polling from {polling_from:.0f} s, alarms created at {created_at:.0f} s, range "
+                    f"+{extra}, neither operand {no_operand}"
+                )
+                for kind, history in histories.items():
+                    assert not history.pages(before=INSUFFICIENT_DATA), f"{kind} pages: {case}"
+                composite = any_of(list(histories.values()), since=created_at, until=until)
+                assert not composite.pages(before=INSUFFICIENT_DATA), f"the composite pages: {case}"
 
 
 def test_heartbeat_missings_periods_outlast_a_first_deploy_and_catch_a_stop_for_every_setting_config_accepts() -> (
@@ -495,70 +487,21 @@ def test_heartbeat_missings_periods_outlast_a_first_deploy_and_catch_a_stop_for_
         interval = 60 * minutes
         for budget in sorted({60 * MIN_SMOKE_STARTUP_MINUTES, 300, 420, 60 * MAX_SMOKE_STARTUP_MINUTES}):
             periods = HeartbeatSettings(interval_minutes=minutes).missing_alarm_periods(budget)
-            alarm = AlarmDefinition(
-                interval,
-                periods,
-                periods,
-                1,
-                "GreaterThanOrEqualToThreshold",
-                "notBreaching",
-                {"due": "SampleCount", "indexed": "SampleCount"},
-                "due > indexed",
-            )
-            for written_from, due_from, polling_from in first_deploys(interval, budget):
-                until = max(written_from, polling_from) + (periods + 4) * interval
-                metrics = heartbeat_metrics(
-                    interval,
-                    written_from=written_from,
-                    due_from=due_from,
-                    polling=[(polling_from, math.inf)],
-                    until=until,
-                )
+            alarm = AlarmDefinition(interval, periods, periods, 1, *MISSING_RULE)
+            for deploy in first_deploys(interval, budget):
+                until = max(deploy[0], deploy[2]) + (periods + 4) * interval
+                metrics = after_deploy(interval, deploy, until)
                 for extra in (1, periods):
                     history = replay(alarm, metrics, since=0.0, until=until, extra_range_periods=extra)
-                    assert not history.pages(before=INSUFFICIENT_DATA), (
-                        minutes,
-                        budget,
-                        written_from,
-                        due_from,
-                        polling_from,
-                    )
+                    assert not history.pages(before=INSUFFICIENT_DATA), (minutes, budget, *deploy)
+            until = (periods + 2) * interval
             stopped = heartbeat_metrics(
-                interval,
-                written_from=-86400.0,
-                due_from=-86400.0 + 7,
-                polling=[(-86400.0, 0.0)],
-                until=(periods + 2) * interval,
+                interval, written_from=-86400.0, due_from=-86400.0 + 7, polling=[(-86400.0, 0.0)], until=until
             )
             history = replay(
-                alarm,
-                stopped,
-                since=-interval * 20.0,
-                until=(periods + 2) * interval,
-                extra_range_periods=2,
-                created=False,
+                alarm, stopped, since=-interval * 20.0, until=until, extra_range_periods=2, created=False
             )
             assert history.pages(before=OK), (minutes, budget)
-
-
-def steady(interval: int, until: float) -> dict[str, list[tuple[float, float]]]:
-    """A table whose heartbeats have flowed for hours."""
-    return heartbeat_metrics(
-        interval,
-        written_from=-6 * 3600.0,
-        due_from=-6 * 3600.0 + 7,
-        polling=[(-7 * 3600.0, math.inf)],
-        until=until,
-    )
-
-
-def existing(
-    alarms: dict[str, AlarmDefinition], metrics: Any, since: float, until: float, extra: int
-) -> list[History]:
-    return [
-        replay(alarm, fed(alarm, metrics), since=since, until=until, extra_range_periods=extra, created=False)
-        for kind, alarm in alarms.items()
-    ]
 
 
 def test_an_added_table_pages_no_one_and_its_neighbours_alarms_and_the_composite_stay_ok(
@@ -569,41 +512,25 @@ def test_an_added_table_pages_no_one_and_its_neighbours_alarms_and_the_composite
     interval = 60 * config.heartbeat.interval_minutes
     for added in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, added.label)
-        until = (
-            float(60 * config.ops.smoke_startup_minutes)
-            + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
-        )
-        for written_from, due_from, polling_from in first_deploys(
-            interval, 60 * config.ops.smoke_startup_minutes
-        ):
-            metrics = heartbeat_metrics(
-                interval,
-                written_from=written_from,
-                due_from=due_from,
-                polling=[(polling_from, math.inf)],
-                until=until,
-            )
+        until = float(60 * config.ops.smoke_startup_minutes) + (missing_periods_of(alarms) + 6) * interval
+        neighbours = [
+            heartbeat_alarms(stateless, config, o.label) for o in config.source_tables if o is not added
+        ]
+        flowing = steady(interval, until)
+        for deploy in first_deploys(interval, 60 * config.ops.smoke_startup_minutes):
+            metrics = after_deploy(interval, deploy, until)
             for extra in ranges(alarms):
-                histories = [
-                    replay(alarm, fed(alarm, metrics), since=0.0, until=until, extra_range_periods=extra)
-                    for kind, alarm in alarms.items()
-                ]
-                for other in config.source_tables:
-                    if other is not added:
-                        neighbours = heartbeat_alarms(stateless, config, other.label)
-                        histories += existing(neighbours, steady(interval, until), 0.0, until, extra)
+                histories = list(replayed(alarms, metrics, extra, since=0.0, until=until).values())
+                for other in neighbours:
+                    histories += replayed(
+                        other, flowing, extra, since=0.0, until=until, created=False
+                    ).values()
                 assert {value for history in histories for _, value in history.states} <= {
                     OK,
                     INSUFFICIENT_DATA,
                 }
                 composite = any_of(histories, since=0.0, until=until)
-                assert not composite.pages(before=OK), (
-                    added.label,
-                    written_from,
-                    due_from,
-                    polling_from,
-                    extra,
-                )
+                assert not composite.pages(before=OK), (added.label, *deploy, extra)
 
 
 def test_a_recreated_mapping_pages_no_one_while_the_new_one_starts_within_the_startup_budget(
@@ -615,7 +542,7 @@ def test_a_recreated_mapping_pages_no_one_while_the_new_one_starts_within_the_st
     for plan in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, plan.label)
         for polling_from in startup_cases(60 * config.ops.smoke_startup_minutes):
-            until = polling_from + (alarms["HeartbeatMissing"].evaluation_periods + 6) * interval
+            until = polling_from + (missing_periods_of(alarms) + 6) * interval
             for phase in (0.0, interval / 2, interval - 1.0):
                 metrics = heartbeat_metrics(
                     interval,
@@ -624,25 +551,11 @@ def test_a_recreated_mapping_pages_no_one_while_the_new_one_starts_within_the_st
                     polling=[(-7 * 3600.0, 0.0), (polling_from, math.inf)],
                     until=until,
                 )
-                for extra in ranges(alarms):
-                    for no_operand in NO_OPERAND:
-                        for kind, alarm in alarms.items():
-                            history = replay(
-                                alarm,
-                                fed(alarm, metrics),
-                                since=-interval * 20.0,
-                                until=until,
-                                extra_range_periods=extra,
-                                created=False,
-                                no_operand=no_operand,
-                            )
-                            assert not history.pages(before=OK), (
-                                kind,
-                                plan.label,
-                                polling_from,
-                                phase,
-                                extra,
-                            )
+                for extra, no_operand in product(ranges(alarms), NO_OPERAND):
+                    window = {"since": -interval * 20.0, "until": until, "no_operand": no_operand}
+                    for kind, history in replayed(alarms, metrics, extra, created=False, **window).items():
+                        case = (kind, plan.label, polling_from, phase, extra, no_operand)
+                        assert not history.pages(before=OK), case
 
 
 def test_a_pipeline_that_stops_pages_heartbeat_missing_and_the_composite_within_its_window(
@@ -654,34 +567,16 @@ def test_a_pipeline_that_stops_pages_heartbeat_missing_and_the_composite_within_
     interval = 60 * config.heartbeat.interval_minutes
     for plan in config.source_tables:
         alarms = heartbeat_alarms(stateless, config, plan.label)
-        periods = alarms["HeartbeatMissing"].evaluation_periods
         stop = 0.0
-        until = stop + (periods + 2) * interval
-        metrics = heartbeat_metrics(
-            interval,
-            written_from=-6 * 3600.0,
-            due_from=-6 * 3600.0 + 7,
-            polling=[(-7 * 3600.0, stop)],
-            until=until,
-        )
-        for extra in ranges(alarms):
-            for no_operand in NO_OPERAND:
-                histories = {
-                    kind: replay(
-                        alarm,
-                        fed(alarm, metrics),
-                        since=-interval * 20.0,
-                        until=until,
-                        extra_range_periods=extra,
-                        created=False,
-                        no_operand=no_operand,
-                    )
-                    for kind, alarm in alarms.items()
-                }
-                paged = histories["HeartbeatMissing"].pages(before=OK)
-                assert paged and stop < paged[0] <= until, (plan.label, extra, no_operand)
-                composite = any_of(list(histories.values()), since=-interval * 20.0, until=until)
-                assert composite.pages(before=OK), (plan.label, extra, no_operand)
+        until = stop + (missing_periods_of(alarms) + 2) * interval
+        metrics = steady(interval, until, stop=stop)
+        for extra, no_operand in product(ranges(alarms), NO_OPERAND):
+            window = {"since": -interval * 20.0, "until": until, "no_operand": no_operand}
+            histories = replayed(alarms, metrics, extra, created=False, **window)
+            paged = histories["HeartbeatMissing"].pages(before=OK)
+            assert paged and stop < paged[0] <= until, (plan.label, extra, no_operand)
+            composite = any_of(list(histories.values()), since=-interval * 20.0, until=until)
+            assert composite.pages(before=OK), (plan.label, extra, no_operand)
 
 
 def test_the_dashboard_shows_heartbeat_lag_beside_iterator_age(
@@ -722,30 +617,7 @@ def test_the_heartbeat_adds_nothing_to_the_stateful_stack(stateful: Template) ->
 # --- config ---------------------------------------------------------------------------------------------------
 
 
-def with_heartbeat(config: EnvironmentConfig, **changes: object) -> EnvironmentConfig:
-    return replace(config, heartbeat=replace(config.heartbeat, **changes))
-
-
-@pytest.mark.parametrize(
-    ("changes", "field"),
-    [
-        ({"interval_minutes": 0}, "interval_minutes"),
-        ({"interval_minutes": 61}, "interval_minutes"),
-        ({"lag_alarm_seconds": 59}, "lag_alarm_seconds"),
-        ({"alarm_periods": 1}, "alarm_periods"),
-        ({"alarm_periods": 11}, "alarm_periods"),
-    ],
-)
-def test_an_invalid_heartbeat_setting_names_its_field(
-    config: EnvironmentConfig, changes: dict[str, int], field: str
-) -> None:
-    with pytest.raises(ConfigError, match=rf"^{re.escape(config.name)}\.heartbeat\.{field}: "):
-        with_heartbeat(config, **changes)
-
-
-def test_a_heartbeat_alarm_beyond_the_record_age_is_rejected(config: EnvironmentConfig) -> None:
-    with pytest.raises(ConfigError, match=rf"^{re.escape(config.name)}\.heartbeat\.lag_alarm_seconds: "):
-        with_heartbeat(config, lag_alarm_seconds=config.sync.max_record_age_seconds)
+# Each heartbeat setting out of its range is rejected with its path: test_config.py.
 
 
 def test_the_heartbeat_settings_are_a_frozen_keyword_only_record() -> None:

@@ -82,11 +82,8 @@ def test_an_environment_that_retains_data_retains_every_pinned_resource(
 ) -> None:
     resources = synthesized.template_json(config.name, "Stateful")["Resources"]
     policies = {
-        logical_id: (
-            resources[logical_id].get("DeletionPolicy"),
-            resources[logical_id].get("UpdateReplacePolicy"),
-        )
-        for logical_id in pinned(synthesized, config.name)
+        i: (resources[i].get("DeletionPolicy"), resources[i].get("UpdateReplacePolicy"))
+        for i in pinned(synthesized, config.name)
     }
     expected = removal_policies(config)
     assert policies == {logical_id: expected for logical_id in policies}

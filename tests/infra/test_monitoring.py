@@ -58,13 +58,21 @@ def expected_alarms(
     nodes = cluster["InstanceCount"] + cluster.get("DedicatedMasterCount", 0)
     volume_mib = domain["Properties"]["EBSOptions"]["VolumeSize"] * 1024
     _, function = sync_function(stateless)
-    namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
+    namespace = sync_namespace(stateless)
 
     def es(
         metric: str, statistic: str, period: int, threshold: float, missing: str = "missing", **kw: Any
     ) -> Expected:
         return Expected("AWS/ES", metric, statistic, period, threshold, missing, **kw)
 
+    def sync(metric: str, statistic: str, period: int, threshold: float, **kw: Any) -> Expected:
+        return Expected(namespace, metric, statistic, period, threshold, "notBreaching", **kw)
+
+    def aws_lambda(metric: str, statistic: str, period: int, threshold: float) -> Expected:
+        return Expected("AWS/Lambda", metric, statistic, period, threshold, "notBreaching")
+
+    timeout_ms = function["Properties"]["Timeout"] * 1000
+    dead_letters = Expected("AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching")
     alarms = {
         "ClusterStatusRed": es("ClusterStatus.red", "Maximum", 60, 1, "breaching"),
         "ClusterStatusYellow": es("ClusterStatus.yellow", "Maximum", 60, 1, evaluation_periods=5),
@@ -78,74 +86,43 @@ def expected_alarms(
         ),
         "ClusterIndexWritesBlocked": es("ClusterIndexWritesBlocked", "Maximum", 300, 1),
         "AutomatedSnapshotFailure": es("AutomatedSnapshotFailure", "Maximum", 60, 1),
-        "CPUUtilization": es("CPUUtilization", "Maximum", 900, settings.cpu_percent, evaluation_periods=3),
-        "JVMMemoryPressure": es(
-            "JVMMemoryPressure", "Maximum", 60, settings.jvm_memory_pressure_percent, evaluation_periods=3
-        ),
-        "OldGenJVMMemoryPressure": es(
-            "OldGenJVMMemoryPressure",
-            "Maximum",
-            60,
-            settings.old_gen_jvm_memory_pressure_percent,
-            evaluation_periods=3,
-        ),
         "KMSKeyError": es("KMSKeyError", "Maximum", 60, 1, "notBreaching"),
         "KMSKeyInaccessible": es("KMSKeyInaccessible", "Maximum", 60, 1, "notBreaching"),
-        "SyncIteratorAge": Expected(
-            "AWS/Lambda", "IteratorAge", "Maximum", 60, settings.iterator_age_seconds * 1000, "notBreaching"
+        "SyncIteratorAge": aws_lambda("IteratorAge", "Maximum", 60, settings.iterator_age_seconds * 1000),
+        "SyncErrors": aws_lambda("Errors", "Sum", 300, 1),
+        "SyncThrottles": aws_lambda("Throttles", "Sum", 300, 1),
+        "SyncDuration": aws_lambda(
+            "Duration", "Maximum", 300, timeout_ms * settings.duration_timeout_percent / 100
         ),
-        "SyncErrors": Expected("AWS/Lambda", "Errors", "Sum", 300, 1, "notBreaching"),
-        "SyncThrottles": Expected("AWS/Lambda", "Throttles", "Sum", 300, 1, "notBreaching"),
-        "SyncDuration": Expected(
-            "AWS/Lambda",
-            "Duration",
-            "Maximum",
-            300,
-            function["Properties"]["Timeout"] * 1000 * settings.duration_timeout_percent / 100,
-            "notBreaching",
-        ),
-        "StreamSyncDeadLetters": Expected(
-            "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
-        ),
-        "BootstrapDeadLetters": Expected(
-            "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
-        ),
-        "PurgeScheduleDeadLetters": Expected(
-            "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 60, 1, "notBreaching"
-        ),
+        **{f"{source}DeadLetters": dead_letters for source in ("StreamSync", "Bootstrap", "PurgeSchedule")},
     }
+    # The domain's CPU and memory: its data nodes' always, its dedicated masters' where it has them.
+    pressure = {
+        "CPUUtilization": settings.cpu_percent,
+        "JVMMemoryPressure": settings.jvm_memory_pressure_percent,
+        "OldGenJVMMemoryPressure": settings.old_gen_jvm_memory_pressure_percent,
+    }
+    if cluster.get("DedicatedMasterEnabled"):
+        pressure |= {
+            "MasterCPUUtilization": settings.master_cpu_percent,
+            "MasterJVMMemoryPressure": settings.master_jvm_memory_pressure_percent,
+            "MasterOldGenJVMMemoryPressure": settings.master_old_gen_jvm_memory_pressure_percent,
+        }
+    for metric, threshold in pressure.items():
+        period = 900 if metric.endswith("CPUUtilization") else 60
+        alarms[metric] = es(metric, "Maximum", period, threshold, evaluation_periods=3)
     for label, indexes in table_indexes(stateful, config).items():
         # The sync's alarms per table: its metrics carry the Table dimension (issue 16.7), and each table's
         # event source mapping reports what it gave up on.
         per_table = {
-            "SyncReplicationLag": Expected(
-                namespace,
-                "ReplicationLagSeconds",
-                "Maximum",
-                60,
-                settings.replication_lag_seconds,
-                "notBreaching",
+            "SyncReplicationLag": sync(
+                "ReplicationLagSeconds", "Maximum", 60, settings.replication_lag_seconds
             ),
-            "SyncDeadLettered": Expected(
-                namespace,
-                "DocumentsDeadLettered",
-                "Sum",
-                300,
-                settings.dead_lettered_documents,
-                "notBreaching",
-            ),
-            "SyncRecordsHeldForRetry": Expected(
-                namespace,
-                "RecordsReportedForRetry",
-                "Sum",
-                300,
-                settings.records_held_for_retry,
-                "notBreaching",
-                evaluation_periods=3,
+            "SyncDeadLettered": sync("DocumentsDeadLettered", "Sum", 300, settings.dead_lettered_documents),
+            "SyncRecordsHeldForRetry": sync(
+                "RecordsReportedForRetry", "Sum", 300, settings.records_held_for_retry, evaluation_periods=3
             ),
         }
-        for kind, expected in per_table.items():
-            alarms["-".join(filter(None, (kind, label)))] = expected
         for access in ("Read", "Write"):
             throttles = Expected(
                 "AWS/DynamoDB",
@@ -155,38 +132,19 @@ def expected_alarms(
                 settings.throttle_events,
                 "notBreaching",
             )
-            alarms["-".join(filter(None, (f"Table{access}Throttles", label)))] = throttles
+            per_table[f"Table{access}Throttles"] = throttles
             for index in indexes:
                 alarms["-".join(filter(None, (f"Index{access}Throttles", label, index)))] = throttles
-    if cluster.get("DedicatedMasterEnabled"):
-        alarms["MasterCPUUtilization"] = es(
-            "MasterCPUUtilization", "Maximum", 900, settings.master_cpu_percent, evaluation_periods=3
-        )
-        alarms["MasterJVMMemoryPressure"] = es(
-            "MasterJVMMemoryPressure",
-            "Maximum",
-            60,
-            settings.master_jvm_memory_pressure_percent,
-            evaluation_periods=3,
-        )
-        alarms["MasterOldGenJVMMemoryPressure"] = es(
-            "MasterOldGenJVMMemoryPressure",
-            "Maximum",
-            60,
-            settings.master_old_gen_jvm_memory_pressure_percent,
-            evaluation_periods=3,
-        )
+        for kind, expected in per_table.items():
+            alarms["-".join(filter(None, (kind, label)))] = expected
     heartbeat = config.heartbeat
-    interval = heartbeat.interval_minutes * 60
     for plan in config.source_tables:
         # Slow heartbeats: an interval without one is not this alarm's concern (issue 25.1).
-        alarms["-".join(filter(None, ("HeartbeatLag", plan.label)))] = Expected(
-            namespace,
+        alarms["-".join(filter(None, ("HeartbeatLag", plan.label)))] = sync(
             "HeartbeatLagSeconds",
             "Maximum",
-            interval,
+            heartbeat.interval_minutes * 60,
             heartbeat.lag_alarm_seconds,
-            "notBreaching",
             evaluation_periods=heartbeat.alarm_periods,
         )
     return {f"refdata-{config.name}-{kind}": expected for kind, expected in alarms.items()}
@@ -210,6 +168,27 @@ def math_alarms(config: EnvironmentConfig) -> set[str]:
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------
+
+
+def alarm_name(config: EnvironmentConfig, kind: str, *subject: str) -> str:
+    """An alarm's name: a per-table alarm's subject is its table's label, "" (none) for the main table."""
+    return "-".join(filter(None, (f"refdata-{config.name}-{kind}", *subject)))
+
+
+def sync_namespace(stateless: Template) -> str:
+    _, function = sync_function(stateless)
+    return str(function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"])
+
+
+def resolved_alarms(stateful: Template, stateless: Template) -> dict[str, Any]:
+    """Alarm name -> its properties, each deploy-time value resolved to the stateful resource."""
+    return dict(resolve(stateful, stateless, {name: p for name, (_, p) in alarms_by_name(stateless).items()}))
+
+
+def metric_math(properties: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A metric-math alarm's expression, and the metric it reads under each id."""
+    (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+    return expression, {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
 
 
 def alarms_by_name(template: Template, resource_type: str = ALARM) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -309,10 +288,10 @@ def state_machines(stateless: Template) -> dict[str, dict[str, Any]]:
 @pytest.fixture
 def context(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, Any]:
     _, domain = one(stateful, DOMAIN)
-    function_id, function = sync_function(stateless)
+    function_id, _ = sync_function(stateless)
     return {
         "environment": config.name,
-        "sync_namespace": function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"],
+        "sync_namespace": sync_namespace(stateless),
         "mappings": mapping_refs(stateful, stateless, config),
         "domain": {"DomainName": domain["Properties"]["DomainName"], "ClientId": config.account},
         "tables": table_names(stateful, config),
@@ -391,16 +370,10 @@ def test_5xx_alarm_is_the_share_of_the_domains_requests(
     stateless: Template, config: EnvironmentConfig
 ) -> None:
     _, properties = alarms_by_name(stateless)[f"refdata-{config.name}-Domain5xx"]
-    members = {
-        q["MetricStat"]["Metric"]["MetricName"]: q["Id"] for q in properties["Metrics"] if "MetricStat" in q
-    }
-    (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
-    assert expression == f"100 * {members['5xx']} / {members['OpenSearchRequests']}"
-    assert all(
-        q["MetricStat"]["Stat"] == "Sum" and q["MetricStat"]["Period"] == 60
-        for q in properties["Metrics"]
-        if "MetricStat" in q
-    )
+    expression, members = metric_math(properties)
+    ids = {stat["Metric"]["MetricName"]: member for member, stat in members.items()}
+    assert expression == f"100 * {ids['5xx']} / {ids['OpenSearchRequests']}"
+    assert all((stat["Stat"], stat["Period"]) == ("Sum", 60) for stat in members.values())
     assert (properties["Threshold"], properties["TreatMissingData"]) == (
         config.monitoring.server_error_percent,
         "notBreaching",
@@ -411,10 +384,8 @@ def test_each_tables_system_errors_alarm_sums_every_operation_within_cloudwatchs
     stateless: Template, config: EnvironmentConfig
 ) -> None:
     for plan in config.source_tables:
-        name = "-".join(filter(None, (f"refdata-{config.name}-TableSystemErrors", plan.label)))
-        _, properties = alarms_by_name(stateless)[name]
-        members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
-        (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+        _, properties = alarms_by_name(stateless)[alarm_name(config, "TableSystemErrors", plan.label)]
+        expression, members = metric_math(properties)
         assert sorted(expression.split(" + ")) == sorted(members) and len(members) <= 10
         operations = {dimensions(stat["Metric"])["Operation"] for stat in members.values()}
         assert {
@@ -439,8 +410,7 @@ def test_a_failed_or_timed_out_run_of_each_ops_workflow_alarms(
     found = alarms_by_name(stateless)
     for operation in OPERATIONS:
         _, properties = found[f"refdata-{config.name}-OpsRunFailed-{operation}"]
-        members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
-        (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+        expression, members = metric_math(properties)
         assert expression == f"{operation}Failed + {operation}TimedOut"
         assert {i: (m["Metric"]["MetricName"], m["Stat"], m["Period"]) for i, m in members.items()} == {
             f"{operation}Failed": ("ExecutionsFailed", "Sum", 300),
@@ -469,10 +439,7 @@ def test_master_alarms_exist_exactly_where_the_domain_has_dedicated_masters(
 def test_every_alarm_reads_its_metrics_with_the_dimensions_they_are_published_with(
     stateful: Template, stateless: Template, context: dict[str, Any]
 ) -> None:
-    every = resolve(
-        stateful, stateless, {name: props for name, (_, props) in alarms_by_name(stateless).items()}
-    )
-    for name, properties in every.items():
+    for name, properties in resolved_alarms(stateful, stateless).items():
         for metric in metric_stats(properties):
             found = dimensions(metric)
             found.pop("GlobalSecondaryIndexName", None)
@@ -485,7 +452,7 @@ def test_every_alarm_reads_its_metrics_with_the_dimensions_they_are_published_wi
 def test_index_throttle_alarms_cover_every_index_of_every_stateful_table(
     stateful: Template, stateless: Template, config: EnvironmentConfig, context: dict[str, Any]
 ) -> None:
-    resolved = resolve(stateful, stateless, {name: p for name, (_, p) in alarms_by_name(stateless).items()})
+    resolved = resolved_alarms(stateful, stateless)
     for kind in ("IndexReadThrottles", "IndexWriteThrottles"):
         watched = {
             (
@@ -503,8 +470,7 @@ def test_index_throttle_alarms_cover_every_index_of_every_stateful_table(
 
 
 def test_the_sync_alarms_read_only_metrics_the_handler_emits(stateless: Template) -> None:
-    _, function = sync_function(stateless)
-    namespace = function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"]
+    namespace = sync_namespace(stateless)
     emitted = {
         metric["MetricName"]
         for _, properties in alarms_by_name(stateless).values()
@@ -529,7 +495,7 @@ def test_every_sync_metric_an_alarm_reads_names_an_environment_and_a_table(
     """Before issue 16.7 the sync's metrics had no dimensions: two environments or tables in one account mixed,
     and every alarm read the mix. Each now reads one environment's and one table's, and the per-table alarms
     cover every table."""
-    resolved = resolve(stateful, stateless, {name: p for name, (_, p) in alarms_by_name(stateless).items()})
+    resolved = resolved_alarms(stateful, stateless)
     read: dict[str, set[str]] = {}
     for name, properties in resolved.items():
         for metric in metric_stats(properties):
@@ -549,9 +515,8 @@ def test_what_each_mapping_gives_up_on_alarms_with_the_redrive_deadline(
     out what reached the on-failure destination (OnFailureDestinationDeliveredEventCount): the alarm sums both."""
     found = alarms_by_name(stateless)
     for label, mapping in context["mappings"].items():
-        _, properties = found["-".join(filter(None, (f"refdata-{config.name}-SyncRecordsDiscarded", label)))]
-        members = {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
-        (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
+        _, properties = found[alarm_name(config, "SyncRecordsDiscarded", label)]
+        expression, members = metric_math(properties)
         assert expression == " + ".join(f"FILL({member}, 0)" for member in members)
         assert sorted(stat["Metric"]["MetricName"] for stat in members.values()) == sorted(MAPPING_METRICS)
         assert all(

@@ -23,14 +23,9 @@ def test_runs_are_encrypted_with_the_data_key_private_versioned_and_access_logge
         BUCKET,
         {"Properties": {"OwnershipControls": Match.any_value(), "LoggingConfiguration": Match.absent()}},
     )
+    by_default = {"KMSMasterKeyID": data_key_arn(stateful), "SSEAlgorithm": "aws:kms"}
     assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
-        {
-            "BucketKeyEnabled": True,
-            "ServerSideEncryptionByDefault": {
-                "KMSMasterKeyID": data_key_arn(stateful),
-                "SSEAlgorithm": "aws:kms",
-            },
-        }
+        {"BucketKeyEnabled": True, "ServerSideEncryptionByDefault": by_default}
     ]
     assert properties["PublicAccessBlockConfiguration"] == dict.fromkeys(
         ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"), True
@@ -45,23 +40,17 @@ def test_runs_are_encrypted_with_the_data_key_private_versioned_and_access_logge
 def test_exports_outlive_the_oldest_snapshot_a_run_may_write_from_and_run_records_a_year(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    rules = stateful.find_resources(BUCKET)[ops_bucket(stateful)]["Properties"]["LifecycleConfiguration"][
-        "Rules"
-    ]
-    found = {rule["Id"]: rule for rule in rules}
+    bucket = stateful.find_resources(BUCKET)[ops_bucket(stateful)]
+    found = {rule["Id"]: rule for rule in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
     days = found["Exports"]["ExpirationInDays"]
     # A run may write from a snapshot up to the purge's bound less a day old (ops.sources.snapshot_age_check):
     # a resumed export run must still find its files then.
     writable = minimum_age_seconds(config.sync.max_record_age_seconds) - DAY_SECONDS
     assert days * DAY_SECONDS >= writable + DAY_SECONDS, f"exports kept {days} days"
+    enabled = {"Status": "Enabled"}
     assert found == {
-        "Exports": {"Id": "Exports", "Prefix": "exports/", "ExpirationInDays": days, "Status": "Enabled"},
-        "RunRecords": {
-            "Id": "RunRecords",
-            "Prefix": "runs/",
-            "ExpirationInDays": RUN_RECORD_DAYS,
-            "Status": "Enabled",
-        },
+        "Exports": {"Id": "Exports", "Prefix": "exports/", "ExpirationInDays": days} | enabled,
+        "RunRecords": {"Id": "RunRecords", "Prefix": "runs/", "ExpirationInDays": RUN_RECORD_DAYS} | enabled,
         "Versions": {
             "Id": "Versions",
             "NoncurrentVersionExpiration": {"NoncurrentDays": NONCURRENT_VERSION_DAYS},

@@ -30,14 +30,18 @@ from tests.infra.test_stream_sync import (
     MANAGED_POLICY,
     XRAY_ACTIONS,
     allow,
+    allow_each,
+    aws_arn,
     data_key_arn,
     dead_letter_queue_id,
     domain_endpoint,
     expected_schema_tables,
     one,
     permissions,
+    policy_attached_to,
     resolve,
     role_arn,
+    s3_arn,
     schema_tables,
     stream_arns,
 )
@@ -49,21 +53,20 @@ WORKER_HANDLER = "ops.worker.handler"
 WORKER_ROLE = "Ops workflows worker (reindex, reconcile, redrive, tombstone purge)"
 ADMIN_ROLE = "OpenSearch fine-grained access control master user"
 TABLE_STATES = {"Source", "ExportStarted", "ExportTable", "WaitForExport", "DescribeExport", "ExportStatus"}
-TABLE_STATES |= {
-    "ExportFailed",
-    "ExportReady",
-    "Files",
-    "StartPolling",
-    "CountPoll",
-    "PollLimit",
-    "ExportTooSlow",
-}
+TABLE_STATES |= {"ExportFailed", "ExportReady", "Files", "StartPolling", "CountPoll", "PollLimit"}
+TABLE_STATES |= {"ExportTooSlow"}
 COMMON_STATES = {"Prepare", "Parts", "Finish", "FinishAfterFailure", "RunStatus", "RunFailed", "RunDone"}
 COMMON_STATES |= {"SummaryFailed"}
+TABLE_OPERATIONS = ("reindex", "reconcile")  # those that read a table (an export above a size) part by part
+DISTRIBUTED = {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
 
 
 def worker_function(stateless: Template) -> tuple[str, dict[str, Any]]:
     return one(stateless, FUNCTION, {"Handler": WORKER_HANDLER})
+
+
+def worker_role(stateful: Template) -> dict[str, str]:
+    return {"Ref": one(stateful, "AWS::IAM::Role", {"Description": WORKER_ROLE})[0]}
 
 
 def machines(stateful: Template, stateless: Template) -> dict[str, dict[str, Any]]:
@@ -101,24 +104,12 @@ def handed_table_arns(
     """Each source table's ARN as the stateless stack builds it: from the table name in its handed-over stream
     ARN."""
     prefix = f"arn:aws:dynamodb:{config.region}:{config.account}:table/"
-    return [
-        {
-            "Fn::Join": [
-                "",
-                [prefix, {"Fn::Select": [1, {"Fn::Split": ["/", stream]}]}, *([suffix] if suffix else [])],
-            ]
-        }
-        for stream in stream_arns(stateful, config).values()
-    ]
-
-
-def allow_each(actions: list[str], resources: list[Any]) -> set[tuple[str, str, str]]:
-    return {triple for resource in resources for triple in allow(actions, resource)}
+    names = [{"Fn::Select": [1, {"Fn::Split": ["/", arn]}]} for arn in stream_arns(stateful, config).values()]
+    return [{"Fn::Join": ["", [prefix, name, *([suffix] if suffix else [])]]} for name in names]
 
 
 def objects(stateful: Template, prefix: str) -> dict[str, Any]:
-    bucket = {"Ref": ops_bucket(stateful)}
-    return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", bucket, f"/{prefix}"]]}
+    return s3_arn(ops_bucket(stateful), f"/{prefix}")
 
 
 def test_the_worker_is_sized_by_config_and_runs_as_the_ops_worker_role(
@@ -190,21 +181,13 @@ def test_the_worker_policy_grants_exactly_what_the_operations_call(
 ) -> None:
     _, worker = worker_function(stateless)
     group_id = worker["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
-    worker_role = {"Ref": one(stateful, "AWS::IAM::Role", {"Description": WORKER_ROLE})[0]}
     (policy,) = [
         p["Properties"]
         for logical_id, p in stateless.find_resources(MANAGED_POLICY).items()
-        if resolve(stateful, stateless, p["Properties"]["Roles"]) == [worker_role]
+        if resolve(stateful, stateless, p["Properties"]["Roles"]) == [worker_role(stateful)]
         and not logical_id.startswith(SMOKE_WORKER_POLICY)  # the smoke run's, asserted in test_smoke.py
     ]
     document = resolve(stateful, stateless, policy["PolicyDocument"])
-    bucket = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": ops_bucket(stateful)}]]}
-    geometries = {
-        "Fn::Join": [
-            "",
-            ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": "GeometryBucket1F491C5F"}, "/geometries/*"],
-        ]
-    }
     assert permissions(document) == (
         allow(["logs:CreateLogStream", "logs:PutLogEvents"], {"Fn::GetAtt": [group_id, "Arn"]})
         | allow(ENI_ACTIONS + XRAY_ACTIONS, "*")
@@ -225,20 +208,16 @@ def test_the_worker_policy_grants_exactly_what_the_operations_call(
             {"Fn::GetAtt": [dead_letter_queue_id(stateless), "Arn"]},
         )
         | allow(["s3:GetObject", "s3:PutObject"], objects(stateful, "runs/*"))
-        | allow(["s3:ListBucket"], bucket)  # unconditioned: GetObject of a missing key is 404, not 403
+        # ListBucket unconditioned: GetObject of a missing key is 404, not 403
+        | allow(["s3:ListBucket"], s3_arn(ops_bucket(stateful)))
         | allow(["s3:GetObject"], objects(stateful, "exports/*"))
-        | allow(["s3:GetObject"], geometries)
+        | allow(["s3:GetObject"], s3_arn("GeometryBucket1F491C5F", "/geometries/*"))
         | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
     )
 
 
 def test_the_ops_worker_role_may_only_assume_the_admin_role(stateful: Template) -> None:
-    worker_role = {"Ref": one(stateful, "AWS::IAM::Role", {"Description": WORKER_ROLE})[0]}
-    (policy,) = [
-        p["Properties"]
-        for p in stateful.find_resources(MANAGED_POLICY).values()
-        if p["Properties"].get("Roles") == [worker_role]
-    ]
+    policy = policy_attached_to(stateful, stateful, worker_role(stateful))
     assert permissions(policy["PolicyDocument"]) == allow(["sts:AssumeRole"], role_arn(stateful, ADMIN_ROLE))
 
 
@@ -257,22 +236,14 @@ def test_there_is_one_named_state_machine_per_operation_logging_everything_and_t
         assert machine["LoggingConfiguration"]["IncludeExecutionData"] is False
         assert machine["TracingConfiguration"] == {"Enabled": True}
         assert machine["Definition"]["TimeoutSeconds"] == 7 * 86400
-    group = resolve(
-        stateful, stateless, stateless.find_resources("AWS::Logs::LogGroup")[log_group]["Properties"]
-    )
+    group = stateless.find_resources("AWS::Logs::LogGroup")[log_group]["Properties"]
+    group = resolve(stateful, stateless, group)
     name = group.pop("LogGroupName")
     assert group == {"KmsKeyId": data_key_arn(stateful), "RetentionInDays": config.log_retention_days}
     # Vended logs: the account's Logs resource policy covers the prefix; the stack's id keeps a retained group from
     # blocking a new stack.
-    assert name == {
-        "Fn::Join": [
-            "",
-            [
-                "/aws/vendedlogs/states/ops-",
-                {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "AWS::StackId"}]}]},
-            ],
-        ]
-    }
+    stack_id = {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "AWS::StackId"}]}]}
+    assert name == {"Fn::Join": ["", ["/aws/vendedlogs/states/ops-", stack_id]]}
 
 
 def test_every_transition_names_a_state_and_every_state_is_reached(
@@ -290,7 +261,7 @@ def test_every_transition_names_a_state_and_every_state_is_reached(
                 name
             )
         top = set(definition["States"])
-        expected = COMMON_STATES | (TABLE_STATES if operation in ("reindex", "reconcile") else set())
+        expected = COMMON_STATES | (TABLE_STATES if operation in TABLE_OPERATIONS else set())
         assert top == expected, operation
 
 
@@ -302,9 +273,8 @@ def test_a_paused_smoke_part_is_invoked_again_after_a_wait_and_no_other_part_loo
     waiting = set()
     for operation, machine in machines(stateful, stateless).items():
         for _, state, block in all_states(machine["Definition"]["States"]):
-            if state["Type"] != "Choice" or not state["Choices"][0].get("Variable", "").startswith(
-                "$.progress."
-            ):
+            progress = state.get("Choices", [{}])[0].get("Variable", "").startswith("$.progress.")
+            if state["Type"] != "Choice" or not progress:
                 continue
             part = state["Default"]
             waits = [choice for choice in state["Choices"] if choice["Variable"] == "$.progress.wait"]
@@ -333,7 +303,7 @@ def test_each_step_invokes_the_worker_for_its_operation_and_retries_throttling(
         steps = {state["Parameters"]["step"] for _, state in tasks}
         assert steps == (
             {"prepare", "part", "part-failed", "finish"}
-            | ({"export-ready"} if operation in ("reindex", "reconcile") else set())
+            | ({"export-ready"} if operation in TABLE_OPERATIONS else set())
         )
         states = {name: state for name, state, _ in all_states(machine["Definition"]["States"])}
         for name, state in tasks:
@@ -368,28 +338,20 @@ def test_maps_run_at_most_the_configured_concurrency_and_keep_results_small(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
     for operation, machine in machines(stateful, stateless).items():
-        maps = [
-            state for _, state, _ in all_states(machine["Definition"]["States"]) if state["Type"] == "Map"
-        ]
-        assert len(maps) == (2 if operation in ("reindex", "reconcile") else 1)
+        states = all_states(machine["Definition"]["States"])
+        maps = [state for _, state, _ in states if state["Type"] == "Map"]
+        assert len(maps) == (2 if operation in TABLE_OPERATIONS else 1)
         for state in maps:
             assert state["MaxConcurrency"] == config.ops.max_concurrency
             # Each part's loop in a child execution: its invocations never fill the run's 25,000-event history.
-            assert state["ItemProcessor"]["ProcessorConfig"] == {
-                "Mode": "DISTRIBUTED",
-                "ExecutionType": "STANDARD",
-            }
+            assert state["ItemProcessor"]["ProcessorConfig"] == DISTRIBUTED
             # Its children's results go to the ops bucket, never into the state (over 256 KiB there,
             # States.DataLimitExceeded would fail the run); nothing selects from them. A literal prefix: the map
             # run's id, which Step Functions adds, separates runs.
             name = state["ResultPath"].removeprefix("$.").removesuffix("Run")
-            assert state["ResultWriter"] == {
-                "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":states:::s3:putObject"]]},
-                "Parameters": {
-                    "Bucket": {"Ref": ops_bucket(stateful)},
-                    "Prefix": map_results_prefix(operation, name),
-                },
-            }
+            put_object = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":states:::s3:putObject"]]}
+            where = {"Bucket": {"Ref": ops_bucket(stateful)}, "Prefix": map_results_prefix(operation, name)}
+            assert state["ResultWriter"] == {"Resource": put_object, "Parameters": where}
             assert "ResultSelector" not in state
             ends = [s for s in state["ItemProcessor"]["States"].values() if s.get("End")]
             assert ends == [{"Type": "Pass", "Result": {}, "End": True}]
@@ -455,7 +417,7 @@ def test_the_maps_results_are_never_a_runs_records() -> None:
 def test_a_large_table_is_exported_and_read_file_by_file(
     stateful: Template, stateless: Template, config: EnvironmentConfig
 ) -> None:
-    for operation in ("reindex", "reconcile"):
+    for operation in TABLE_OPERATIONS:
         states = machines(stateful, stateless)[operation]["Definition"]["States"]
         export = states["ExportTable"]
         assert export["Resource"]["Fn::Join"][1][-1] == ":states:::aws-sdk:dynamodb:exportTableToPointInTime"
@@ -470,25 +432,14 @@ def test_a_large_table_is_exported_and_read_file_by_file(
             "ClientToken.$": "$.plan.runId",  # a retried or resumed run gets the same export
         }
         assert states["DescribeExport"]["Parameters"] == {"ExportArn.$": "$.export.arn"}
-        choices = states["ExportStatus"]["Choices"]
-        assert [(c["StringEquals"], c["Next"]) for c in choices] == [
-            ("COMPLETED", "ExportReady"),
-            ("FAILED", "ExportFailed"),
-        ]
+        choices = [(c["StringEquals"], c["Next"]) for c in states["ExportStatus"]["Choices"]]
+        assert choices == [("COMPLETED", "ExportReady"), ("FAILED", "ExportFailed")]
         assert states["ExportStatus"]["Default"] == "CountPoll"  # bounded: at most EXPORT_MAX_POLLS polls
-        assert states["PollLimit"]["Choices"] == [
-            {
-                "Variable": "$.polls.count",
-                "NumericGreaterThanEquals": EXPORT_MAX_POLLS,
-                "Next": "ExportTooSlow",
-            }
-        ]
+        limit = {"Variable": "$.polls.count", "NumericGreaterThanEquals": EXPORT_MAX_POLLS}
+        assert states["PollLimit"]["Choices"] == [{**limit, "Next": "ExportTooSlow"}]
         assert EXPORT_MAX_POLLS * 13 < 25_000 // 2  # 13 history events a poll, half the history at most
         files = states["Files"]
-        assert files["ItemProcessor"]["ProcessorConfig"] == {
-            "Mode": "DISTRIBUTED",
-            "ExecutionType": "STANDARD",
-        }
+        assert files["ItemProcessor"]["ProcessorConfig"] == DISTRIBUTED
         assert files["ItemReader"]["ReaderConfig"] == {"InputType": "JSONL"}
         assert files["ItemReader"]["Parameters"] == {
             "Bucket": {"Ref": ops_bucket(stateful)},
@@ -534,26 +485,14 @@ def test_each_state_machine_role_has_exactly_the_permissions_its_states_use(
         policy = stateless.to_json()["Resources"][policy_id]["Properties"]
         granted = permissions(resolve(stateful, stateless, policy["PolicyDocument"]))
 
-        def own(kind: str, suffix: str, operation: str = operation) -> dict[str, Any]:
-            return {
-                "Fn::Join": [
-                    "",
-                    [
-                        "arn:",
-                        {"Ref": "AWS::Partition"},
-                        ":states:",
-                        {"Ref": "AWS::Region"},
-                        ":",
-                        {"Ref": "AWS::AccountId"},
-                        f":{kind}:{config.search.domain_name}-{operation}{suffix}",
-                    ],
-                ]
-            }
-
+        name = f"{config.search.domain_name}-{operation}"
         expected = (
             allow(["lambda:InvokeFunction"], {"Fn::GetAtt": [worker_id, "Arn"]})  # unqualified: no alias
-            | allow(["states:StartExecution"], own("stateMachine", ""))
-            | allow(["states:DescribeExecution", "states:StopExecution"], own("execution", "/*"))
+            | allow(["states:StartExecution"], aws_arn("states", f":stateMachine:{name}"))
+            | allow(
+                ["states:DescribeExecution", "states:StopExecution"],
+                aws_arn("states", f":execution:{name}/*"),
+            )
             | allow(list(LOG_DELIVERY_ACTIONS), "*")
             | allow(list(STATE_MACHINE_XRAY_ACTIONS), "*")
             # its distributed maps' result writers ("IAM policies for ResultWriter"), into the KMS-encrypted ops bucket
@@ -563,7 +502,7 @@ def test_each_state_machine_role_has_exactly_the_permissions_its_states_use(
             )
             | allow(["kms:Decrypt", "kms:GenerateDataKey"], data_key_arn(stateful))
         )
-        if operation in ("reindex", "reconcile"):
+        if operation in TABLE_OPERATIONS:
             expected |= (
                 allow(
                     ["s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl", "s3:GetObject"],
@@ -578,7 +517,9 @@ def test_each_state_machine_role_has_exactly_the_permissions_its_states_use(
         )  # a first execution has them
 
 
-def test_the_purge_runs_on_its_schedule(stateless: Template, config: EnvironmentConfig) -> None:
+def test_the_purge_runs_on_its_schedule(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> None:
     (schedule,) = [
         s
         for s in stateless.find_resources("AWS::Scheduler::Schedule").values()
@@ -604,12 +545,8 @@ def test_the_purge_runs_on_its_schedule(stateless: Template, config: Environment
             "Condition": {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
         }
     ]
-    (policy,) = [
-        p
-        for p in stateless.find_resources(MANAGED_POLICY).values()
-        if p["Properties"]["Roles"] == [{"Ref": role_id}]
-    ]
-    start, send, encrypt = policy["Properties"]["PolicyDocument"]["Statement"]
+    policy = policy_attached_to(stateless, stateful, {"Ref": role_id})
+    start, send, encrypt = policy["PolicyDocument"]["Statement"]
     assert start["Action"] == "states:StartExecution"
     assert start["Resource"]["Fn::Join"][1][-1] == f":stateMachine:{config.search.domain_name}-purge"
     # What the scheduler could not deliver after its retries goes to its dead-letter queue (alarmed).

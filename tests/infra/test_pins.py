@@ -29,20 +29,9 @@ def pinned_now() -> pins.Pins:
 
 
 def ruff_formatted(path: Path) -> subprocess.CompletedProcess[str]:
-    ruff = Path(sys.executable).parent / "ruff"
-    return subprocess.run(
-        [
-            str(ruff),
-            "format",
-            "--check",
-            "--diff",
-            "--config",
-            str(PINS.parents[2] / "pyproject.toml"),
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    ruff, config = Path(sys.executable).parent / "ruff", PINS.parents[2] / "pyproject.toml"
+    command = [str(ruff), "format", "--check", "--diff", "--config", str(config), str(path)]
+    return subprocess.run(command, capture_output=True, text=True)
 
 
 def test_a_new_table_gets_exactly_its_ids_and_a_second_run_says_unchanged(

@@ -6,6 +6,8 @@ queue); tests/recipes/test_synth_gate.py runs the real CLI on planted problems."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,18 +33,8 @@ def assembly(
     out = tmp_path / "cdk.out"
     (out / "assembly-dev").mkdir(parents=True)
     (out / "manifest.json").write_text(json.dumps({"missing": [{"key": key} for key in missing]}))
-    (out / "assembly-dev" / "manifest.json").write_text(
-        json.dumps(
-            {
-                "artifacts": {
-                    "devStateless": {
-                        "displayName": "dev/Stateless",
-                        "properties": {"templateFile": "s.template.json"},
-                    }
-                }
-            }
-        )
-    )
+    stack = {"displayName": "dev/Stateless", "properties": {"templateFile": "s.template.json"}}
+    (out / "assembly-dev" / "manifest.json").write_text(json.dumps({"artifacts": {"devStateless": stack}}))
     (out / "assembly-dev" / "s.template.json").write_text(json.dumps({"Resources": {"Q": {}}}))
     if findings:
         violations = [
@@ -145,9 +137,6 @@ def test_a_config_error_is_the_one_line_a_failed_synth_shows(
 
 def test_help_prints_every_mode_and_exits_0() -> None:
     """`python -m infra.report --help` answers with its usage, not "no templates found"."""
-    import subprocess
-    import sys
-
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-m", "infra.report", "--help"], cwd=root, capture_output=True, text=True

@@ -12,6 +12,7 @@ from infra.app_builder import committed_context
 from infra.config import SSO_ADMINISTRATORS, EnvironmentConfig
 from infra.constructs.search_access import SearchAccess
 from tests.infra.conftest import base_config
+from tests.infra.test_stream_sync import one
 from tests.support.template import Template
 
 ROLE = "AWS::IAM::Role"
@@ -20,14 +21,8 @@ BOOTSTRAP_ROLE_DESCRIPTION = "Index bootstrap custom resource"
 OPS_WORKER_ROLE_DESCRIPTION = "Ops workflows worker (reindex, reconcile, redrive, tombstone purge)"
 
 
-def role(template: Template, description: str) -> tuple[str, dict[str, Any]]:
-    found = template.find_resources(ROLE, {"Properties": {"Description": description}})
-    assert len(found) == 1, found
-    return next(iter(found.items()))
-
-
 def trust_statements(template: Template) -> list[dict[str, Any]]:
-    _, admin = role(template, ADMIN_ROLE_DESCRIPTION)
+    _, admin = one(template, ROLE, {"Description": ADMIN_ROLE_DESCRIPTION})
     return list(admin["Properties"]["AssumeRolePolicyDocument"]["Statement"])
 
 
@@ -42,20 +37,15 @@ def access_for(config: EnvironmentConfig) -> Template:
 def test_roles_have_fixed_names_per_environment(stateful: Template, config: EnvironmentConfig) -> None:
     names = {resource["Properties"].get("RoleName") for resource in stateful.find_resources(ROLE).values()}
     base = config.search.domain_name
-    expected = {
-        f"{base}-search-admin",
-        f"{base}-stream-sync",
-        f"{base}-index-bootstrap",
-        f"{base}-ops-worker",
-    }
+    expected = {f"{base}-{role}" for role in ("search-admin", "stream-sync", "index-bootstrap", "ops-worker")}
     assert expected <= names
 
 
 def test_admin_role_trusts_only_the_bootstrap_and_ops_worker_roles_and_the_configured_principals(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    bootstrap_id, _ = role(stateful, BOOTSTRAP_ROLE_DESCRIPTION)
-    worker_id, _ = role(stateful, OPS_WORKER_ROLE_DESCRIPTION)
+    bootstrap_id, _ = one(stateful, ROLE, {"Description": BOOTSTRAP_ROLE_DESCRIPTION})
+    worker_id, _ = one(stateful, ROLE, {"Description": OPS_WORKER_ROLE_DESCRIPTION})
     assert trust_statements(stateful) == [
         {
             "Action": "sts:AssumeRole",

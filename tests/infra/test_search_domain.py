@@ -4,23 +4,38 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from aws_cdk import RemovalPolicy
+from aws_cdk import App, Environment, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Capture, Match
 from refdata.indexnames import read_alias
 
-from infra.config import EnvironmentConfig
+from infra.app_builder import committed_context
+from infra.config import ConfigError, EnvironmentConfig, ReaderNetwork
+from infra.constructs.search_domain import SearchDomain
 from tests.infra.conftest import base_config, read_roles
-from tests.infra.test_stream_sync import resolve
+from tests.infra.test_stream_sync import (
+    SYNC_ROLE_DESCRIPTION,
+    data_key_arn,
+    domain_endpoint,
+    one,
+    resolve,
+    role_arn,
+)
 from tests.support.retention import removal_policies
 from tests.support.template import Template
 
 DOMAIN = "AWS::OpenSearchService::Domain"
 LOG_TYPES = ("SEARCH_SLOW_LOGS", "INDEX_SLOW_LOGS", "ES_APPLICATION_LOGS", "AUDIT_LOGS")
+PARTITION = {"Ref": "AWS::Partition"}
 ADMIN_ROLE_DESCRIPTION = "OpenSearch fine-grained access control master user"
-SYNC_ROLE_DESCRIPTION = "DynamoDB stream to OpenSearch sync"
 
 
 def domain(template: Template) -> dict[str, Any]:
@@ -29,27 +44,28 @@ def domain(template: Template) -> dict[str, Any]:
     return next(iter(domains.values()))
 
 
-def role_arn(template: Template, description: str) -> dict[str, Any]:
-    roles = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": description}})
-    assert len(roles) == 1, sorted(roles)
-    return {"Fn::GetAtt": [next(iter(roles)), "Arn"]}
-
-
 def admin_arn(template: Template, config: EnvironmentConfig) -> Any:
     if config.search.master_role_arn:
         return config.search.master_role_arn
     return role_arn(template, ADMIN_ROLE_DESCRIPTION)
 
 
-def key_id(template: Template) -> str:
-    keys = template.find_resources("AWS::KMS::Key")
-    assert len(keys) == 1
-    return next(iter(keys))
-
-
 def log_group_ids(template: Template) -> dict[str, str]:
     options = domain(template)["Properties"]["LogPublishingOptions"]
     return {kind: option["CloudWatchLogsLogGroupArn"]["Fn::GetAtt"][0] for kind, option in options.items()}
+
+
+def domain_group_id(template: Template) -> str:
+    group_id = Capture()
+    template.has_resource_properties(
+        DOMAIN, {"VPCOptions": {"SecurityGroupIds": [{"Fn::GetAtt": [group_id, "GroupId"]}]}}
+    )
+    return group_id.as_string()
+
+
+def log_groups(template: Template) -> list[dict[str, Any]]:
+    found = template.find_resources("AWS::Logs::LogGroup")
+    return [found[group_id] for group_id in log_group_ids(template).values()]
 
 
 def all_principals(statement: dict[str, Any]) -> list[Any]:
@@ -74,36 +90,6 @@ def test_engine_version_follows_config(stateful: Template, config: EnvironmentCo
     stateful.has_resource_properties(DOMAIN, {"EngineVersion": config.search.engine_version})
 
 
-def test_data_nodes_follow_config(stateful: Template, config: EnvironmentConfig) -> None:
-    stateful.has_resource_properties(
-        DOMAIN,
-        {
-            "ClusterConfig": {
-                "InstanceType": config.search.data_node_type,
-                "InstanceCount": config.search.data_node_count,
-            }
-        },
-    )
-
-
-def test_dedicated_masters_follow_config(stateful: Template, config: EnvironmentConfig) -> None:
-    search = config.search
-    masters = (
-        {
-            "DedicatedMasterEnabled": True,
-            "DedicatedMasterType": search.master_node_type,
-            "DedicatedMasterCount": search.master_node_count,
-        }
-        if search.master_node_count
-        else {
-            "DedicatedMasterEnabled": False,
-            "DedicatedMasterType": Match.absent(),
-            "DedicatedMasterCount": Match.absent(),
-        }
-    )
-    stateful.has_resource_properties(DOMAIN, {"ClusterConfig": masters})
-
-
 def test_zone_awareness_follows_config(stateful: Template, config: EnvironmentConfig) -> None:
     zones = config.search.availability_zone_count
     awareness = (
@@ -118,42 +104,28 @@ def test_data_nodes_and_dedicated_masters_follow_config(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
     search = config.search
-    masters = (
-        {
-            "DedicatedMasterEnabled": True,
-            "DedicatedMasterCount": search.master_node_count,
-            "DedicatedMasterType": search.master_node_type,
-        }
+    enabled, count, kind = (
+        (True, search.master_node_count, search.master_node_type)
         if search.master_node_count
-        else {"DedicatedMasterEnabled": False, "DedicatedMasterCount": Match.absent()}
+        else (False, Match.absent(), Match.absent())
     )
-    stateful.has_resource_properties(
-        DOMAIN,
-        {
-            "ClusterConfig": {
-                "InstanceCount": search.data_node_count,
-                "InstanceType": search.data_node_type,
-                **masters,
-            }
-        },
-    )
+    masters = {"DedicatedMasterEnabled": enabled, "DedicatedMasterCount": count, "DedicatedMasterType": kind}
+    data = {"InstanceCount": search.data_node_count, "InstanceType": search.data_node_type}
+    stateful.has_resource_properties(DOMAIN, {"ClusterConfig": {**data, **masters}})
 
 
 def test_storage_is_gp3_with_configured_size_iops_and_throughput(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    stateful.has_resource_properties(
-        DOMAIN,
-        {
-            "EBSOptions": {
-                "EBSEnabled": True,
-                "VolumeType": "gp3",
-                "VolumeSize": config.search.volume_size_gib,
-                "Iops": config.search.volume_iops,
-                "Throughput": config.search.volume_throughput_mibps,
-            }
-        },
-    )
+    search = config.search
+    volume = {"VolumeSize": search.volume_size_gib, "Iops": search.volume_iops}
+    storage = {
+        "EBSEnabled": True,
+        "VolumeType": "gp3",
+        **volume,
+        "Throughput": search.volume_throughput_mibps,
+    }
+    stateful.has_resource_properties(DOMAIN, {"EBSOptions": storage})
 
 
 def test_automated_snapshot_hour_follows_config(stateful: Template, config: EnvironmentConfig) -> None:
@@ -171,35 +143,23 @@ def test_domain_sits_in_one_isolated_subnet_per_zone(stateful: Template, config:
     chosen = [subnet["Ref"] for subnet in subnets.as_array()]
     assert len(chosen) == config.search.availability_zone_count
     all_subnets = stateful.find_resources("AWS::EC2::Subnet")
-    assert len({all_subnets[logical_id]["Properties"]["AvailabilityZone"] for logical_id in chosen}) == len(
-        chosen
-    )
+    zones = {all_subnets[logical_id]["Properties"]["AvailabilityZone"] for logical_id in chosen}
+    assert len(zones) == len(chosen)
 
 
 def test_domain_uses_its_own_security_group_without_inline_rules(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    group_id = Capture()
-    stateful.has_resource_properties(
-        DOMAIN, {"VPCOptions": {"SecurityGroupIds": [{"Fn::GetAtt": [group_id, "GroupId"]}]}}
-    )
-    group = stateful.find_resources("AWS::EC2::SecurityGroup")[group_id.as_string()]["Properties"]
+    group = stateful.find_resources("AWS::EC2::SecurityGroup")[domain_group_id(stateful)]["Properties"]
     assert config.search.domain_name in group["GroupDescription"]
     assert "SecurityGroupIngress" not in group
     assert [rule["CidrIp"] for rule in group["SecurityGroupEgress"]] == ["255.255.255.255/32"]
 
 
 def test_domain_admits_only_platform_functions_on_https(stateful: Template, stateless: Template) -> None:
-    group_id = Capture()
-    stateful.has_resource_properties(
-        DOMAIN, {"VPCOptions": {"SecurityGroupIds": [{"Fn::GetAtt": [group_id, "GroupId"]}]}}
-    )
+    group = {"Fn::GetAtt": [domain_group_id(stateful), "GroupId"]}
     ingress = resolve(stateful, stateless, stateless.find_resources("AWS::EC2::SecurityGroupIngress"))
-    rules = [
-        rule["Properties"]
-        for rule in ingress.values()
-        if rule["Properties"]["GroupId"] == {"Fn::GetAtt": [group_id.as_string(), "GroupId"]}
-    ]
+    rules = [rule["Properties"] for rule in ingress.values() if rule["Properties"]["GroupId"] == group]
     function_groups = [
         {"Fn::GetAtt": [logical_id, "GroupId"]}
         for logical_id in stateless.find_resources("AWS::EC2::SecurityGroup")
@@ -214,9 +174,8 @@ def test_domain_admits_only_platform_functions_on_https(stateful: Template, stat
 
 
 def test_data_at_rest_is_encrypted_with_the_data_key(stateful: Template) -> None:
-    stateful.has_resource_properties(
-        DOMAIN, {"EncryptionAtRestOptions": {"Enabled": True, "KmsKeyId": {"Ref": key_id(stateful)}}}
-    )
+    at_rest = {"Enabled": True, "KmsKeyId": {"Ref": one(stateful, "AWS::KMS::Key")[0]}}
+    stateful.has_resource_properties(DOMAIN, {"EncryptionAtRestOptions": at_rest})
 
 
 def test_node_to_node_traffic_is_encrypted(stateful: Template) -> None:
@@ -224,15 +183,8 @@ def test_node_to_node_traffic_is_encrypted(stateful: Template) -> None:
 
 
 def test_endpoint_enforces_https_with_tls_1_2(stateful: Template) -> None:
-    stateful.has_resource_properties(
-        DOMAIN,
-        {
-            "DomainEndpointOptions": {
-                "EnforceHTTPS": True,
-                "TLSSecurityPolicy": Match.string_like_regexp(r"^Policy-Min-TLS-1-2"),
-            }
-        },
-    )
+    endpoint = {"EnforceHTTPS": True, "TLSSecurityPolicy": Match.string_like_regexp(r"^Policy-Min-TLS-1-2")}
+    stateful.has_resource_properties(DOMAIN, {"DomainEndpointOptions": endpoint})
 
 
 # --- fine-grained access control and access policy ----------------------------------------------------------
@@ -241,20 +193,10 @@ def test_endpoint_enforces_https_with_tls_1_2(stateful: Template) -> None:
 def test_fine_grained_access_control_has_the_admin_role_as_iam_master_user(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    stateful.has_resource_properties(
-        DOMAIN,
-        {
-            "AdvancedSecurityOptions": {
-                "Enabled": True,
-                "InternalUserDatabaseEnabled": False,
-                "MasterUserOptions": {
-                    "MasterUserARN": admin_arn(stateful, config),
-                    "MasterUserName": Match.absent(),
-                    "MasterUserPassword": Match.absent(),
-                },
-            }
-        },
-    )
+    master = {"MasterUserARN": admin_arn(stateful, config)}
+    master |= {"MasterUserName": Match.absent(), "MasterUserPassword": Match.absent()}
+    security = {"Enabled": True, "InternalUserDatabaseEnabled": False, "MasterUserOptions": master}
+    stateful.has_resource_properties(DOMAIN, {"AdvancedSecurityOptions": security})
 
 
 def resource_suffixes(statement: dict[str, Any]) -> list[str]:
@@ -263,15 +205,18 @@ def resource_suffixes(statement: dict[str, Any]) -> list[str]:
     return [resource["Fn::Join"][1][-1] for resource in resources]
 
 
+def access_statements(template: Template) -> list[dict[str, Any]]:
+    return list(domain(template)["Properties"]["AccessPolicies"]["Statement"])
+
+
 def reader_statements(template: Template) -> list[dict[str, Any]]:
-    statements = domain(template)["Properties"]["AccessPolicies"]["Statement"]
-    return [statement for statement in statements if "Condition" in statement]
+    return [statement for statement in access_statements(template) if "Condition" in statement]
 
 
 def test_access_policy_admits_exactly_the_admin_and_sync_roles_unconditionally(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    statements = domain(stateful)["Properties"]["AccessPolicies"]["Statement"]
+    statements = access_statements(stateful)
     unconditional = [statement for statement in statements if "Condition" not in statement]
     principals = [principal for statement in unconditional for principal in all_principals(statement)]
     assert sorted(map(json.dumps, principals)) == sorted(
@@ -286,18 +231,8 @@ def test_read_roles_reach_only_their_aliases_search_count_and_documents(
     expected = []
     for role in read_roles(config):
         # ... and the smoke run's probe of the reader (infra/constructs/smoke.py), in the environment's account.
-        probe = {
-            "Fn::Join": [
-                "",
-                [
-                    "arn:",
-                    {"Ref": "AWS::Partition"},
-                    ":iam::",
-                    {"Ref": "AWS::AccountId"},
-                    f":role/{config.search.probe_role_name(role.name)}",
-                ],
-            ]
-        }
+        probe_role = f":role/{config.search.probe_role_name(role.name)}"
+        probe = {"Fn::Join": ["", ["arn:", PARTITION, ":iam::", {"Ref": "AWS::AccountId"}, probe_role]]}
         condition = {"ArnEquals": {"aws:PrincipalArn": [*sorted(role.iam_role_arns), probe]}}
         aliases = [read_alias(schema) for schema in role.schemas]
         expected += [
@@ -322,8 +257,7 @@ def test_read_roles_reach_only_their_aliases_search_count_and_documents(
 
 
 def test_access_policy_has_no_wildcard_or_anonymous_principal(stateful: Template) -> None:
-    statements = domain(stateful)["Properties"]["AccessPolicies"]["Statement"]
-    for statement in statements:
+    for statement in access_statements(stateful):
         assert "NotPrincipal" not in statement
         for principal in all_principals(statement):
             assert principal not in ("*", None), statement
@@ -331,7 +265,7 @@ def test_access_policy_has_no_wildcard_or_anonymous_principal(stateful: Template
 
 
 def test_access_policy_covers_only_this_domain(stateful: Template, config: EnvironmentConfig) -> None:
-    statements = domain(stateful)["Properties"]["AccessPolicies"]["Statement"]
+    statements = access_statements(stateful)
     for statement in statements:
         assert statement["Effect"] == "Allow"
         for suffix in resource_suffixes(statement):
@@ -358,10 +292,9 @@ def test_each_log_type_has_its_own_log_group(stateful: Template) -> None:
 def test_domain_log_groups_are_encrypted_and_keep_configured_retention(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    all_groups = stateful.find_resources("AWS::Logs::LogGroup")
-    for group_id in log_group_ids(stateful).values():
-        assert all_groups[group_id]["Properties"] == {
-            "KmsKeyId": {"Fn::GetAtt": [key_id(stateful), "Arn"]},
+    for group in log_groups(stateful):
+        assert group["Properties"] == {
+            "KmsKeyId": data_key_arn(stateful),
             "RetentionInDays": config.log_retention_days,
         }
 
@@ -393,50 +326,42 @@ def test_domain_log_groups_are_retained_with_the_domain(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
     policy, _ = removal_policies(config)
-    all_groups = stateful.find_resources("AWS::Logs::LogGroup")
-    for group_id in log_group_ids(stateful).values():
-        assert all_groups[group_id]["DeletionPolicy"] == policy
+    groups = log_groups(stateful)
+    assert [group["DeletionPolicy"] for group in groups] == [policy] * len(groups)
 
 
-def domain_endpoint(template: Template) -> dict[str, Any]:
-    return {"Fn::GetAtt": [next(iter(template.find_resources(DOMAIN))), "DomainEndpoint"]}
-
-
-def test_search_endpoint_output_is_the_https_endpoint(stateful: Template) -> None:
-    stateful.has_output(
-        "SearchEndpoint", {"Value": {"Fn::Join": ["", ["https://", domain_endpoint(stateful)]]}}
-    )
-
-
-def test_dashboards_url_output_points_at_dashboards(stateful: Template) -> None:
-    stateful.has_output(
-        "SearchDashboardsUrl",
-        {"Value": {"Fn::Join": ["", ["https://", domain_endpoint(stateful), "/_dashboards"]]}},
-    )
-
-
-def test_admin_role_arn_output_is_the_master_user(stateful: Template, config: EnvironmentConfig) -> None:
-    stateful.has_output("SearchAdminRoleArn", {"Value": admin_arn(stateful, config)})
-
-
-def test_sync_role_arn_output_is_the_sync_role(stateful: Template) -> None:
-    stateful.has_output("SearchSyncRoleArn", {"Value": role_arn(stateful, SYNC_ROLE_DESCRIPTION)})
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        pytest.param(
+            "SearchEndpoint",
+            lambda stateful, _: {"Fn::Join": ["", ["https://", domain_endpoint(stateful)]]},
+            id="search_endpoint_is_the_https_endpoint",
+        ),
+        pytest.param(
+            "SearchDashboardsUrl",
+            lambda stateful, _: {"Fn::Join": ["", ["https://", domain_endpoint(stateful), "/_dashboards"]]},
+            id="dashboards_url_points_at_dashboards",
+        ),
+        pytest.param("SearchAdminRoleArn", admin_arn, id="admin_role_arn_is_the_master_user"),
+        pytest.param(
+            "SearchSyncRoleArn",
+            lambda stateful, _: role_arn(stateful, SYNC_ROLE_DESCRIPTION),
+            id="sync_role_arn_is_the_sync_role",
+        ),
+    ],
+)
+def test_output(
+    stateful: Template,
+    config: EnvironmentConfig,
+    output: str,
+    expected: Callable[[Template, EnvironmentConfig], Any],
+) -> None:
+    stateful.has_output(output, {"Value": expected(stateful, config)})
 
 
 def test_readers_named_in_config_reach_the_domain_on_https_only() -> None:
     """Readers and Dashboards users need a network path: config admits their security groups and CIDRs."""
-    from dataclasses import replace
-
-    from aws_cdk import App, Environment, Stack
-    from aws_cdk import aws_ec2 as ec2
-    from aws_cdk import aws_iam as iam
-    from aws_cdk import aws_kms as kms
-    from aws_cdk import aws_logs as logs
-
-    from infra.app_builder import committed_context
-    from infra.config import ReaderNetwork
-    from infra.constructs.search_domain import SearchDomain
-
     config = base_config()
     readers = ReaderNetwork(security_group_ids=("sg-0123456789abcdef0",), cidrs=("10.90.0.0/16",))
     settings = replace(config.search, reader_network=readers, dashboards_login=None)
@@ -482,10 +407,6 @@ def test_readers_named_in_config_reach_the_domain_on_https_only() -> None:
     ],
 )
 def test_a_bad_reader_network_names_its_field(readers: dict[str, Any], message: str) -> None:
-    from dataclasses import replace
-
-    from infra.config import ConfigError, ReaderNetwork
-
     base = base_config()
     with pytest.raises(ConfigError, match=re.escape(f"{base.name}.search.reader_network.{message}")):
         replace(base, search=replace(base.search, reader_network=ReaderNetwork(**readers)))

@@ -60,26 +60,18 @@ def tables(stateful: Template, config: EnvironmentConfig) -> list[tuple[TablePla
     return _tables[key]
 
 
+def every_table_has(stateful: Template, config: EnvironmentConfig, properties: dict[str, Any]) -> None:
+    for _, _, table in tables(stateful, config):
+        table.has_resource_properties(TABLE, properties)
+
+
 # --- keys and capacity --------------------------------------------------------------------------------------
 
 
 def test_every_table_is_keyed_by_string_pk_and_sk(stateful: Template, config: EnvironmentConfig) -> None:
-    for _, _, table in tables(stateful, config):
-        table.has_resource_properties(
-            TABLE,
-            {
-                "KeySchema": [
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                "AttributeDefinitions": Match.array_with(
-                    [
-                        {"AttributeName": "pk", "AttributeType": "S"},
-                        {"AttributeName": "sk", "AttributeType": "S"},
-                    ]
-                ),
-            },
-        )
+    keys = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+    types = [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}]
+    every_table_has(stateful, config, {"KeySchema": keys, "AttributeDefinitions": Match.array_with(types)})
 
 
 def test_environment_has_exactly_its_configured_tables(stateful: Template, config: EnvironmentConfig) -> None:
@@ -124,15 +116,13 @@ def _assert_autoscaled(stateful: Template, table: dict[str, Any], plan: TablePla
             ("Write", capacity.min_write, capacity.max_write),
         ):
             dimension = "index" if len(resource_id) == 3 else "table"
+            target = {
+                "ServiceNamespace": "dynamodb",
+                "ScalableDimension": f"dynamodb:{dimension}:{unit}CapacityUnits",
+            }
+            bounds = {"MinCapacity": low, "MaxCapacity": high}
             stateful.has_resource_properties(
-                SCALABLE_TARGET,
-                {
-                    "ServiceNamespace": "dynamodb",
-                    "ScalableDimension": f"dynamodb:{dimension}:{unit}CapacityUnits",
-                    "ResourceId": {"Fn::Join": ["", resource_id]},
-                    "MinCapacity": low,
-                    "MaxCapacity": high,
-                },
+                SCALABLE_TARGET, {**target, "ResourceId": {"Fn::Join": ["", resource_id]}, **bounds}
             )
 
 
@@ -146,18 +136,13 @@ def test_every_scalable_target_has_a_target_tracking_policy(
         (plan,) = [p for ref, p in by_table.items() if ref in json.dumps(target["Properties"]["ResourceId"])]
         assert plan.settings.provisioned is not None
         unit = "Read" if "Read" in target["Properties"]["ScalableDimension"] else "Write"
+        tracking = {
+            "PredefinedMetricSpecification": {"PredefinedMetricType": f"DynamoDB{unit}CapacityUtilization"},
+            "TargetValue": plan.settings.provisioned.target_utilization_percent,
+        }
+        policy = {"PolicyType": "TargetTrackingScaling", "ScalingTargetId": {"Ref": logical_id}}
         stateful.has_resource_properties(
-            SCALING_POLICY,
-            {
-                "PolicyType": "TargetTrackingScaling",
-                "ScalingTargetId": {"Ref": logical_id},
-                "TargetTrackingScalingPolicyConfiguration": {
-                    "PredefinedMetricSpecification": {
-                        "PredefinedMetricType": f"DynamoDB{unit}CapacityUtilization"
-                    },
-                    "TargetValue": plan.settings.provisioned.target_utilization_percent,
-                },
-            },
+            SCALING_POLICY, {**policy, "TargetTrackingScalingPolicyConfiguration": tracking}
         )
 
 
@@ -165,27 +150,19 @@ def test_every_scalable_target_has_a_target_tracking_policy(
 
 
 def test_every_stream_carries_new_and_old_images(stateful: Template, config: EnvironmentConfig) -> None:
-    for _, _, table in tables(stateful, config):
-        table.has_resource_properties(
-            TABLE, {"StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"}}
-        )
+    every_table_has(stateful, config, {"StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"}})
 
 
 def test_point_in_time_recovery_is_on_for_every_table(stateful: Template, config: EnvironmentConfig) -> None:
-    for _, _, table in tables(stateful, config):
-        table.has_resource_properties(
-            TABLE, {"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}}
-        )
+    recovery = {"PointInTimeRecoveryEnabled": True}
+    every_table_has(stateful, config, {"PointInTimeRecoverySpecification": recovery})
 
 
 def test_every_table_is_encrypted_with_the_customer_managed_data_key(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    for _, _, table in tables(stateful, config):
-        table.has_resource_properties(
-            TABLE,
-            {"SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": key_arn(stateful)}},
-        )
+    encryption = {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": key_arn(stateful)}
+    every_table_has(stateful, config, {"SSESpecification": encryption})
 
 
 def test_data_key_rotates(stateful: Template) -> None:
@@ -195,29 +172,14 @@ def test_data_key_rotates(stateful: Template) -> None:
 
 def test_data_key_admits_cloudwatch_logs_of_this_account_only(stateful: Template) -> None:
     # Log groups encrypted with the key fail to create unless the regional logs service may use it.
+    logs = {"Fn::Join": ["", ["logs.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
+    statement = {
+        "Effect": "Allow",
+        "Principal": {"Service": logs},
+        "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": Match.any_value()}},
+    }
     stateful.has_resource_properties(
-        "AWS::KMS::Key",
-        {
-            "KeyPolicy": {
-                "Statement": Match.array_with(
-                    [
-                        Match.object_like(
-                            {
-                                "Effect": "Allow",
-                                "Principal": {
-                                    "Service": {
-                                        "Fn::Join": ["", ["logs.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]
-                                    }
-                                },
-                                "Condition": {
-                                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": Match.any_value()}
-                                },
-                            }
-                        )
-                    ]
-                )
-            }
-        },
+        "AWS::KMS::Key", {"KeyPolicy": {"Statement": Match.array_with([Match.object_like(statement)])}}
     )
 
 
@@ -241,8 +203,7 @@ def test_contributor_insights_follow_config(stateful: Template, config: Environm
 
 
 def test_deletion_protection_follows_data_retention(stateful: Template, config: EnvironmentConfig) -> None:
-    for _, _, table in tables(stateful, config):
-        table.has_resource_properties(TABLE, {"DeletionProtectionEnabled": config.retains_data})
+    every_table_has(stateful, config, {"DeletionProtectionEnabled": config.retains_data})
 
 
 def test_every_table_is_retained_where_data_is_retained_and_deleted_elsewhere(
@@ -259,29 +220,20 @@ def test_every_table_is_retained_where_data_is_retained_and_deleted_elsewhere(
 def test_every_table_has_the_sparse_global_id_index_projecting_keys_only(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    for _, _, table in tables(stateful, config):
-        table.has_resource_properties(
-            TABLE,
-            {
-                "GlobalSecondaryIndexes": Match.array_with(
-                    [
-                        Match.object_like(
-                            {
-                                "IndexName": "globalId",
-                                "KeySchema": [{"AttributeName": "globalId", "KeyType": "HASH"}],
-                                "Projection": {
-                                    "ProjectionType": "KEYS_ONLY",
-                                    "NonKeyAttributes": Match.absent(),
-                                },
-                            }
-                        )
-                    ]
-                ),
-                "AttributeDefinitions": Match.array_with(
-                    [{"AttributeName": "globalId", "AttributeType": "S"}]
-                ),
-            },
-        )
+    index = {
+        "IndexName": "globalId",
+        "KeySchema": [{"AttributeName": "globalId", "KeyType": "HASH"}],
+        "Projection": {"ProjectionType": "KEYS_ONLY", "NonKeyAttributes": Match.absent()},
+    }
+    attribute = {"AttributeName": "globalId", "AttributeType": "S"}
+    every_table_has(
+        stateful,
+        config,
+        {
+            "GlobalSecondaryIndexes": Match.array_with([Match.object_like(index)]),
+            "AttributeDefinitions": Match.array_with([attribute]),
+        },
+    )
 
 
 def indexes_of(table: Template) -> list[dict[str, Any]]:
@@ -347,24 +299,16 @@ def with_inverted_index(inverted_index_app: dict[tuple[str, str], Template]) -> 
 
 
 def test_inverted_index_swaps_the_table_keys(with_inverted_index: dict[str, Template], env: str) -> None:
+    index = {
+        "IndexName": "inverted",
+        "KeySchema": [
+            {"AttributeName": "sk", "KeyType": "HASH"},
+            {"AttributeName": "pk", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "KEYS_ONLY"},
+    }
     with_inverted_index[env].has_resource_properties(
-        TABLE,
-        {
-            "GlobalSecondaryIndexes": Match.array_with(
-                [
-                    Match.object_like(
-                        {
-                            "IndexName": "inverted",
-                            "KeySchema": [
-                                {"AttributeName": "sk", "KeyType": "HASH"},
-                                {"AttributeName": "pk", "KeyType": "RANGE"},
-                            ],
-                            "Projection": {"ProjectionType": "KEYS_ONLY"},
-                        }
-                    )
-                ]
-            )
-        },
+        TABLE, {"GlobalSecondaryIndexes": Match.array_with([Match.object_like(index)])}
     )
 
 

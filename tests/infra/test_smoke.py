@@ -21,21 +21,28 @@ from tests.infra.test_ops_workflows import (
     objects,
     ops_bucket,
     worker_function,
+    worker_role,
 )
 from tests.infra.test_stream_sync import (
     MANAGED_POLICY,
     MAPPING,
     allow,
+    allow_each,
+    aws_arn,
     data_key_arn,
+    kms_via,
     mappings,
     permissions,
+    policy_attached_to,
     resolve,
     role_arn,
+    s3_arn,
     stream_arns,
 )
 from tests.support.template import Template
 
 ROLE = "AWS::IAM::Role"
+ITEM_WRITES = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
 
 
 def worker_variables(stateful: Template, stateless: Template) -> dict[str, Any]:
@@ -55,9 +62,12 @@ def probes(stateless: Template) -> dict[str, tuple[str, dict[str, Any]]]:
 def joined(value: dict[str, Any], stateful: Template, stateless: Template) -> Any:
     """A `Fn::Join`ed JSON environment variable as JSON, each CloudFormation expression kept as a JSON string."""
     separator, parts = resolve(stateful, stateless, value)["Fn::Join"]
-    return json.loads(
-        separator.join(p if isinstance(p, str) else json.dumps(p).replace('"', "'") for p in parts)
-    )
+    return json.loads(separator.join(p if isinstance(p, str) else quoted(p) for p in parts))
+
+
+def quoted(expression: Any) -> str:
+    """A CloudFormation expression as ``joined`` keeps it."""
+    return json.dumps(expression).replace('"', "'")
 
 
 def test_the_worker_knows_each_tables_event_source_mapping(
@@ -65,17 +75,16 @@ def test_the_worker_knows_each_tables_event_source_mapping(
 ) -> None:
     variables = worker_variables(stateful, stateless)
     found = joined(variables["EVENT_SOURCE_MAPPINGS"], stateful, stateless)
-    by_stream = {json.dumps(arn): construct_id for construct_id, arn in stream_arns(stateful, config).items()}
+    streams = stream_arns(stateful, config)
+    by_stream = {json.dumps(arn): construct_id for construct_id, arn in streams.items()}
     ids = {}
     for logical_id, mapping in stateless.find_resources(MAPPING).items():
-        ids[by_stream[json.dumps(resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]))]] = (
-            logical_id
-        )
+        source = resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"])
+        ids[by_stream[json.dumps(source)]] = logical_id
     expected = {}
     for plan in config.source_tables:
-        stream = json.dumps(stream_arns(stateful, config)[plan.construct_id])
-        table = json.dumps({"Fn::Select": [1, {"Fn::Split": ["/", json.loads(stream)]}]}).replace('"', "'")
-        expected[table] = json.dumps({"Ref": ids[plan.construct_id]}).replace('"', "'")
+        table = {"Fn::Select": [1, {"Fn::Split": ["/", streams[plan.construct_id]]}]}
+        expected[quoted(table)] = quoted({"Ref": ids[plan.construct_id]})
     assert found == expected
     assert len(mappings(stateful, stateless, config)) == len(found)
 
@@ -89,7 +98,7 @@ def test_the_worker_knows_every_read_role_with_its_probe_and_its_wait(
     expected = []
     for role in config.search.read_roles:
         logical_id, _ = found[config.search.probe_role_name(role.name)]
-        arn = json.dumps({"Fn::GetAtt": [logical_id, "Arn"]}).replace('"', "'")
+        arn = quoted({"Fn::GetAtt": [logical_id, "Arn"]})
         expected.append({"name": role.name, "schemas": list(role.schemas), "probeRoleArn": arn})
     assert readers == expected
     assert variables["SMOKE_WAIT_SECONDS"] == str(SMOKE_WAIT_SECONDS)
@@ -146,50 +155,17 @@ def test_the_worker_may_write_only_canaries_and_read_only_the_mappings(
         for logical_id, p in stateless.find_resources(MANAGED_POLICY).items()
         if logical_id.startswith(SMOKE_WORKER_POLICY)
     ]
-    assert resolve(stateful, stateless, policy["Roles"]) == [
-        {
-            "Ref": next(
-                i
-                for i, r in stateful.find_resources(ROLE).items()
-                if r["Properties"].get("Description") == WORKER_ROLE
-            )
-        }
-    ]
+    assert resolve(stateful, stateless, policy["Roles"]) == [worker_role(stateful)]
     tables = table_arns(stateful, config)
     expected: set[tuple[str, str, str]] = set()
     for plan in config.source_tables:
-        keys = []
-        for schema in plan.indexable_schemas:
-            prefix = scope_prefix(schema, CANARY)
-            keys.append(f"{prefix}*" if prefix.endswith("::") else prefix)
+        prefixes = [scope_prefix(schema, CANARY) for schema in plan.indexable_schemas]
+        keys = [f"{prefix}*" if prefix.endswith("::") else prefix for prefix in prefixes]
         only = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": keys}}
-        expected |= allow(
-            ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-            tables[plan.construct_id],
-            only,
-        )
-    through = {
-        "StringEquals": {
-            "kms:ViaService": {"Fn::Join": ["", ["dynamodb.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
-        }
-    }
-    expected |= allow(["kms:Encrypt", "kms:DescribeKey"], data_key_arn(stateful), through)
+        expected |= allow(ITEM_WRITES, tables[plan.construct_id], only)
+    expected |= allow(["kms:Encrypt", "kms:DescribeKey"], data_key_arn(stateful), kms_via("dynamodb"))
     for logical_id in stateless.find_resources(MAPPING):
-        arn = {
-            "Fn::Join": [
-                "",
-                [
-                    "arn:",
-                    {"Ref": "AWS::Partition"},
-                    ":lambda:",
-                    {"Ref": "AWS::Region"},
-                    ":",
-                    {"Ref": "AWS::AccountId"},
-                    ":event-source-mapping:",
-                    {"Ref": logical_id},
-                ],
-            ]
-        }
+        arn = aws_arn("lambda", ":event-source-mapping:", {"Ref": logical_id})
         expected |= allow(["lambda:GetEventSourceMapping"], arn)
     for logical_id, _ in probes(stateless).values():
         expected |= allow(["sts:AssumeRole"], {"Fn::GetAtt": [logical_id, "Arn"]})
@@ -210,44 +186,27 @@ def test_the_deploy_role_may_assume_the_smoke_runner_which_may_only_run_and_foll
     assert trust["Condition"] == {"ArnEquals": {"aws:PrincipalArn": config.deploy_role_arn}}
     # Matched by name under its account: the deploy role need not exist when the stack is deployed.
     assert trust["Principal"] == {"AWS": f"arn:{config.partition}:iam::{account}:root"}
-    (policy,) = [
-        p["Properties"]
-        for p in stateless.find_resources(MANAGED_POLICY).values()
-        if p["Properties"]["Roles"] == [{"Ref": logical_id}]
-    ]
+    policy = policy_attached_to(stateless, stateful, {"Ref": logical_id})
     machine = next(
         i
         for i, m in stateless.find_resources("AWS::StepFunctions::StateMachine").items()
         if m["Properties"]["StateMachineName"] == state_machine_name(config.search.domain_name, "smoke")
     )
-
-    def arn(service: str, resource: str) -> dict[str, Any]:
-        return {
-            "Fn::Join": [
-                "",
-                [
-                    "arn:",
-                    {"Ref": "AWS::Partition"},
-                    f":{service}:",
-                    {"Ref": "AWS::Region"},
-                    ":",
-                    {"Ref": "AWS::AccountId"},
-                    resource,
-                ],
-            ]
-        }
-
-    bucket = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": ops_bucket(stateful)}]]}
     expected = (
-        allow(["cloudformation:DescribeStacks"], arn("cloudformation", f":stack/{config.name}-Stateful/*"))
-        | allow(["cloudformation:DescribeStacks"], arn("cloudformation", f":stack/{config.name}-Stateless/*"))
+        allow_each(
+            ["cloudformation:DescribeStacks"],
+            [
+                aws_arn("cloudformation", f":stack/{config.name}-{kind}/*")
+                for kind in ("Stateful", "Stateless")
+            ],
+        )
         | allow(["states:StartExecution"], {"Ref": machine})
         | allow(
             ["states:DescribeExecution", "states:GetExecutionHistory"],
-            arn("states", f":execution:{state_machine_name(config.search.domain_name, 'smoke')}:*"),
+            aws_arn("states", f":execution:{state_machine_name(config.search.domain_name, 'smoke')}:*"),
         )
         | allow(["s3:GetObject"], objects(stateful, "runs/smoke/*"))
-        | allow(["s3:ListBucket"], bucket)
+        | allow(["s3:ListBucket"], s3_arn(ops_bucket(stateful)))
         | allow(["kms:Decrypt"], data_key_arn(stateful))
     )
     assert permissions(resolve(stateful, stateless, policy["PolicyDocument"])) == expected

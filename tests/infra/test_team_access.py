@@ -10,11 +10,11 @@ from typing import Any
 
 from infra.config import EnvironmentConfig
 from tests.infra.conftest import read_roles
-from tests.infra.test_smoke import admitted
-from tests.infra.test_stream_sync import MANAGED_POLICY, allow, data_key_arn, permissions
+from tests.infra.test_smoke import ITEM_WRITES, admitted, quoted
+from tests.infra.test_stream_sync import MANAGED_POLICY, allow, data_key_arn, kms_via, permissions
 from tests.support.template import Template
 
-ITEM_WRITES = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+KEY_ACTIONS_VIA_DYNAMODB = ("Decrypt", "Encrypt", "GenerateDataKey", "DescribeKey")
 
 
 def output(stateful: Template, name: str) -> Any:
@@ -32,14 +32,6 @@ def joined_refs(value: Any) -> list[str]:
     return [part["Ref"] for part in parts if isinstance(part, dict)]
 
 
-def via(service: str) -> dict[str, Any]:
-    return {
-        "StringEquals": {
-            "kms:ViaService": {"Fn::Join": ["", [f"{service}.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
-        }
-    }
-
-
 def test_the_writer_may_write_items_of_every_table_schema_tables_names_their_geometries_and_use_the_key_through_them(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
@@ -51,15 +43,12 @@ def test_the_writer_may_write_items_of_every_table_schema_tables_names_their_geo
     expected = (
         {grant for table in tables for grant in allow(ITEM_WRITES, {"Fn::GetAtt": [table, "Arn"]})}
         | allow(["s3:PutObject"], {"Fn::Join": ["", [{"Fn::GetAtt": [geometry, "Arn"]}, "/geometries/*"]]})
-        | allow(
-            ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"], key, via("dynamodb")
-        )
-        | allow(["kms:GenerateDataKey", "kms:Decrypt"], key, via("s3"))
+        | allow([f"kms:{action}" for action in KEY_ACTIONS_VIA_DYNAMODB], key, kms_via("dynamodb"))
+        | allow(["kms:GenerateDataKey", "kms:Decrypt"], key, kms_via("s3"))
     )
     assert permissions(writer["PolicyDocument"]) == expected
-    assert not {"Roles", "Users", "Groups"} & set(writer), (
-        "published for teams to attach, attached to nothing"
-    )
+    # published for teams to attach, attached to nothing
+    assert not {"Roles", "Users", "Groups"} & set(writer)
     assert output(stateful, "DataKeyArn") == key
 
 
@@ -67,9 +56,7 @@ def test_each_read_role_has_a_published_policy_allowing_exactly_what_the_domain_
     stateful: Template, config: EnvironmentConfig
 ) -> None:
     separator, parts = output(stateful, "ReaderPolicyArns")["Fn::Join"]
-    text = separator.join(
-        part if isinstance(part, str) else json.dumps(part).replace('"', "'") for part in parts
-    )
+    text = separator.join(part if isinstance(part, str) else quoted(part) for part in parts)
     arns = {name: json.loads(reference.replace("'", '"')) for name, reference in json.loads(text).items()}
     assert sorted(arns) == sorted(role.name for role in config.search.read_roles)
     for role in read_roles(config):
