@@ -14,7 +14,7 @@ import io
 import json
 import socket
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
@@ -33,6 +33,7 @@ from stream_sync import aws, handler
 from stream_sync.config import Settings
 from stream_sync.redrive import MessageReport, redrive_queue
 
+from tests.lambdas.stream_sync.stream_sync_fakes import redelivery
 from tests.support.aws import single_table
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 
@@ -69,6 +70,25 @@ READ_ROLES = read_role_definitions([("public_search", ("geozone", "productDate")
 FGAC = FineGrainedAccessControl(
     ADMIN_ROLE_ARN, {ADMIN_KEY: ADMIN_ROLE_ARN, SYNC_KEY: SYNC_ROLE_ARN, READER_KEY: READER_ROLE_ARN}
 )
+
+
+def stream_records(streams: Any, arn: str, iterators: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The records of the stream `arn` after `iterators` (shard -> its next iterator, updated), else from the trim
+    horizon, in Lambda event format: what the stream's event source mapping delivers."""
+    iterators = {} if iterators is None else iterators
+    records: list[dict[str, Any]] = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        shard_id = shard["ShardId"]
+        iterator = (
+            iterators.get(shard_id)
+            or streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")[
+                "ShardIterator"
+            ]
+        )
+        page = streams.get_records(ShardIterator=iterator)
+        iterators[shard_id] = page["NextShardIterator"]
+        records += [lambda_format(record) | {"eventSourceARN": arn} for record in page["Records"]]
+    return records
 
 
 def signed_as(server: LoopbackOpenSearch, access_key: str) -> OpenSearchTransport:
@@ -110,14 +130,9 @@ class Pipeline:
     s3: Any = field(default_factory=lambda: boto3.client("s3", region_name=REGION))
     sqs: Any = field(default_factory=lambda: boto3.client("sqs", region_name=REGION))
     sleeps: list[float] = field(default_factory=list)
-    iterators: dict[tuple[str, str], str] = field(default_factory=dict)
+    iterators: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> shard -> next iterator
     stream_arns: dict[str, str] = field(default_factory=dict)
     dlq_url: str = ""
-
-    @property
-    def stream_arn(self) -> str:
-        """The main table's stream."""
-        return self.stream_arns[TABLE]
 
     def create(self) -> Pipeline:
         for name in (TABLE, BOOKINGS):
@@ -171,31 +186,13 @@ class Pipeline:
         return SCHEMA_TABLES.get(schema_of_pk(pk).name, TABLE)
 
     def read_stream(self, table: str = TABLE) -> list[dict[str, Any]]:
-        """Every record of `table`'s stream written since the last call, in Lambda event format (what its event
-        source mapping delivers)."""
-        arn = self.stream_arns[table]
-        shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
-        records: list[dict[str, Any]] = []
-        for shard in shards:
-            shard_id = shard["ShardId"]
-            iterator = (
-                self.iterators.get((table, shard_id))
-                or self.streams.get_shard_iterator(
-                    StreamArn=arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-            )
-            page = self.streams.get_records(ShardIterator=iterator)
-            self.iterators[(table, shard_id)] = page["NextShardIterator"]
-            for record in page["Records"]:
-                converted = lambda_format(record)
-                converted["eventSourceARN"] = arn
-                records.append(converted)
-        return records
+        """Every record of `table`'s stream written since the last call, as its event source mapping delivers it."""
+        return stream_records(self.streams, self.stream_arns[table], self.iterators.setdefault(table, {}))
 
     # --- Lambda side ---------------------------------------------------------------------------
-    def invoke(self, records: list[dict[str, Any]], remaining_ms: int = 60_000) -> Invocation:
+    def invoke(self, records: list[dict[str, Any]]) -> Invocation:
         out = io.StringIO()
-        context = SimpleNamespace(get_remaining_time_in_millis=lambda: remaining_ms)
+        context = SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000)
         with contextlib.redirect_stdout(out):
             response = handler.handler({"Records": records}, context)
         lines = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -205,33 +202,26 @@ class Pipeline:
         return Invocation(response, fates, summary, lines)
 
     def deliver(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        max_rounds: int = 6,
-        between: Callable[[int], None] | None = None,
+        self, records: list[dict[str, Any]], *, max_rounds: int = 6
     ) -> tuple[dict[str, str], list[Invocation]]:
         """What Lambda does with a partial batch response: redeliver from the reported record onward."""
         final: dict[str, str] = {}
         invocations: list[Invocation] = []
         pending = records
-        for round_number in range(max_rounds):
-            invocation = self.invoke(pending)
-            invocations.append(invocation)
+        for _ in range(max_rounds):
+            invocations.append(invocation := self.invoke(pending))
             final.update(invocation.fates)
-            failures = invocation.response["batchItemFailures"]
-            if not failures:
+            if not (failures := invocation.response["batchItemFailures"]):
                 break
-            (failure,) = failures
-            start = next(
-                i
-                for i, r in enumerate(pending)
-                if r["dynamodb"]["SequenceNumber"] == failure["itemIdentifier"]
-            )
-            pending = pending[start:]
-            if between is not None:
-                between(round_number)
+            pending = redelivery(pending, failures)
         return final, invocations
+
+    def converge(self, records: list[dict[str, Any]]) -> tuple[Counter[str], list[Invocation]]:
+        """`deliver`, then every record accounted for (`account`) and none left reported for retry."""
+        final, invocations = self.deliver(records)
+        fates = account(final, records, self.dlq_messages())
+        assert "retry" not in fates, fates
+        return fates, invocations
 
     # --- DLQ and redrive -------------------------------------------------------------------------
     def dlq_messages(self) -> list[dict[str, Any]]:
@@ -257,9 +247,6 @@ class Pipeline:
                 QueueUrl=self.dlq_url, ReceiptHandle=receipt, VisibilityTimeout=0
             )
         return list(seen.values())
-
-    def send_to_dlq(self, body: Mapping[str, Any]) -> None:
-        self.sqs.send_message(QueueUrl=self.dlq_url, MessageBody=json.dumps(body))
 
     def redrive(self) -> list[MessageReport]:
         settings = Settings.from_env(__import__("os").environ)

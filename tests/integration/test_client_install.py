@@ -25,7 +25,7 @@ import boto3
 import pytest
 
 from infra.config import EnvironmentConfig
-from tests.integration.sync_harness import lambda_format
+from tests.integration.sync_harness import stream_records
 from tests.lambdas.ops.workflows_harness import (
     SYNC_HANDLER,
     Context,
@@ -175,16 +175,7 @@ def sync(world: World, calls: SdkCalls, monkeypatch: pytest.MonkeyPatch) -> None
     handler.reset()
     for table in sorted(set(json.loads(output(world, "SchemaTables")).values())):
         arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
-        records = []
-        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-            iterator = streams.get_shard_iterator(
-                StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
-            records += [
-                lambda_format(r) | {"eventSourceARN": arn}
-                for r in streams.get_records(ShardIterator=iterator)["Records"]
-            ]
-        if records:
+        if records := stream_records(streams, arn):
             answer = run_as(
                 world,
                 calls,

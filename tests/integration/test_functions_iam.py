@@ -17,7 +17,14 @@ from botocore.exceptions import ClientError
 
 from infra.config import EnvironmentConfig
 from infra.environments import environments
-from tests.lambdas.ops.workflows_harness import Context, World, deployed_environment, run_as
+from tests.lambdas.ops.workflows_harness import (
+    SYNC_HANDLER,
+    Context,
+    World,
+    bootstrap,
+    deployed_environment,
+    run_as,
+)
 from tests.lambdas.stream_sync.stream_sync_fakes import record
 from tests.support.iam import SdkCalls
 from tests.support.opensearch_server import LoopbackOpenSearch
@@ -41,20 +48,11 @@ def test_the_bootstrap_sets_the_domain_up_and_the_sync_indexes_dereferences_and_
     deployed: tuple[World, SdkCalls, LoopbackOpenSearch], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world, calls, server = deployed
-    from index_bootstrap import handler as bootstrap
     from stream_sync import handler
 
-    properties = world.custom_resource("Custom::OpenSearchIndexBootstrap") | {"Endpoint": server.endpoint}
-    event = {"RequestType": "Create", "ResourceProperties": properties}
-    created = run_as(
-        world,
-        calls,
-        "index_bootstrap.handler.on_event",
-        monkeypatch,
-        lambda: bootstrap.on_event(event, Context(120)),
-    )
+    created = bootstrap(world, calls, monkeypatch)
     assert created["PhysicalResourceId"] and [c.action for c in calls.checked] == ["sts:AssumeRole"]
-    _, environment = world.function("stream_sync.handler.handler")
+    _, environment = world.function(SYNC_HANDLER)
     bucket = environment["GEOMETRY_BUCKET"]
     geometry = json.dumps({"type": "Point", "coordinates": [-123.1, 49.2]}).encode()
     key = f"geometries/{hashlib.sha256(geometry).hexdigest()}.geojson"
@@ -63,25 +61,16 @@ def test_the_bootstrap_sets_the_domain_up_and_the_sync_indexes_dereferences_and_
     stream = boto3.client("dynamodb", region_name=world.region).describe_table(TableName=table)["Table"][
         "LatestStreamArn"
     ]
+    located = {"name": {"S": "zone"}, "geometryUrl": {"S": f"s3://{bucket}/{key}"}}
     records = [
-        record(
-            "INSERT",
-            "0001",
-            11,
-            {"name": {"S": "zone"}, "geometryUrl": {"S": f"s3://{bucket}/{key}"}},
-            pk=ZONE,
-        ),
+        record("INSERT", "0001", 11, located, pk=ZONE),
         record("INSERT", "0002", 12, {"stream_seq": {"S": "reserved"}}, pk=ZONE),  # refused: to the DLQ
     ]
     for entry in records:
         entry["eventSourceARN"] = stream
 
     answer = run_as(
-        world,
-        calls,
-        "stream_sync.handler.handler",
-        monkeypatch,
-        lambda: handler.handler({"Records": records}, Context(120)),
+        world, calls, SYNC_HANDLER, monkeypatch, lambda: handler.handler({"Records": records}, Context(120))
     )
 
     assert answer == {"batchItemFailures": []}
@@ -90,17 +79,16 @@ def test_the_bootstrap_sets_the_domain_up_and_the_sync_indexes_dereferences_and_
     assert {"s3:GetObject", "sqs:SendMessage"} <= actions
 
 
-def schedule_calls(world: World) -> list[tuple[str, str, dict[str, Any]]]:
-    """(role ARN, DynamoDB operation, parameters) of each schedule whose target is an AWS SDK call into DynamoDB,
-    with the scheduled time filled in as EventBridge Scheduler fills it."""
-    prefix = "arn:aws:scheduler:::aws-sdk:dynamodb:"
+def schedule_calls(world: World, service: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(role ARN, operation, parameters) of each schedule whose target is an AWS SDK call into `service`, with the
+    scheduled time filled in as EventBridge Scheduler fills it."""
+    prefix = f"arn:aws:scheduler:::aws-sdk:{service}:"
     found = []
     for resource in world.stateless.resources("AWS::Scheduler::Schedule").values():
         target = world.stateless(resource["Properties"]["Target"])
         if str(target["Arn"]).startswith(prefix):
             text = str(target["Input"]).replace("<aws.scheduler.scheduled-time>", "2026-12-04T05:00:00Z")
-            operation = target["Arn"][len(prefix) :]
-            found.append((str(target["RoleArn"]), operation[0].upper() + operation[1:], json.loads(text)))
+            found.append((str(target["RoleArn"]), target["Arn"][len(prefix) :], json.loads(text)))
     return found
 
 
@@ -111,8 +99,8 @@ def test_each_heartbeat_schedule_writes_its_item_as_its_role_and_the_role_may_wr
     (ForAllValues:StringEquals) and the data key's kms:ViaService grant decide, as on AWS."""
     world, calls, _ = deployed
     dynamodb = boto3.client("dynamodb", region_name=world.region)
-    scheduled = schedule_calls(world)
-    assert scheduled and {operation for _, operation, _ in scheduled} == {"PutItem"}
+    scheduled = schedule_calls(world, "dynamodb")
+    assert scheduled and {operation for _, operation, _ in scheduled} == {"putItem"}
     for role, _, parameters in scheduled:
         with calls.acting(role):
             dynamodb.put_item(**parameters)
@@ -145,15 +133,10 @@ def test_each_due_count_publishes_its_tables_heartbeat_as_its_role_into_the_sync
     one heartbeat due, allowed by the role's cloudwatch:namespace condition, and refused in any other namespace."""
     world, calls, _ = deployed
     cloudwatch = boto3.client("cloudwatch", region_name=world.region)
-    prefix = "arn:aws:scheduler:::aws-sdk:cloudwatch:"
-    counted = [
-        (str(target["RoleArn"]), target["Arn"][len(prefix) :], json.loads(str(target["Input"])))
-        for resource in world.stateless.resources("AWS::Scheduler::Schedule").values()
-        if str((target := world.stateless(resource["Properties"]["Target"]))["Arn"]).startswith(prefix)
-    ]
+    counted = schedule_calls(world, "cloudwatch")
     assert len(counted) == len(world.config.source_tables)
     assert {operation for _, operation, _ in counted} == {"putMetricData"}
-    _, environment = world.function("stream_sync.handler.handler")
+    _, environment = world.function(SYNC_HANDLER)
     for role, _, parameters in counted:
         assert parameters["Namespace"] == environment["METRICS_NAMESPACE"]
         with calls.acting(role):
@@ -175,11 +158,7 @@ def test_a_role_is_assumed_only_where_its_trust_policy_admits_the_caller(
 ) -> None:
     """The bootstrap assumes the admin role: its identity policy allows it, and the admin role's trust names it.
     Drop the trust statement and the same identity policy no longer suffices (a trust policy must allow)."""
-    world, calls, server = deployed
-    from index_bootstrap import handler as bootstrap
-
-    properties = world.custom_resource("Custom::OpenSearchIndexBootstrap") | {"Endpoint": server.endpoint}
-    event = {"RequestType": "Create", "ResourceProperties": properties}
+    world, calls, _ = deployed
     bootstrap_role, _ = world.function("index_bootstrap.handler.on_event")
     (admin,) = [
         arn for arn in calls.policies.trust if arn.endswith(world.config.platform_role_name("search-admin"))
@@ -192,12 +171,6 @@ def test_a_role_is_assumed_only_where_its_trust_policy_admits_the_caller(
         ]
     }
     with pytest.raises(Exception, match=r"AccessDenied|not authorized"):
-        run_as(
-            world,
-            calls,
-            "index_bootstrap.handler.on_event",
-            monkeypatch,
-            lambda: bootstrap.on_event(event, Context(120)),
-        )
+        bootstrap(world, calls, monkeypatch)
     assert [(v.call.action, v.resource) for v in calls.violations] == [("sts:AssumeRole", admin)]
     calls.violations.clear()

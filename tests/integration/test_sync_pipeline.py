@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sync_harness import ADMIN_KEY, BOOKINGS, BUCKET, READER_KEY, TABLE, Pipeline, account, signed_as
+from sync_harness import ADMIN_KEY, BOOKINGS, BUCKET, READER_KEY, TABLE, Pipeline, signed_as
 
 from tests.support.engine_node import EngineNode
 from tests.support.opensearch_server import ROUTE_BULK
@@ -50,10 +50,9 @@ def test_mixed_batch_lands_in_one_bulk_request_and_index_equals_dynamodb(pipelin
     records = pipeline.read_stream()
     assert [r["eventName"] for r in records].count("REMOVE") == 1
 
-    final, invocations = pipeline.deliver(records)
+    fates, invocations = pipeline.converge(records)
 
     assert pipeline.server.count(ROUTE_BULK) == 1
-    fates = account(final, records, pipeline.dlq_messages())
     assert fates == {"indexed": 4, "coalesced": 2, "deleted": 1, "ignored": 1}
     pipeline.assert_index_equals_dynamodb()
     doc = pipeline.server.document("geozone", f"{ZONE}#0000000003")
@@ -73,12 +72,10 @@ def test_two_tables_feed_one_domain_each_through_its_own_stream(pipeline: Pipeli
     assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in reference} == {ZONE}
     assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in bookings} == {BOOKING}
 
-    final, (invocation,) = pipeline.deliver(bookings)  # each table's mapping invokes the one function
-    assert account(final, bookings, pipeline.dlq_messages()) == {"indexed": 1, "coalesced": 1}
-    assert invocation.summary["table"] == BOOKINGS
-    final, (invocation,) = pipeline.deliver(reference)
-    assert account(final, reference, pipeline.dlq_messages()) == {"indexed": 1}
-    assert invocation.summary["table"] == TABLE
+    fates, (invocation,) = pipeline.converge(bookings)  # each table's mapping invokes the one function
+    assert fates == {"indexed": 1, "coalesced": 1} and invocation.summary["table"] == BOOKINGS
+    fates, (invocation,) = pipeline.converge(reference)
+    assert fates == {"indexed": 1} and invocation.summary["table"] == TABLE
 
     booking = pipeline.server.document("booking", f"{BOOKING}#{BOOKING_SK}")
     assert booking is not None and booking["startDate"] == "2026-07-02"

@@ -26,14 +26,9 @@ def actionlint(workflows: Path) -> subprocess.CompletedProcess[str]:
     """actionlint over every workflow in ``workflows``, with the pinned ShellCheck on PATH."""
     files = sorted(str(path) for path in workflows.glob("*.y*ml"))
     assert files, f"no workflows in {workflows}"
-    return subprocess.run(
-        [str(BIN / "actionlint"), "-no-color", *files],
-        cwd=ROOT,
-        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    path = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    command = [str(BIN / "actionlint"), "-no-color", *files]
+    return subprocess.run(command, cwd=ROOT, env=path, capture_output=True, text=True, check=False)
 
 
 def load(name: str) -> dict[str, Any]:
@@ -45,6 +40,11 @@ def load(name: str) -> dict[str, Any]:
 
 def run_scripts(job: dict[str, Any]) -> str:
     return "\n".join(step.get("run", "") for step in job["steps"])
+
+
+def using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    """The job's steps that use `action` (any version)."""
+    return [step for step in job["steps"] if str(step.get("uses", "")).startswith(action)]
 
 
 def test_actionlint_and_shellcheck_find_nothing_in_the_workflows() -> None:
@@ -136,9 +136,7 @@ def test_deploy_assumes_the_configured_role_through_oidc_in_the_github_environme
     assert deploy["permissions"] == {"contents": "read", "id-token": "write"}
     assert deploy["environment"] == "${{ inputs.environment }}"
     assert 'python -m infra.report --deploy-target "$ENVIRONMENT"' in run_scripts(verify)
-    credentials = next(
-        s for s in deploy["steps"] if s.get("uses", "").startswith("aws-actions/configure-aws")
-    )
+    (credentials,) = using(deploy, "aws-actions/configure-aws")
     assert credentials["with"]["role-to-assume"] == "${{ needs.verify.outputs.role_arn }}"
     assert credentials["with"]["aws-region"] == "${{ needs.verify.outputs.region }}"
     assert "aws-access-key-id" not in (WORKFLOWS / "deploy.yml").read_text()
@@ -150,19 +148,14 @@ def test_deploy_tests_once_and_deploys_that_assembly_after_showing_its_diff() ->
     for command in ("make test", "make synth", "make guard"):
         assert command in verify_runs
     assert "make" not in deploy_runs and "cdk synth" not in deploy_runs
-    upload = next(
-        s for s in jobs["verify"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact")
-    )
-    download = next(
-        s for s in jobs["deploy"]["steps"] if s.get("uses", "").startswith("actions/download-artifact")
-    )
+    (upload,) = using(jobs["verify"], "actions/upload-artifact")
+    (download,) = using(jobs["deploy"], "actions/download-artifact")
     assert upload["with"]["name"] == download["with"]["name"] and download["with"]["path"] == "cdk.out"
     diff = deploy_runs.index('npx cdk diff --app cdk.out "${ENVIRONMENT}/*"')
     assert "GITHUB_STEP_SUMMARY" in deploy_runs[diff:]
     assert diff < deploy_runs.index('npx cdk deploy --app cdk.out "${ENVIRONMENT}/*"')
     for job in jobs.values():
-        checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout"))
-        assert checkout["with"]["ref"] == "${{ github.sha }}"
+        assert using(job, "actions/checkout")[0]["with"]["ref"] == "${{ github.sha }}"
 
 
 @pytest.mark.parametrize("name", ["checks.yml", "deploy.yml"])
@@ -208,11 +201,8 @@ esac
 def recovery_step(
     tmp_path: Path, status: str, assume: str = "ok"
 ) -> tuple[subprocess.CompletedProcess[str], str]:
-    (step,) = [
-        s
-        for s in load("deploy.yml")["jobs"]["deploy"]["steps"]
-        if "first create rolled back" in s.get("name", "")
-    ]
+    steps = load("deploy.yml")["jobs"]["deploy"]["steps"]
+    (step,) = [s for s in steps if "first create rolled back" in s.get("name", "")]
     assert step["env"]["ACCOUNT"] == "${{ needs.verify.outputs.account }}"
     fake = tmp_path / "bin" / "aws"
     fake.parent.mkdir()
@@ -231,13 +221,8 @@ def recovery_step(
         "ASSUME": assume,
     }
     # GitHub runs a `run:` script with `bash --noprofile --norc -eo pipefail {0}`.
-    done = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bash = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]]
+    done = subprocess.run(bash, env=environment, capture_output=True, text=True, check=False)
     return done, calls.read_text()
 
 
@@ -247,9 +232,8 @@ def test_the_recovery_step_leaves_a_healthy_or_missing_stack_alone(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "delete-stack" not in calls
     # the environment's account from config, never the OIDC caller's
-    assert (
-        "cdk-hnb659fds-deploy-role-333333333333-ca-central-1" in calls and "get-caller-identity" not in calls
-    )
+    assert "cdk-hnb659fds-deploy-role-333333333333-ca-central-1" in calls
+    assert "get-caller-identity" not in calls
 
 
 def test_the_recovery_step_deletes_a_rolled_back_first_create_so_the_deploy_creates_it_again(
@@ -314,9 +298,7 @@ def test_the_deploy_jobs_credentials_last_the_job_and_the_job_covers_a_first_dep
     )
     set_up_seconds = 15 * 60  # checkout, the CLI, the assembly, Python for the smoke run
     assert job_seconds >= (int(budget[2]) + int(budget[4])) * 60 + smoke_seconds + set_up_seconds
-    credentials = [
-        s for s in deploy["steps"] if str(s.get("uses", "")).startswith("aws-actions/configure-aws")
-    ]
+    credentials = using(deploy, "aws-actions/configure-aws")
     assert credentials
     for step in credentials:
         duration = int(step["with"]["role-duration-seconds"])

@@ -16,7 +16,6 @@ from index_bootstrap.bootstrap import SELF_TEST_INDEX_PREFIX, BootstrapError
 from refdata.indexnames import index_name
 from refdata.registry import indexable_schemas
 from refdata.transport import NDJSON_CONTENT_TYPE, OpenSearchTransport
-from search.documents import build_document, encode_update, parse_change
 from search.indices import (
     APPLY_SCRIPT_ID,
     APPLY_SCRIPT_SOURCE,
@@ -51,20 +50,20 @@ SCHEMAS = [schema.name for schema in indexable_schemas()]
 ADMIN_ROLE_ARN = "arn:aws:iam::111111111111:role/dev-Stateful-SearchAdminRole"
 SYNC_ROLE_ARN = "arn:aws:iam::111111111111:role/dev-Stateful-SearchAccessSyncRole"
 SYNC_KEY = "AKIDSYNCROLE"
+SECRETS = {"AKIDBOOTSTRAP": "bootstrap-secret", SYNC_KEY: "sync-secret"}
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch, engine: EngineNode) -> Iterator[LoopbackOpenSearch]:
     """The domain front (SigV4 verified) before the real engine; the bootstrap signs with its own credentials."""
     _credentials(monkeypatch)
-    secrets = {"AKIDBOOTSTRAP": "bootstrap-secret", SYNC_KEY: "sync-secret"}
-    with LoopbackOpenSearch(credentials=secrets, region=REGION, engine=engine) as running:
+    with LoopbackOpenSearch(credentials=SECRETS, region=REGION, engine=engine) as running:
         yield running
 
 
-def _credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDBOOTSTRAP")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "bootstrap-secret")
+def _credentials(monkeypatch: pytest.MonkeyPatch, key: str = "AKIDBOOTSTRAP") -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRETS.get(key, "function-secret"))
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setattr(handler, "_sleep", lambda seconds: None)
@@ -78,13 +77,50 @@ def fgac_server(monkeypatch: pytest.MonkeyPatch, secured: SecuredNode) -> Iterat
     fgac = FineGrainedAccessControl(
         ADMIN_ROLE_ARN, {"AKIDBOOTSTRAP": ADMIN_ROLE_ARN, SYNC_KEY: SYNC_ROLE_ARN}
     )
-    secrets = {"AKIDBOOTSTRAP": "bootstrap-secret", SYNC_KEY: "sync-secret"}
-    with LoopbackOpenSearch(credentials=secrets, region=REGION, fgac=fgac, engine=secured) as running:
+    with LoopbackOpenSearch(credentials=SECRETS, region=REGION, fgac=fgac, engine=secured) as running:
         yield running
 
 
-def event(server: LoopbackOpenSearch, request_type: str = "Create", **extra: Any) -> dict[str, Any]:
-    return {"RequestType": request_type, "ResourceProperties": _properties(server), **extra}
+def _properties(server: LoopbackOpenSearch, **extra: str) -> dict[str, str]:
+    return {
+        "Endpoint": server.endpoint,
+        "Region": REGION,
+        "RequestTimeoutSeconds": "30",
+        "Replicas": "0",
+        **extra,
+    }
+
+
+def on_event(
+    server: LoopbackOpenSearch,
+    request_type: str = "Create",
+    physical_id: str = "x",
+    old: dict[str, str] | None = None,
+    **properties: str,
+) -> dict[str, Any]:
+    """The handler's answer to a CloudFormation event for `server`'s domain, with `properties` over the defaults
+    (and, given `old`, the previous properties an Update carries)."""
+    event: dict[str, Any] = {
+        "RequestType": request_type,
+        "ResourceProperties": _properties(server, **properties),
+    }
+    if request_type != "Create":
+        event["PhysicalResourceId"] = physical_id
+    if old is not None:
+        event["OldResourceProperties"] = _properties(server, **old)
+    response: dict[str, Any] = handler.on_event(event, None)
+    return response
+
+
+def deployment_fails(server: LoopbackOpenSearch, match: str) -> None:
+    with pytest.raises(BootstrapError, match=match):
+        on_event(server)
+
+
+def signed_as(server: LoopbackOpenSearch, key: str) -> OpenSearchTransport:
+    return OpenSearchTransport(
+        server.endpoint, REGION, timeout_seconds=30, credentials=Credentials(key, SECRETS[key])
+    )
 
 
 def puts_of(server: LoopbackOpenSearch, route: str) -> dict[str, Any]:
@@ -92,7 +128,7 @@ def puts_of(server: LoopbackOpenSearch, route: str) -> dict[str, Any]:
 
 
 def test_first_run_creates_version_one_behind_both_aliases(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
 
     assert server.index_names() == sorted(index_name(schema, 1) for schema in SCHEMAS)
     aliases = server.aliases_of("geozone-v1")
@@ -101,7 +137,7 @@ def test_first_run_creates_version_one_behind_both_aliases(server: LoopbackOpenS
 
 
 def test_templates_map_geometry_location_and_keys_explicitly(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
 
     template = puts_of(server, ROUTE_INDEX_TEMPLATE)["/_index_template/geozone-template"]
     mappings = template["template"]["mappings"]
@@ -115,7 +151,7 @@ def test_templates_map_geometry_location_and_keys_explicitly(server: LoopbackOpe
 
 
 def test_every_indexable_schema_gets_a_template(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
 
     assert sorted(puts_of(server, ROUTE_INDEX_TEMPLATE)) == sorted(
         f"/_index_template/{schema.lower()}-template" for schema in SCHEMAS
@@ -140,14 +176,14 @@ def create_index(engine: EngineNode, name: str, body: dict[str, Any]) -> None:
 def test_created_index_carries_the_mapping_fingerprint(
     server: LoopbackOpenSearch, engine: EngineNode
 ) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
 
     meta = mappings_of(engine, "productdate-v1")["_meta"]
     assert meta["mapping_fingerprint"] == mapping_fingerprint(index_mappings("productDate"))
 
 
 def test_stored_script_is_put_with_its_painless_source(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
 
     # With the update context the engine compiles the script when it is stored: a compile error fails the
     # deployment instead of every later update.
@@ -161,11 +197,11 @@ def schema_index_puts(server: LoopbackOpenSearch) -> list[str]:
 
 
 def test_second_run_creates_no_index_and_moves_no_alias(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
     before = {name: server.aliases_of(name) for name in server.index_names()}
     index_puts = schema_index_puts(server)
 
-    response = handler.on_event(event(server, "Update", PhysicalResourceId="x"), None)
+    response = on_event(server, "Update")
 
     assert schema_index_puts(server) == index_puts
     assert server.count(ROUTE_ALIASES) == 0
@@ -183,7 +219,7 @@ def test_mapping_change_creates_next_version_without_moving_aliases(
         {"mappings": old_mappings, "aliases": {"geozone": {}, "geozone-write": {"is_write_index": True}}},
     )
 
-    response = handler.on_event(event(server), None)
+    response = on_event(server)
 
     assert "geozone-v2" in server.index_names()
     assert server.aliases_of("geozone-v2") == {}
@@ -195,7 +231,7 @@ def test_latest_version_decides_when_several_exist(server: LoopbackOpenSearch, e
     create_index(engine, "booking-v1", {"mappings": {"_meta": {"mapping_fingerprint": "older"}}})
     create_index(engine, "booking-v2", {"mappings": index_mappings("booking")})
 
-    handler.on_event(event(server), None)
+    on_event(server)
 
     assert [name for name in server.index_names() if name.startswith("booking")] == [
         "booking-v1",
@@ -214,18 +250,16 @@ def test_a_mapping_the_engine_refuses_fails_the_deployment_with_the_engines_reas
 
     monkeypatch.setattr(bootstrap, "index_template", refused)
 
-    with pytest.raises(
-        BootstrapError,
-        match=r"mapper_parsing_exception: No handler for type \[geoshape\] declared on field \[geometry\]",
-    ):
-        handler.on_event(event(server), None)
+    deployment_fails(
+        server, r"mapper_parsing_exception: No handler for type \[geoshape\] declared on field \[geometry\]"
+    )
     assert server.index_names() == []
 
 
 def test_throttling_is_retried_a_bounded_number_of_times(server: LoopbackOpenSearch) -> None:
     server.fail_next(ROUTE_SCRIPTS, 429, retry_after=1, times=2)
 
-    handler.on_event(event(server), None)
+    on_event(server)
 
     assert server.count(ROUTE_SCRIPTS) == 3
 
@@ -233,18 +267,17 @@ def test_throttling_is_retried_a_bounded_number_of_times(server: LoopbackOpenSea
 def test_persistent_unavailability_fails_after_the_last_attempt(server: LoopbackOpenSearch) -> None:
     server.fail_next(ROUTE_SCRIPTS, 503, times=5)
 
-    with pytest.raises(BootstrapError, match="HTTP 503"):
-        handler.on_event(event(server), None)
+    deployment_fails(server, "HTTP 503")
     assert server.count(ROUTE_SCRIPTS) == 3
 
 
 def test_delete_keeps_every_index(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
     indices = server.index_names()
 
     server.forget_requests()
 
-    response = handler.on_event(event(server, "Delete", PhysicalResourceId="bootstrap-id"), None)
+    response = on_event(server, "Delete", "bootstrap-id")
 
     assert response == {"PhysicalResourceId": "bootstrap-id"}
     assert server.index_names() == indices
@@ -252,8 +285,8 @@ def test_delete_keeps_every_index(server: LoopbackOpenSearch) -> None:
 
 
 def test_physical_id_is_stable_for_one_endpoint(server: LoopbackOpenSearch) -> None:
-    first = handler.on_event(event(server), None)["PhysicalResourceId"]
-    second = handler.on_event(event(server, "Update", PhysicalResourceId=first), None)["PhysicalResourceId"]
+    first = on_event(server)["PhysicalResourceId"]
+    second = on_event(server, "Update", first)["PhysicalResourceId"]
 
     assert first == second == f"opensearch-index-bootstrap:127.0.0.1:{server.port}"
 
@@ -273,7 +306,7 @@ def test_a_missing_or_bad_replica_count_is_an_error_naming_the_property(
 
 
 def test_templates_carry_the_replica_count(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server, ResourceProperties=_properties(server, Replicas="2")), None)
+    on_event(server, Replicas="2")
 
     template = puts_of(server, ROUTE_INDEX_TEMPLATE)["/_index_template/geozone-template"]
     assert template["template"]["settings"] == {"index": {"number_of_replicas": 2}}
@@ -288,9 +321,9 @@ def test_sync_role_is_mapped_to_a_write_only_role_on_the_platform_indices(
     fgac_server: LoopbackOpenSearch,
 ) -> None:
     server = fgac_server
-    handler.on_event(event(server, ResourceProperties=_properties(server, SyncRoleArn=SYNC_ROLE_ARN)), None)
+    on_event(server, SyncRoleArn=SYNC_ROLE_ARN)
 
-    security = {request.path: request.json() for request in server.requests_to(ROUTE_SECURITY, "PUT")}
+    security = puts_of(server, ROUTE_SECURITY)
     role = security["/_plugins/_security/api/roles/refdata_stream_sync"]
     assert role["cluster_permissions"] == ["indices:data/write/bulk"]
     (permission,) = role["index_permissions"]
@@ -304,44 +337,9 @@ def test_sync_role_is_mapped_to_a_write_only_role_on_the_platform_indices(
     assert mapping["backend_roles"] == [SYNC_ROLE_ARN]
 
 
-def test_the_mapped_sync_role_can_write_a_document_that_introduces_a_field(
-    fgac_server: LoopbackOpenSearch, secured: SecuredNode
-) -> None:
-    server = fgac_server
-    handler.on_event(event(server, ResourceProperties=_properties(server, SyncRoleArn=SYNC_ROLE_ARN)), None)
-    change = parse_change(
-        {
-            "eventID": "1",
-            "eventName": "INSERT",
-            "dynamodb": {
-                "Keys": {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "1"}},
-                "NewImage": {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "1"}, "newAttr": {"S": "x"}},
-                "SequenceNumber": "100",
-            },
-        }
-    )
-    build_document(change, None)
-    sync = OpenSearchTransport(
-        server.endpoint, REGION, timeout_seconds=30, credentials=Credentials(SYNC_KEY, "sync-secret")
-    )
-
-    answer = sync.request(
-        "POST", "_bulk", encode_update(change).encode(), {"Content-Type": NDJSON_CONTENT_TYPE}
-    )
-
-    (item,) = answer.json()["items"]
-    assert item["update"]["status"] == 201, item
-    assert "newAttr" in mappings_of(secured, "geozone-v1")["properties"]
-
-
 def test_no_index_named_like_a_write_alias_can_be_auto_created(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server), None)
-    admin = OpenSearchTransport(
-        server.endpoint,
-        REGION,
-        timeout_seconds=30,
-        credentials=Credentials("AKIDBOOTSTRAP", "bootstrap-secret"),
-    )
+    on_event(server)
+    admin = signed_as(server, "AKIDBOOTSTRAP")
     stray = b'{"index":{"_index":"stray-write","_id":"1"}}\n{"a":1}\n'
 
     (item,) = admin.request("POST", "_bulk", stray, {"Content-Type": NDJSON_CONTENT_TYPE}).json()["items"]
@@ -356,7 +354,7 @@ def test_no_index_named_like_a_write_alias_can_be_auto_created(server: LoopbackO
 
 
 def test_without_a_sync_role_no_security_api_is_called(server: LoopbackOpenSearch) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
 
     assert server.count(ROUTE_SECURITY) == 0
 
@@ -366,15 +364,11 @@ def test_requests_are_signed_with_the_assumed_admin_role(
 ) -> None:
     from moto import mock_aws
 
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFUNCTIONROLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "function-secret")
-    monkeypatch.setattr(handler, "_sleep", lambda seconds: None)
+    _credentials(monkeypatch, "AKIDFUNCTIONROLE")
     admin_role = "arn:aws:iam::123456789012:role/search-admin"
     fgac = FineGrainedAccessControl(admin_role, moto_role_of_access_key)
     with mock_aws(), LoopbackOpenSearch(region=REGION, fgac=fgac, engine=secured) as running:
-        handler.on_event(
-            event(running, ResourceProperties=_properties(running, AdminRoleArn=admin_role)), None
-        )
+        on_event(running, AdminRoleArn=admin_role)
 
         signers = {
             request.headers["authorization"].split("Credential=")[1].split("/")[0]
@@ -383,16 +377,6 @@ def test_requests_are_signed_with_the_assumed_admin_role(
         tokens = {request.headers.get("x-amz-security-token") for request in running.requests}
     assert len(signers) == 1 and "AKIDFUNCTIONROLE" not in signers
     assert None not in tokens
-
-
-def _properties(server: LoopbackOpenSearch, **extra: str) -> dict[str, str]:
-    return {
-        "Endpoint": server.endpoint,
-        "Region": REGION,
-        "RequestTimeoutSeconds": "30",
-        "Replicas": "0",
-        **extra,
-    }
 
 
 # --- the stored script is compiled when stored, then exercised on the engine before anything depends on it --
@@ -404,11 +388,9 @@ def test_a_painless_source_that_does_not_compile_fails_the_deployment(
     edited = {"script": {"lang": "painless", "source": APPLY_SCRIPT_SOURCE + "\nctx._source.x = ;"}}
     monkeypatch.setattr(bootstrap, "stored_script_body", lambda: edited)
 
-    with pytest.raises(
-        BootstrapError,
-        match=r"PUT _scripts/refdata-sync-apply/update failed: HTTP 400 script_exception: compile error",
-    ):
-        handler.on_event(event(server), None)
+    deployment_fails(
+        server, r"PUT _scripts/refdata-sync-apply/update failed: HTTP 400 script_exception: compile error"
+    )
     assert server.index_names() == []
     assert engine.request("GET", f"/_scripts/{APPLY_SCRIPT_ID}").body["found"] is False
 
@@ -416,7 +398,7 @@ def test_a_painless_source_that_does_not_compile_fails_the_deployment(
 def test_the_self_test_runs_the_sync_lines_on_a_scratch_index_and_removes_it(
     server: LoopbackOpenSearch,
 ) -> None:
-    handler.on_event(event(server), None)
+    on_event(server)
 
     (created,) = [r for r in server.requests_to(ROUTE_INDEX, "PUT") if SELF_TEST_INDEX_PREFIX in r.path]
     scratch = created.path.lstrip("/")
@@ -450,11 +432,9 @@ def test_a_script_that_does_not_keep_order_on_the_engine_fails_the_deployment(
 ) -> None:
     stored_script_edited(monkeypatch, "stored.compareTo(incoming) >= 0", "stored.compareTo(incoming) > 1")
 
-    with pytest.raises(
-        BootstrapError,
-        match=r"a replayed older change answered HTTP 200 result updated, expected HTTP 200 result noop",
-    ):
-        handler.on_event(event(server), None)
+    deployment_fails(
+        server, r"a replayed older change answered HTTP 200 result updated, expected HTTP 200 result noop"
+    )
     assert server.index_names() == []  # the scratch index is gone and no schema index was created
 
 
@@ -463,10 +443,7 @@ def test_a_runtime_error_of_the_script_fails_the_deployment_with_the_engines_rea
 ) -> None:
     stored_script_edited(monkeypatch, *FAILS_AT_RUNTIME)
 
-    with pytest.raises(
-        BootstrapError, match=r"failed to execute script; caused by script_exception: runtime error"
-    ):
-        handler.on_event(event(server), None)
+    deployment_fails(server, r"failed to execute script; caused by script_exception: runtime error")
     assert server.index_names() == []
 
 
@@ -479,8 +456,7 @@ def test_a_stored_document_other_than_expected_fails_the_deployment(
         "replacement.remove('exactNumbers');\n  replacement.put('stream_seq', incoming);",
     )
 
-    with pytest.raises(BootstrapError, match=r"the stored document is .*, expected .*exactNumbers"):
-        handler.on_event(event(server), None)
+    deployment_fails(server, r"the stored document is .*, expected .*exactNumbers")
 
 
 def test_a_failed_self_test_whose_cleanup_fails_too_reports_both(
@@ -489,11 +465,10 @@ def test_a_failed_self_test_whose_cleanup_fails_too_reports_both(
     stored_script_edited(monkeypatch, *FAILS_AT_RUNTIME)
     server.fail_next(ROUTE_INDEX, 500, method="DELETE", reason="node left")
 
-    with pytest.raises(
-        BootstrapError,
-        match=r"runtime error.*; and DELETE refdata-bootstrap-selftest-\w+ failed too: HTTP 500 exception: node left",
-    ):
-        handler.on_event(event(server), None)
+    deployment_fails(
+        server,
+        r"runtime error.*; and DELETE refdata-bootstrap-selftest-\w+ failed too: HTTP 500 exception: node left",
+    )
 
 
 def test_existing_versions_are_brought_to_the_configured_replica_count(
@@ -502,7 +477,7 @@ def test_existing_versions_are_brought_to_the_configured_replica_count(
     create_index(engine, "booking-v1", {"mappings": {"_meta": {"mapping_fingerprint": "older"}}})
     create_index(engine, "booking-v2", {"mappings": index_mappings("booking")})
 
-    handler.on_event(event(server, ResourceProperties=_properties(server, Replicas="2")), None)
+    on_event(server, Replicas="2")
 
     replicas = {name: replicas_of(engine, name) for name in server.index_names()}
     assert replicas == dict.fromkeys(
@@ -517,18 +492,12 @@ def test_existing_versions_are_brought_to_the_configured_replica_count(
 def test_versions_already_at_the_replica_count_are_left_alone(
     server: LoopbackOpenSearch, engine: EngineNode
 ) -> None:
-    handler.on_event(event(server, ResourceProperties=_properties(server, Replicas="1")), None)
+    on_event(server, Replicas="1")
     server.forget_requests()
 
-    handler.on_event(
-        event(server, "Update", PhysicalResourceId="x", ResourceProperties=_properties(server, Replicas="1")),
-        None,
-    )
+    on_event(server, "Update", Replicas="1")
     unchanged = server.count(ROUTE_SETTINGS)
-    handler.on_event(
-        event(server, "Update", PhysicalResourceId="x", ResourceProperties=_properties(server, Replicas="0")),
-        None,
-    )
+    on_event(server, "Update", Replicas="0")
 
     assert unchanged == 0
     assert server.count(ROUTE_SETTINGS, "PUT") == len(SCHEMAS)  # one per schema's version
@@ -559,11 +528,9 @@ def test_read_roles_and_their_mappings_are_put_as_the_property_defines_them(
     fgac_server: LoopbackOpenSearch, secured: SecuredNode
 ) -> None:
     server = fgac_server
-    handler.on_event(
-        event(server, ResourceProperties=_properties(server, ReadRoles=read_roles_property("app"))), None
-    )
+    on_event(server, ReadRoles=read_roles_property("app"))
 
-    security = {request.path: request.json() for request in server.requests_to(ROUTE_SECURITY, "PUT")}
+    security = puts_of(server, ROUTE_SECURITY)
     (definition,) = read_role_definitions([("app", ("geozone",), (READER_ARN,))]).values()
     assert security["/_plugins/_security/api/roles/app"] == definition["role"]
     assert security["/_plugins/_security/api/rolesmapping/app"] == definition["mapping"]
@@ -574,20 +541,11 @@ def test_a_read_role_removed_from_config_is_deleted_on_the_next_update(
     fgac_server: LoopbackOpenSearch, secured: SecuredNode
 ) -> None:
     server = fgac_server
-    both = _properties(server, ReadRoles=read_roles_property("app", "partner"))
-    handler.on_event(event(server, ResourceProperties=both), None)
+    both = {"ReadRoles": read_roles_property("app", "partner")}
+    on_event(server, **both)
     server.forget_requests()
 
-    handler.on_event(
-        event(
-            server,
-            "Update",
-            PhysicalResourceId="x",
-            ResourceProperties=_properties(server, ReadRoles=read_roles_property("app")),
-            OldResourceProperties=both,
-        ),
-        None,
-    )
+    on_event(server, "Update", old=both, ReadRoles=read_roles_property("app"))
 
     deleted = [request.path for request in server.requests_to(ROUTE_SECURITY, "DELETE")]
     assert deleted == [
@@ -602,16 +560,7 @@ def test_retiring_a_read_role_that_is_already_gone_succeeds(
     fgac_server: LoopbackOpenSearch, secured: SecuredNode
 ) -> None:
     server = fgac_server
-    handler.on_event(
-        event(
-            server,
-            "Update",
-            PhysicalResourceId="x",
-            ResourceProperties=_properties(server),
-            OldResourceProperties=_properties(server, ReadRoles=read_roles_property("partner")),
-        ),
-        None,
-    )
+    on_event(server, "Update", old={"ReadRoles": read_roles_property("partner")})
 
     assert server.count(ROUTE_SECURITY, "DELETE") == 2
     assert "partner" not in security_entries(secured, "roles")
@@ -634,5 +583,5 @@ def test_a_malformed_read_roles_property_fails_naming_it(
     server: LoopbackOpenSearch, value: str, message: str
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        handler.on_event(event(server, ResourceProperties=_properties(server, ReadRoles=value)), None)
+        on_event(server, ReadRoles=value)
     assert server.count(ROUTE_SECURITY) == 0

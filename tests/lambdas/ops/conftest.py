@@ -10,12 +10,7 @@ import pytest
 pytest.register_assert_rewrite("ops_harness")
 
 from moto import mock_aws  # noqa: E402
-from ops_harness import (  # noqa: E402
-    ADMIN_KEY,
-    ADMIN_ROLE_ARN,
-    REGION,
-    OpsEnv,
-)
+from ops_harness import ADMIN_KEY, ADMIN_ROLE_ARN, REGION, OpsEnv  # noqa: E402
 
 from infra.environments import environments  # noqa: E402
 from tests.support.aws import moto_role_of_access_key, use_fake_aws  # noqa: E402

@@ -22,11 +22,9 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
-import io
 import json
 import threading
 import time
-import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
@@ -44,6 +42,7 @@ from refdata.transport import OpenSearchTransport
 from search.readers import read_role_definitions
 from stream_sync import handler
 from workflows_harness import (
+    EMPTY_ZIP,
     Clock,
     MotoGaps,
     deployed_names,
@@ -92,9 +91,8 @@ class Poller:
     # of the run's clock (`now`) before its first poll.
     starts: dict[str, float] = field(default_factory=dict)
     now: Callable[[], float] = lambda: 0.0
-    _lock: threading.Lock = field(
-        default_factory=threading.Lock
-    )  # one poll at a time, as one poller per shard
+    # one poll at a time, as one poller per shard
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _iterators: dict[tuple[str, str], str] = field(default_factory=dict)
     _pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -165,15 +163,9 @@ class Poller:
             return
         mapping.last_processing_result = "OK"
         failures = response["batchItemFailures"]
-        if failures:
-            start = next(
-                i
-                for i, record in enumerate(batch)
-                if record["dynamodb"]["SequenceNumber"] == failures[0]["itemIdentifier"]
-            )
-            self._pending[table] = batch[start:]
-        else:
-            self._pending[table] = []
+        # Lambda redelivers the batch from its first failed record
+        sequences = [record["dynamodb"]["SequenceNumber"] for record in batch]
+        self._pending[table] = batch[sequences.index(failures[0]["itemIdentifier"]) :] if failures else []
 
 
 class VirtualTime:
@@ -186,9 +178,8 @@ class VirtualTime:
         self.poller = poller
         self.engine = engine
         poller.now = self.monotonic
-        self._epoch = (
-            time.time()
-        )  # the wall clock when the stack was stood up; time then moves only virtually
+        # the wall clock when the stack was stood up; then time moves only virtually
+        self._epoch = time.time()
         self._now = 0.0
         # Held by a sleep from its poll through its advance, and by every read: a wait that read the clock after its
         # write sees time pass only with a poll after that write (one part's long sleep once jumped another part's
@@ -276,13 +267,11 @@ def virtual_time(
     clock = VirtualTime(poller, engine)
     smoke_operation = worker.OPERATIONS["smoke"]
     real_tools = smoke_operation._tools  # type: ignore[attr-defined]
-    monkeypatch.setattr(
-        smoke_operation,
-        "_tools",
-        lambda env, settings: replace(
-            real_tools(env, settings), monotonic=clock.monotonic, sleep=clock.sleep, now=clock.now
-        ),
-    )
+
+    def tools(env: Any, settings: Any) -> Any:
+        return replace(real_tools(env, settings), monotonic=clock.monotonic, sleep=clock.sleep, now=clock.now)
+
+    monkeypatch.setattr(smoke_operation, "_tools", tools)
     return clock
 
 
@@ -306,13 +295,6 @@ def on_the_clock(stack: SmokeStack, monkeypatch: pytest.MonkeyPatch) -> None:
             stack.invocations.append((str(event.get("step")), stack.clock.monotonic() - started))
 
     monkeypatch.setattr(worker, "handler", timed)
-
-
-def _zip() -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("index.py", "def handler(event, context):\n    return event\n")
-    return buffer.getvalue()
 
 
 def _invoke_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -353,15 +335,10 @@ def _report_processing_results(monkeypatch: pytest.MonkeyPatch) -> None:
 def _stacks(environment: str, machines: Mapping[str, str]) -> None:
     """The two stacks' outputs, as far as the CLI reads them."""
     placeholder = {"Queue": {"Type": "AWS::SQS::Queue"}}
-    stateless = {
-        "Resources": placeholder,
-        "Outputs": {
-            output: {
-                "Value": machines.get(operation, f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:unused")
-            }
-            for operation, output in deployed.STATE_MACHINE_OUTPUTS.items()
-        },
-    }
+    unused = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:unused"
+    machine_outputs = deployed.STATE_MACHINE_OUTPUTS.items()
+    outputs = {name: {"Value": machines.get(operation, unused)} for operation, name in machine_outputs}
+    stateless = {"Resources": placeholder, "Outputs": outputs}
     stateful = {"Resources": placeholder, "Outputs": {deployed.BUCKET_OUTPUT: {"Value": OPS_BUCKET}}}
     cloudformation = boto3.client("cloudformation", region_name=REGION)
     for name, template in (("Stateful", stateful), ("Stateless", stateless)):
@@ -397,9 +374,10 @@ def smoke_stack(
     node: SecuredNode,
     *,
     wait_seconds: float,
-    latency_seconds: float = 0.0,
     startup_minutes: float = 0.0,
 ) -> Iterator[SmokeStack]:
+    from moto.dynamodb.models import dynamodb_backends
+
     use_fake_aws(monkeypatch, REGION)
     MotoGaps(monkeypatch, Clock())  # a failed part fails its distributed map, as on AWS
     _invoke_in_process(monkeypatch)
@@ -412,13 +390,10 @@ def smoke_stack(
     )
     # IAM decides each signed request as the synthesized access policy and the roles' policies say
     stateful, stateless = deployed_names(config)
-    policies = template_policies(stateful, stateless)
-    access = domain_access(stateful, policies)
+    access = domain_access(stateful, template_policies(stateful, stateless))
     with (
         mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
-        LoopbackOpenSearch(
-            region=REGION, fgac=fgac, latency_seconds=latency_seconds, access=access, engine=node
-        ) as server,
+        LoopbackOpenSearch(region=REGION, fgac=fgac, access=access, engine=node) as server,
     ):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         tables: dict[str, str] = {}
@@ -440,25 +415,16 @@ def smoke_stack(
         iam = boto3.client("iam", region_name=REGION)
         role = iam.create_role(RoleName="lambda", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         lambda_ = boto3.client("lambda", region_name=REGION)
-        functions = {
-            name: lambda_.create_function(
-                FunctionName=name,
-                Runtime="python3.12",
-                Role=role,
-                Handler="index.handler",
-                Code={"ZipFile": _zip()},
-            )["FunctionArn"]
-            for name in (WORKER, SYNC)
-        }
+        code = dict(Runtime="python3.12", Role=role, Handler="index.handler", Code={"ZipFile": EMPTY_ZIP})
+        made = [lambda_.create_function(FunctionName=name, **code) for name in (WORKER, SYNC)]
+        functions = {function["FunctionName"]: function["FunctionArn"] for function in made}
         mappings = {}
         for name, arn in streams.items():
             mapping = lambda_.create_event_source_mapping(
                 EventSourceArn=arn, FunctionName=SYNC, StartingPosition="TRIM_HORIZON", Enabled=True
             )
             mappings[name] = mapping["UUID"]
-        from moto.dynamodb.models import dynamodb_backends
-
-        for name in streams:  # the poller delivers records, not moto (which would run the function in Docker)
+            # the poller delivers records, not moto (which would run the function in Docker)
             dynamodb_backends[ACCOUNT][REGION].get_table(name).lambda_event_source_mappings.clear()
 
         probes = {
@@ -495,12 +461,11 @@ def smoke_stack(
         )["stateMachineArn"]
         _stacks(config.name, {"smoke": machine})
 
-        schema_tables = json.dumps({schema: table for schema, table in tables.items()})
         for variable, value in {
             # the worker's (infra/constructs/ops_workflows.py, smoke.py) and the sync's (stream_sync.py, heartbeat.py)
             "AWS_ACCESS_KEY_ID": SYNC_KEY,  # the functions' own roles: only the sync's is mapped in FGAC
             "AWS_REGION": REGION,
-            "SCHEMA_TABLES": schema_tables,
+            "SCHEMA_TABLES": json.dumps(tables),
             "OPENSEARCH_ENDPOINT": server.endpoint,
             "ADMIN_ROLE_ARN": admin_arn,
             "OPS_BUCKET": OPS_BUCKET,

@@ -21,10 +21,12 @@ ANY_ENV = next(iter(environments()))
 
 def without_site_packages(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """`python -m ops ...` by an interpreter that has none of the project's dependencies (`-S`: no site-packages)."""
+    return python(cwd, "-S", "-m", "ops", *argv)
+
+
+def python(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run(
-        [sys.executable, "-S", "-m", "ops", *argv], cwd=cwd, env=env, capture_output=True, text=True
-    )
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("folder", [".", "lambdas"])
@@ -35,11 +37,9 @@ def test_the_wrong_interpreter_is_named_with_the_one_that_works(folder: str) -> 
     assert done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr  # one line, no traceback
-    assert "No module named" in lines[0]
-    assert sys.executable in lines[0]
-    assert (
-        f"run `make setup` in {ROOT}, then `.venv/bin/python -m ops ...` from the repository root" in lines[0]
-    )
+    assert "No module named" in lines[0] and sys.executable in lines[0]
+    advice = f"run `make setup` in {ROOT}, then `.venv/bin/python -m ops ...` from the repository root"
+    assert advice in lines[0]
 
 
 def test_an_env_run_where_no_environments_are_loaded_says_to_run_from_the_root(
@@ -58,14 +58,7 @@ def test_an_env_run_where_no_environments_are_loaded_says_to_run_from_the_root(
 
 
 def test_the_same_run_from_lambdas_in_a_subprocess_says_so_too() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [sys.executable, "-m", "ops", "smoke", "--env", ANY_ENV],
-        cwd=ROOT / "lambdas",
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    done = python(ROOT / "lambdas", "-m", "ops", "smoke", "--env", ANY_ENV)
 
     assert done.returncode == cli.EXIT_STATUS["failed"]
     assert "from the repository root" in json.loads(done.stdout)["error"]
@@ -113,9 +106,8 @@ def test_what_counts_as_signed_out(error: Exception) -> None:
 
 
 def test_an_aws_refusal_of_something_else_is_not_a_sign_in_problem() -> None:
-    assert not cli.signed_out(
-        ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "StartExecution")
-    )
+    denied = ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "StartExecution")
+    assert not cli.signed_out(denied)
     assert not cli.signed_out(ValueError("bad"))
 
 

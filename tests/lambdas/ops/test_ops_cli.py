@@ -5,24 +5,31 @@ from __future__ import annotations
 import functools
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 from ops_harness import REGION, TABLE, ZONE, OpsEnv
 from stream_sync import redrive
 
 from infra.environments import environments
 from ops import cli
+from tests.support.aws import use_fake_aws
 
 pytestmark = pytest.mark.integration
 
 
+LOCAL = ["--local", "--table", TABLE, "--region", REGION]
+
+
 def run(capsys: pytest.CaptureFixture[str], env: OpsEnv, *argv: str) -> tuple[int, dict[str, Any]]:
-    status = cli.main(
-        [*argv, "--local", "--table", TABLE, "--endpoint", env.server.endpoint, "--region", REGION]
-    )
+    status = cli.main([*argv, *LOCAL, "--endpoint", env.server.endpoint])
     return status, json.loads(capsys.readouterr().out.splitlines()[-1])
 
 
@@ -97,21 +104,8 @@ def test_redrive_is_the_stream_sync_redrive_with_settings_from_flags(monkeypatch
     for name in ("OPENSEARCH_ENDPOINT", "AWS_REGION", "DLQ_URL", "GEOMETRY_BUCKET"):
         monkeypatch.setenv(name, "")  # restored after the test, like every variable the command sets
 
-    status = cli.main(
-        [
-            "redrive",
-            "--local",
-            "--endpoint",
-            "https://search",
-            "--region",
-            "eu-west-1",
-            "--table",
-            "t",
-            "--queue-url",
-            "q",
-            "--dry-run",
-        ]
-    )
+    flags = ["--endpoint", "https://search", "--region", "eu-west-1", "--table", "t", "--queue-url", "q"]
+    status = cli.main(["redrive", "--local", *flags, "--dry-run"])
 
     assert status == 0
     assert seen["argv"] == ["--table", "t", "--queue-url", "q", "--dry-run"]
@@ -119,38 +113,28 @@ def test_redrive_is_the_stream_sync_redrive_with_settings_from_flags(monkeypatch
 
 
 def test_an_aws_error_is_a_json_line_and_exit_2(ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]) -> None:
-    endpoint = ops_env.server.endpoint
-    argv = ["reconcile", "--local", "--schema", "geozone", "--table", "nope", "--endpoint", endpoint]
-    argv += ["--region", REGION]
+    where = ["--table", "nope", "--endpoint", ops_env.server.endpoint, "--region", REGION]
 
-    status = cli.main(argv)
+    status = cli.main(["reconcile", "--local", "--schema", "geozone", *where])
 
     assert status == 2
     assert "ResourceNotFoundException" in json.loads(capsys.readouterr().out)["error"]
 
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_python_m_ops_works_from_the_repository_root_without_pythonpath() -> None:
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [sys.executable, "-m", "ops", "reindex", "--help"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
+    command = [sys.executable, "-m", "ops", "reindex", "--help"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    from infra.environments import environments
-
     assert f"one of {', '.join(sorted(environments()))}" in " ".join(done.stdout.split())
 
 
 def test_a_deployed_run_uses_the_environments_region_unless_region_says_otherwise(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from infra.environments import environments
-
     monkeypatch.setenv("AWS_REGION", "eu-west-1")  # a laptop's default region is not the environment's
     for name, config in environments().items():
         for command in ("purge", "smoke"):  # smoke too: it took AWS_REGION over the configured region
@@ -187,7 +171,7 @@ def test_a_local_run_shows_its_progress(ops_env: OpsEnv, capsys: pytest.CaptureF
     for n in range(5):
         ops_env.put(ZONE, f"{n:04d}", name={"S": "zone"})
 
-    where = ["--local", "--table", TABLE, "--endpoint", ops_env.server.endpoint, "--region", REGION]
+    where = [*LOCAL, "--endpoint", ops_env.server.endpoint]
     status = cli.main(["reconcile", "--schema", "geozone", *where, "--segments", "2"])
 
     err = capsys.readouterr().err.splitlines()
@@ -195,16 +179,15 @@ def test_a_local_run_shows_its_progress(ops_env: OpsEnv, capsys: pytest.CaptureF
     assert err and err[-1].endswith("4/4 parts done"), err  # two segments and two slices
 
 
-def test_lists_cut_at_max_listed_say_so(ops_env: OpsEnv, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lists_cut_at_max_listed_say_so(
+    ops_env: OpsEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ops import runs
 
     for n in range(4):
         ops_env.put(ZONE, f"{n:04d}", name={"S": "never indexed"})
-    original, runs.MAX_LISTED = runs.MAX_LISTED, 2
-    try:
-        status, summary = run(capsys, ops_env, "reconcile", "--schema", "geozone")
-    finally:
-        runs.MAX_LISTED = original
+    monkeypatch.setattr(runs, "MAX_LISTED", 2)
+    status, summary = run(capsys, ops_env, "reconcile", "--schema", "geozone")
 
     assert status == 1 and len(summary["documentIds"]["missing"]) == 2
     assert summary["truncated"] == ["documentIds.missing: 2 of 4 listed (MAX_LISTED)"]
@@ -216,13 +199,6 @@ def test_the_role_a_deployed_run_assumes_is_renewed_before_it_expires(
     """A smoke run past its role session's hour signs with fresh keys, never expired ones: botocore renews the
     assumed credentials on its injected clock, 15 minutes before they expire, and only then. STS (moto's) issues
     them on the same clock, as both read the real one in a deployed run."""
-    from datetime import UTC, datetime, timedelta
-
-    import boto3
-    from moto import mock_aws
-
-    from tests.support.aws import use_fake_aws
-
     use_fake_aws(monkeypatch, REGION)
     now = [datetime.now(UTC)]
     monkeypatch.setattr("moto.sts.models.utcnow", lambda: now[0].replace(tzinfo=None))

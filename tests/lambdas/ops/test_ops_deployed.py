@@ -119,33 +119,26 @@ def test_a_run_is_started_followed_and_summarised(
     assert summary["execution"] == {"arn": started.execution_arn, "status": "SUCCEEDED"}
 
 
+def event(minute: int, kind: str, number: int, **details: str) -> dict[str, Any]:
+    """An event of an execution's history, as GetExecutionHistory answers it."""
+    at = datetime(2026, 11, 30, 0, minute, tzinfo=UTC)
+    key = f"{kind[0].lower()}{kind[1:]}EventDetails"
+    return {"timestamp": at, "type": kind, "id": number, "previousEventId": number - 1, key: details}
+
+
+THROTTLED = '{"errorMessage": "POST _bulk failed: HTTP 429 rejected_execution_exception"}'
 FAILED_HISTORY = [
-    {
-        "timestamp": datetime(2026, 11, 30, tzinfo=UTC),
-        "type": "ExecutionStarted",
-        "id": 1,
-        "previousEventId": 0,
-        "executionStartedEventDetails": {"input": "{}", "roleArn": "x"},
-    },
-    {
-        "timestamp": datetime(2026, 11, 30, 0, 5, tzinfo=UTC),
-        "type": "TaskFailed",
-        "id": 9,
-        "previousEventId": 8,
-        "taskFailedEventDetails": {
-            "resourceType": "lambda",
-            "resource": "invoke",
-            "error": "TransientFailure",
-            "cause": '{"errorMessage": "POST _bulk failed: HTTP 429 rejected_execution_exception"}',
-        },
-    },
-    {
-        "timestamp": datetime(2026, 11, 30, 0, 6, tzinfo=UTC),
-        "type": "ExecutionFailed",
-        "id": 14,
-        "previousEventId": 13,
-        "executionFailedEventDetails": {"error": "RunFailed", "cause": "segment-0001: retries exhausted"},
-    },
+    event(0, "ExecutionStarted", 1, input="{}", roleArn="x"),
+    event(
+        5,
+        "TaskFailed",
+        9,
+        resourceType="lambda",
+        resource="invoke",
+        error="TransientFailure",
+        cause=THROTTLED,
+    ),
+    event(6, "ExecutionFailed", 14, error="RunFailed", cause="segment-0001: retries exhausted"),
 ]
 
 

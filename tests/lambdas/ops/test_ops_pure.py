@@ -45,39 +45,26 @@ def test_repair_seq_refuses_anything_the_platform_never_stores() -> None:
 
 
 def state(**aliases: dict[str, Any]) -> AliasState:
-    answer = {name: {"aliases": spec} for name, spec in aliases.items()}
+    answer = {name.replace("_", "-"): {"aliases": spec} for name, spec in aliases.items()}
     return alias_state("geozone", answer | {"geozone-other": {"aliases": {}}})
 
 
+BOTH = {"geozone": {"filter": read_alias_filter()}, "geozone-write": {"is_write_index": True}}
+
+
 def test_alias_plans_move_each_alias_in_one_request_and_nothing_when_done() -> None:
-    before = state(
-        **{
-            "geozone-v1": {
-                "geozone": {"filter": read_alias_filter()},
-                "geozone-write": {"is_write_index": True},
-            },
-            "geozone-v2": {},
-        }
-    )
+    before = state(geozone_v1=BOTH, geozone_v2={})
     assert before.versions == (1, 2) and before.newest == "geozone-v2" and before.write_index == "geozone-v1"
     assert [next(iter(a)) for a in move_write_alias(before, "geozone-v2")] == ["remove", "add"]
     assert swap_read_alias(before, "geozone-v2")[-1] == {
         "add": {"index": "geozone-v2", "alias": "geozone", "filter": read_alias_filter()}
     }
-    after = state(
-        **{
-            "geozone-v1": {},
-            "geozone-v2": {
-                "geozone": {"filter": read_alias_filter()},
-                "geozone-write": {"is_write_index": True},
-            },
-        }
-    )
+    after = state(geozone_v1={}, geozone_v2=BOTH)
     assert move_write_alias(after, "geozone-v2") == [] and swap_read_alias(after, "geozone-v2") == []
 
 
 def test_a_read_alias_without_the_tombstone_filter_is_put_back_with_it() -> None:
-    unfiltered = state(**{"geozone-v2": {"geozone": {}, "geozone-write": {"is_write_index": True}}})
+    unfiltered = state(geozone_v2={"geozone": {}, "geozone-write": {"is_write_index": True}})
     assert swap_read_alias(unfiltered, "geozone-v2") == [
         {"add": {"index": "geozone-v2", "alias": "geozone", "filter": read_alias_filter()}}
     ]
@@ -88,15 +75,8 @@ def item(name: str, **extra: Any) -> dict[str, Any]:
 
 
 def stored(name: str, seq: str = "1".zfill(40), **extra: Any) -> dict[str, Any]:
-    return {
-        "pk": "geozone::c",
-        "sk": "1",
-        "schema": "geozone",
-        "name": name,
-        "tombstone": False,
-        "stream_seq": seq,
-        **extra,
-    }
+    keys = {"pk": "geozone::c", "sk": "1", "schema": "geozone"}
+    return keys | {"name": name, "tombstone": False, "stream_seq": seq, **extra}
 
 
 def test_digests_ignore_ordering_fields_key_order_and_number_spelling() -> None:
@@ -108,10 +88,9 @@ def test_digests_ignore_ordering_fields_key_order_and_number_spelling() -> None:
 def test_offloaded_geometry_is_compared_by_url_but_must_be_present() -> None:
     url = "s3://bucket/geometries/abc.geojson"
     offloaded = item("z", geometryUrl={"S": url})
-    assert item_digest(offloaded, "geozone") == stored_digest(
-        stored("z", geometryUrl=url, geometry={"type": "Point"})
-    )
-    assert item_digest(offloaded, "geozone") != stored_digest(stored("z", geometryUrl=url))
+    digest = item_digest(offloaded, "geozone")
+    assert digest == stored_digest(stored("z", geometryUrl=url, geometry={"type": "Point"}))
+    assert digest != stored_digest(stored("z", geometryUrl=url))
 
 
 def keyed(sk: str, name: str) -> dict[str, Any]:

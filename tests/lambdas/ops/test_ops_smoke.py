@@ -7,18 +7,23 @@ every role as AWS evaluates it, is tests/lambdas/ops/test_ops_smoke_deployed.py'
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
+import boto3
 import pytest
+from ops.index import TransientFailure
 from refdata.indexnames import index_name, read_alias, write_alias
 from refdata.registry import Visibility, get_schema
 from search.readers import document_filter, read_role_body
-from smoke_harness import SmokeStack, smoke_stack
+from smoke_harness import SmokeStack, smoke_stack, table_name
+from stream_sync import handler
 
 from infra.constructs.ops_workflows import STARTUP_CHECK_SECONDS
 from infra.environments import environments
-from ops import cli
+from ops import cli, smoke
 from tests.support.secured_node import SecuredNode
 
 pytestmark = pytest.mark.integration
@@ -52,13 +57,17 @@ def flowing(monkeypatch: pytest.MonkeyPatch, secured_as_left: SecuredNode) -> It
         yield stack
 
 
-def failures(summary: dict) -> dict[str, tuple[str, str, str]]:
-    """Schema -> (step, component, reason) of every canary that failed."""
-    return {
-        t["schema"]: (t["failure"]["step"], t["failure"]["component"], t["failure"]["reason"])
-        for t in summary["targets"]
-        if t["failure"]
-    }
+def failures(summary: dict, step: str, component: str) -> dict[str, str]:
+    """Schema -> reason of every canary that failed, each of them at `step` for `component`."""
+    found = {t["schema"]: t["failure"] for t in summary["targets"] if t["failure"]}
+    assert all((f["step"], f["component"]) == (step, component) for f in found.values()), found
+    return {schema: failure["reason"] for schema, failure in found.items()}
+
+
+def write_canary(part: dict, cursor: dict) -> None:
+    """What a part's canary write leaves in its table."""
+    table = boto3.resource("dynamodb", region_name="ca-central-1").Table(part["table"])
+    table.put_item(Item={"pk": cursor["pk"], "sk": cursor["sk"], **cursor["attributes"]})
 
 
 def assert_nothing_left(stack: SmokeStack, summary: dict) -> None:
@@ -79,8 +88,6 @@ def assert_verdict(status: int, summary: dict, step: str, component: str) -> Non
 
 def assert_failed_with_verdict(summary: dict) -> None:
     """The execution fails with the verdict as its cause (docs/runbook.md: the alarm's first look)."""
-    import boto3
-
     sfn = boto3.client("stepfunctions", region_name="ca-central-1")
     execution = sfn.describe_execution(executionArn=summary["execution"]["arn"])
     assert (execution["status"], execution.get("error"), execution.get("cause")) == (
@@ -94,18 +101,15 @@ def assert_failed_with_verdict(summary: dict) -> None:
 def test_a_disabled_mapping_fails_its_tables_canaries_as_stream_not_flowing(
     failing: SmokeStack, table: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from smoke_harness import table_name
-
     broken = table_name(table)
     failing.disable_mapping(broken)
 
     status, summary, _ = run(failing, capsys)
 
-    found = failures(summary)
+    found = failures(summary, "indexed", "stream not flowing")
     held = {schema for schema, name in failing.tables_of_indexable().items() if name == broken}
     assert set(found) == held, summary["targets"]
-    for step, component, reason in found.values():
-        assert (step, component) == ("indexed", "stream not flowing")
+    for reason in found.values():
         assert f"the event source mapping of table {broken} is Disabled" in reason
     assert_verdict(status, summary, "indexed", "stream not flowing")
     assert all(t["passed"] for t in summary["targets"] if t["schema"] not in held)
@@ -115,8 +119,6 @@ def test_a_disabled_mapping_fails_its_tables_canaries_as_stream_not_flowing(
 def test_a_sync_that_raises_fails_every_canary_as_sync_erroring(
     failing: SmokeStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from stream_sync import handler
-
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug in the sync")
 
@@ -124,10 +126,9 @@ def test_a_sync_that_raises_fails_every_canary_as_sync_erroring(
 
     status, summary, _ = run(failing, capsys)
 
-    found = failures(summary)
+    found = failures(summary, "indexed", "sync erroring")
     assert set(found) == set(failing.tables_of_indexable())
-    for step, component, reason in found.values():
-        assert (step, component) == ("indexed", "sync erroring")
+    for reason in found.values():
         assert "'PROBLEM: Function call failed'" in reason
     assert_verdict(status, summary, "indexed", "sync erroring")
     assert_nothing_left(failing, summary)
@@ -146,8 +147,6 @@ def test_a_document_the_index_refuses_fails_as_document_refused_and_its_dead_let
         assert answer.status == 200 and not answer.json()["errors"], answer.body
 
     # Someone else's dead letter, waiting for a redrive: the smoke run leaves it as it found it.
-    import boto3
-
     boto3.client("sqs", region_name="ca-central-1").send_message(
         QueueUrl=failing.dlq_url, MessageBody=json.dumps({"documentId": "geozone::bcparks_1#0000000001"})
     )
@@ -155,10 +154,9 @@ def test_a_document_the_index_refuses_fails_as_document_refused_and_its_dead_let
     status, summary, _ = run(failing, capsys)
 
     assert [letter["documentId"] for letter in failing.dead_letters()] == ["geozone::bcparks_1#0000000001"]
-    found = failures(summary)
+    found = failures(summary, "indexed", "document refused")
     assert set(found) == set(failing.tables_of_indexable())
-    for step, component, reason in found.values():
-        assert (step, component) == ("indexed", "document refused")
+    for reason in found.values():
         assert "mapper_parsing_exception" in reason and "canaryVersion" in reason
     assert_verdict(status, summary, "indexed", "document refused")
     assert_nothing_left(failing, summary)
@@ -177,10 +175,9 @@ def test_a_missing_alias_fails_before_anything_is_written(
 
     status, summary, _ = run(flowing, capsys)
 
-    found = failures(summary)
+    found = failures(summary, "write", "alias missing")
     assert set(found) == set(flowing.tables_of_indexable())
-    for step, component, reason in found.values():
-        assert (step, component) == ("write", "alias missing")
+    for reason in found.values():
         assert reason.endswith("nothing was written")
     assert all(set(t["steps"]) == {"cleanup"} for t in summary["targets"])
     assert_verdict(status, summary, "write", "alias missing")
@@ -209,10 +206,9 @@ def test_a_reader_that_sees_the_canary_fails_as_a_reader_leak(
 
     status, summary, _ = run(flowing, capsys)
 
-    found = failures(summary)
+    found = failures(summary, "reader-live", "reader leak")
     assert set(found) == read
-    for schema, (step, component, reason) in found.items():
-        assert (step, component) == ("reader-live", "reader leak")
+    for schema, reason in found.items():
         internal = get_schema(schema).attributes_of(visibility=Visibility.INTERNAL)
         assert "sees the canary" in reason
         if lost == "document-level security":
@@ -238,11 +234,10 @@ def test_a_probe_role_without_its_identity_grant_is_refused_by_iam_and_fails_as_
 
     status, summary, _ = run(flowing, capsys)
 
-    found = failures(summary)
+    found = failures(summary, "reader-live", "reader leak")
     schemas = {s for role in LAYOUT.search.read_roles if role.name == reader for s in role.schemas}
     assert found and set(found) <= schemas
-    for step, component, reason in found.values():
-        assert (step, component) == ("reader-live", "reader leak")
+    for reason in found.values():
         assert f"read role {reader} cannot read" in reason and "es:ESHttp" in reason
     assert "implicit" in {d for role, _, _, d in flowing.server.access.decided if role == probe}
     assert_verdict(status, summary, "reader-live", "reader leak")
@@ -255,8 +250,6 @@ def test_a_probe_role_without_its_identity_grant_is_refused_by_iam_and_fails_as_
 def test_a_later_run_sweeps_what_a_stalled_pipeline_delivered_after_its_run(
     failing: SmokeStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ops import smoke
-
     tables = sorted(set(failing.tables_of_indexable().values()))
     for table in tables:
         failing.disable_mapping(table)
@@ -281,15 +274,9 @@ def test_a_part_that_crashed_is_cleaned_up_by_finish(
 ) -> None:
     """A worker killed mid-canary runs no cleanup of its own: its canary's key, saved before the write, is cleaned
     up by the run's finish. (One part at a time, so no other part is still running when finish does.)"""
-    from dataclasses import replace
-
-    import boto3
-
-    from ops import smoke
 
     def crash(env: object, settings: object, tools: object, part: dict, cursor: dict, *, run_id: str) -> None:
-        table = boto3.resource("dynamodb", region_name="ca-central-1").Table(part["table"])
-        table.put_item(Item={"pk": cursor["pk"], "sk": cursor["sk"], **cursor["attributes"]})
+        write_canary(part, cursor)
         raise RuntimeError("the worker was killed mid-canary")  # no finally runs in a killed Lambda
 
     monkeypatch.setattr(smoke, "run_canary", crash)
@@ -310,11 +297,6 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
 ) -> None:
     """An invocation that wrote its canary and then failed in a way the workflow retries (here a TransientFailure):
     the retry must not refuse its own canary as another writer's. It cleans that one up and runs a fresh one."""
-    import boto3
-    from ops.index import TransientFailure
-
-    from ops import smoke
-
     real = smoke.run_canary
     failed: list[str] = []
 
@@ -323,8 +305,7 @@ def test_a_retried_part_whose_earlier_attempt_wrote_its_canary_passes_and_leaves
     ) -> object:
         if part["name"] not in failed:
             failed.append(part["name"])
-            table = boto3.resource("dynamodb", region_name="ca-central-1").Table(part["table"])
-            table.put_item(Item={"pk": cursor["pk"], "sk": cursor["sk"], **cursor["attributes"]})
+            write_canary(part, cursor)
             raise TransientFailure("the domain throttled after the canary was written")
         return real(env, settings, tools, part, cursor, run_id=run_id)  # type: ignore[arg-type]
 
@@ -370,11 +351,6 @@ def test_a_check_interrupted_after_the_canarys_first_version_starts_the_canary_o
     a TransientFailure, which it retries like Lambda's own errors): the retry
     finds the table's canary past version 1, so it starts over with a fresh canary, as any interrupted attempt
     does, instead of waiting for a version 1 that can no longer come."""
-    import boto3
-    from ops.index import TransientFailure
-
-    from ops import smoke
-
     real = smoke.run_canary
     interrupted: list[str] = []
 
@@ -446,8 +422,6 @@ def test_the_start_up_wait_is_the_workflows_as_long_as_the_budget_and_no_invocat
 def test_two_runs_at_once_share_nothing_and_both_pass(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], secured_as_left: SecuredNode
 ) -> None:
-    import threading
-
     results: list[int] = []
 
     def one() -> None:
@@ -472,9 +446,6 @@ def test_the_poller_keeps_the_syncs_output_and_never_swaps_the_process_stdout(
 ) -> None:
     """sys.stdout is one for the whole process: the poller's thread once redirected it around each sync, and the
     CLI's summary, printed meanwhile, went into the sync's buffer or a finished test's closed capture."""
-    import sys
-    import threading
-
     seen: dict[int, object] = {}
     stop = threading.Event()
 

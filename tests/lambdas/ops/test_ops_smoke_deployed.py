@@ -53,12 +53,9 @@ class SmokeWorld:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         self.world, self.calls, self.server = world, calls, server
-        bootstrapped(
-            world, calls, monkeypatch, server
-        )  # the domain as the stack's custom resource sets it up
-        self.workflows = Workflows(
-            world, calls, clock, gaps
-        )  # the worker runs in-process as its role on every Lambda task
+        # The domain as the stack's custom resource sets it up; the worker in-process as its role on every task.
+        bootstrapped(world, calls, monkeypatch, server)
+        self.workflows = Workflows(world, calls, clock, gaps)
         sync_role, sync_environment = world.function(SYNC_HANDLER)
         for name, value in sync_environment.items():
             monkeypatch.setenv(name, str(value))
@@ -67,13 +64,11 @@ class SmokeWorld:
         )["Credentials"]
         signing = Credentials(session["AccessKeyId"], session["SecretAccessKey"], session["SessionToken"])
         self.sync_key = signing.access_key
-        monkeypatch.setattr(
-            sync_aws, "build_ports", functools.partial(sync_aws.build_ports, credentials=signing)
-        )
+        signed_ports = functools.partial(sync_aws.build_ports, credentials=signing)
+        monkeypatch.setattr(sync_aws, "build_ports", signed_ports)
         handler.reset()
         monkeypatch.setattr(handler, "reset", handler.reset)
-        schema_tables = json.loads(world.worker_environment["SCHEMA_TABLES"])
-        self.schema_tables = schema_tables
+        self.schema_tables = schema_tables = json.loads(world.worker_environment["SCHEMA_TABLES"])
         self.indexed = {schema.name: schema_tables[schema.name] for schema in indexable_schemas()}
         dynamodb = boto3.client("dynamodb", region_name=world.region)
         streams = {
@@ -91,15 +86,13 @@ class SmokeWorld:
             account=world.account,
             region=world.region,
             acting=lambda: calls.acting(sync_role),
-            service=lambda: calls.acting(
-                None
-            ),  # Lambda's poller reads the streams as the service, not as a role
+            # Lambda's poller reads the streams as the service, not as a role
+            service=lambda: calls.acting(None),
         )
         self.poller.capture(monkeypatch)
         virtual_time(self.poller, monkeypatch, server.engine)
-        config = world.config
         self.runner = next(arn for arn in calls.policies.trust if arn.endswith("-smoke-runner"))
-        self.deploy_role = config.deploy_role_arn
+        self.deploy_role = world.config.deploy_role_arn
         # What docs/deploy.md's account set-up gives the deploy role for this step: assuming the runner, nothing else.
         calls.policies.identity[self.deploy_role] = [
             {"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": self.runner}]}
@@ -154,7 +147,7 @@ def test_the_smoke_run_passes_in_every_environment_with_every_role_as_aws_evalua
     worker = smoke.world.worker_role
     assert {smoke.deploy_role, smoke.runner, worker, smoke.world.machine_roles["smoke"]} <= roles
     worker_actions = {call.action for call in smoke.calls.checked if call.role == worker}
-    assert {"dynamodb:PutItem", "dynamodb:DeleteItem", "sts:AssumeRole"} <= (worker_actions)
+    assert {"dynamodb:PutItem", "dynamodb:DeleteItem", "sts:AssumeRole"} <= worker_actions
     assert smoke.server.access is not None
     signed = {(role, decision) for role, _, _, decision in smoke.server.access.decided}
     probes = {arn for arn in smoke.calls.policies.trust if "-probe-" in arn}

@@ -11,16 +11,10 @@ from ops.smoke import PASS, STEPS, Reader, SmokeSettings, _verdict, render, runb
 
 
 def test_settings_read_the_mappings_readers_and_waits() -> None:
-    settings = SmokeSettings.from_env(
-        {
-            "AWS_REGION": "ca-central-1",
-            "EVENT_SOURCE_MAPPINGS": json.dumps({"refdata-table": "uuid-1"}),
-            "SMOKE_READERS": json.dumps(
-                [{"name": "public_search", "schemas": ["geozone"], "probeRoleArn": "arn:p"}]
-            ),
-            "SMOKE_WAIT_SECONDS": "30",
-        }
-    )
+    readers = json.dumps([{"name": "public_search", "schemas": ["geozone"], "probeRoleArn": "arn:p"}])
+    mappings = json.dumps({"refdata-table": "uuid-1"})
+    environment = {"AWS_REGION": "ca-central-1", "EVENT_SOURCE_MAPPINGS": mappings, "SMOKE_READERS": readers}
+    settings = SmokeSettings.from_env(environment | {"SMOKE_WAIT_SECONDS": "30"})
     assert settings.mappings == {"refdata-table": "uuid-1"}
     assert settings.readers == (Reader("public_search", ("geozone",), "arn:p"),)
     assert (settings.wait_seconds, settings.poll_seconds, settings.region) == (30.0, 1.0, "ca-central-1")
@@ -40,22 +34,14 @@ def test_a_bad_setting_is_named(name: str, value: str) -> None:
 
 
 def target(schema: str, failure: dict | None = None, left: list[str] | None = None) -> dict:
-    steps = {step: 0.1 for step in STEPS}
-    return {
-        "schema": schema,
-        "table": "t",
-        "steps": steps,
-        "failure": failure,
-        "left": left or [],
-        "passed": not failure,
-    }
+    outcome = {"failure": failure, "left": left or [], "passed": not failure}
+    return {"schema": schema, "table": "t", "steps": {step: 0.1 for step in STEPS}} | outcome
 
 
 def test_the_verdict_names_the_first_failing_step_its_component_and_what_to_do() -> None:
     failure = {"step": "indexed", "component": "stream not flowing", "reason": "the mapping is Disabled"}
-    verdict = _verdict(
-        [target("a"), target("b", failure), target("c", {**failure, "step": "updated"})], [], None
-    )
+    later = {**failure, "step": "updated"}
+    verdict = _verdict([target("a"), target("b", failure), target("c", later)], [], None)
     assert verdict == (
         "FAILED at indexed (stream not flowing): the mapping is Disabled "
         "[schema b, table t; what to do: docs/runbook.md#smoke-stream-not-flowing]"
@@ -118,6 +104,5 @@ def test_clearing_a_canarys_dead_letters_long_polls_so_a_sampled_empty_answer_do
     left = remove_dead_letters(SimpleNamespace(sqs=queue, dlq_url="dlq"), ["canary#1"])  # type: ignore[arg-type]
 
     assert left == [] and queue.deleted == ["r0"]
-    assert (
-        queue.hidden - set(queue.deleted) == set()
-    )  # the other letter is visible again at once, for the redrive
+    # the other letter is visible again at once, for the redrive
+    assert queue.hidden - set(queue.deleted) == set()

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.integration
 
 BOOKINGS = "refdata-bookings"
 BOOKING = "booking::bcparks_1::2"
+UUID = "0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b"
 TABLES = SchemaTables.of({"geozone": TABLE, "productDate": TABLE, "thread": TABLE, "booking": BOOKINGS})
 
 
@@ -35,16 +36,13 @@ def test_a_reconcile_compares_the_index_with_its_schemas_own_table_and_repairs_f
 ) -> None:
     ops_env.dynamodb.create_table(**single_table(BOOKINGS))
     for day in ("2026-07-01", "2026-07-02"):
-        put(ops_env, BOOKINGS, BOOKING, f"{day}::0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b")
-    put(ops_env, TABLE, BOOKING, "2026-07-03::0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b")  # in the wrong table
+        put(ops_env, BOOKINGS, BOOKING, f"{day}::{UUID}")
+    put(ops_env, TABLE, BOOKING, f"2026-07-03::{UUID}")  # in the wrong table
 
     found = ops_env.reconcile("booking", tables=TABLES)
     fixed = ops_env.reconcile("booking", fix=True, tables=TABLES, run_id="reconcile-fix")
 
-    assert found["documentIds"]["missing"] == [
-        f"{BOOKING}#2026-07-01::0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b",
-        f"{BOOKING}#2026-07-02::0b9a3c1e-6f1d-4c8e-9a51-3c2f0e4d5a6b",
-    ]
+    assert found["documentIds"]["missing"] == [f"{BOOKING}#2026-07-0{day}::{UUID}" for day in (1, 2)]
     assert fixed["fix"] == {"repaired": 2} and fixed["clean"]
     assert sorted(ops_env.visible("booking-v1")) == found["documentIds"]["missing"]
 

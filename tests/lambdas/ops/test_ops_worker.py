@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from typing import Any
 
 import boto3
@@ -15,6 +14,7 @@ from ops.worker import WorkerSettings
 from ops_harness import ADMIN_KEY, ADMIN_ROLE_ARN, PRODUCT, REGION, TABLE, ZONE, ZONES, OpsEnv, seq
 from stream_sync.config import ConfigError
 from stream_sync.tables import SchemaTables
+from workflows_harness import Context
 
 from ops import worker
 from tests.lambdas.stream_sync.stream_sync_fakes import record
@@ -26,20 +26,11 @@ BUCKET = "refdata-ops"
 BOOKINGS = "refdata-bookings"
 
 
-class Context:
-    def __init__(self, seconds: float = 900.0) -> None:
-        self.seconds = seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int(self.seconds * 1000)
-
-
 @pytest.fixture
 def deployed(assumed_env: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
     """The worker's environment as the stack sets it, and its ops bucket."""
-    boto3.client("s3", region_name=REGION).create_bucket(
-        Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
-    )
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
     for name, value in {
         "SCHEMA_TABLES": json.dumps({**dict(SchemaTables.single(TABLE).pairs), "booking": BOOKINGS}),
         "OPENSEARCH_ENDPOINT": assumed_env.server.endpoint,
@@ -75,10 +66,10 @@ def run_parts(operation: str, run_id: str, parts: list[dict[str, Any]]) -> int:
 
 
 def summary(operation: str, run_id: str) -> dict[str, Any]:
-    body = boto3.client("s3", region_name=REGION).get_object(
-        Bucket=BUCKET, Key=f"runs/{operation}/{run_id}/summary.json"
-    )["Body"]
-    return dict(json.loads(body.read()))
+    key = f"runs/{operation}/{run_id}/summary.json"
+    return dict(
+        json.loads(boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    )
 
 
 def test_a_reconcile_runs_step_by_step_as_the_assumed_admin_role(deployed: OpsEnv) -> None:
@@ -159,9 +150,7 @@ def test_an_export_is_read_file_by_file_and_a_part_goes_on_after_its_deadline(
     finished = invoke({"step": "finish", "operation": "reindex", "runId": "rx-1"})
 
     assert plan["source"] == "export" and plan["parts"] == [] and stopped == {"done": False, "wait": False}
-    assert (
-        plan["tableArn"] == f"arn:aws:dynamodb:{REGION}:123456789012:table/{TABLE}"
-    )  # what ExportTable reads
+    assert plan["tableArn"] == f"arn:aws:dynamodb:{REGION}:123456789012:table/{TABLE}"  # ExportTable reads it
     assert finished["status"] == "done"
     result = summary("reindex", "rx-1")
     assert result["complete"] and result["tableItems"] == ZONES and result["source"] == "export"
@@ -204,17 +193,10 @@ def test_finish_after_a_failed_step_records_what_failed(deployed: OpsEnv) -> Non
 
 
 def test_the_worker_names_a_missing_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OPS_BUCKET", raising=False)
-    for name, value in {
-        "SCHEMA_TABLES": '{"geozone": "t"}',
-        "OPENSEARCH_ENDPOINT": "e",
-        "AWS_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("ADMIN_ROLE_ARN", ADMIN_ROLE_ARN)
+    environment = {"SCHEMA_TABLES": '{"geozone": "t"}', "OPENSEARCH_ENDPOINT": "e", "AWS_REGION": REGION}
 
     with pytest.raises(ConfigError, match="OPS_BUCKET is required"):
-        WorkerSettings.from_env(os.environ)
+        WorkerSettings.from_env(environment | {"ADMIN_ROLE_ARN": ADMIN_ROLE_ARN})
 
 
 def test_a_run_plans_to_export_the_table_that_holds_its_schema(deployed: OpsEnv) -> None:

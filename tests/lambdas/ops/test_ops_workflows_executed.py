@@ -3,7 +3,9 @@ started by the CLI, every Lambda task running the worker, every AWS call checked
 
 from __future__ import annotations
 
+import inspect
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 from index_bootstrap import bootstrap
 from ops.index import OpsError
 from ops_harness import ZONE, OpsEnv, changed_mappings, seq
-from workflows_harness import Workflows, deployed_environment
+from workflows_harness import Workflows, asl, deployed_environment
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import map_results_prefix
@@ -66,10 +68,14 @@ def put_zones(flows: Workflows, search: OpsEnv, count: int, *, synced: bool = Tr
             search.stream_apply(item, ZONE, f"{n:04d}", seq(100 + n))
 
 
-def mapping_change(search: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A deployment that creates geozone-v2 (aliases stay on v1)."""
+def mapping_change(
+    workflows: Workflows, search: OpsEnv, monkeypatch: pytest.MonkeyPatch, zones: int
+) -> Workflows:
+    """`zones` zones in sync, then a deployment that creates geozone-v2 (aliases stay on v1)."""
+    put_zones(workflows, search, zones)
     monkeypatch.setattr(bootstrap, "index_mappings", changed_mappings)
     search.bootstrap()
+    return workflows
 
 
 @pytest.mark.parametrize("source", ["scan", "export"])
@@ -80,19 +86,15 @@ def test_reindex_moves_the_aliases_and_backfills(
     source: str,
 ) -> None:
     workflows, search = flows
-    put_zones(workflows, search, 12)
-    mapping_change(search, monkeypatch)
+    mapping_change(*flows, monkeypatch, 12)
 
     run = workflows.run("reindex", "--schema", "geozone", "--source", source, capsys=capsys)
 
     assert run.status == 0, run.summary
     assert run.summary["complete"] and run.summary["source"] == source
     assert run.summary["tableItems"] == 12 and run.summary["backfill"] == {"indexed": 12}
-    assert (
-        search.visible("geozone-v2")
-        == {doc_id: doc | {"tombstone": False} for doc_id, doc in search.visible("geozone-v1").items()}
-        or len(search.visible("geozone-v2")) == 12
-    )
+    v1 = {doc_id: doc | {"tombstone": False} for doc_id, doc in search.visible("geozone-v1").items()}
+    assert search.visible("geozone-v2") == v1 or len(search.visible("geozone-v2")) == 12
     assert set(search.aliases("geozone-v2")) == {"geozone", "geozone-write"}
     if source == "export":
         assert {"ExportTable", "DescribeExport", "ExportReady", "Files"} <= set(run.states_entered())
@@ -105,9 +107,7 @@ def test_the_maps_results_go_to_the_ops_bucket_and_the_state_keeps_only_where(
     the state, where over 256 KiB they fail the run with States.DataLimitExceeded: its ResultWriter writes them
     under the operation's literal prefix and the map run's id (as the state machine's role: the IAM check), and
     the state keeps where."""
-    workflows, search = flows
-    put_zones(workflows, search, 12)
-    mapping_change(search, monkeypatch)
+    workflows = mapping_change(*flows, monkeypatch, 12)
     workflows.gaps.export_files = 5
 
     run = workflows.run("reindex", "--schema", "geozone", "--source", "export", capsys=capsys)
@@ -143,9 +143,7 @@ def test_the_maps_results_go_to_the_ops_bucket_and_the_state_keeps_only_where(
 def test_a_part_stopped_by_its_deadline_after_each_page_counts_each_item_once(
     flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workflows, search = flows
-    put_zones(workflows, search, 9)
-    mapping_change(search, monkeypatch)
+    workflows = mapping_change(*flows, monkeypatch, 9)
     workflows.remaining_seconds = 1.0  # under the deadline margin: every invocation stops after one page
 
     run = workflows.run("reindex", "--schema", "geozone", "--source", "scan", capsys=capsys)
@@ -180,11 +178,9 @@ def test_reconcile_reports_then_fixes_every_difference(
     # No refresh but the runs' own (the engine's own comes a second after a write, or later on a loaded domain): a
     # check run right after the fix must still see every repair the fix made.
     search.client.refresh("geozone")
+    no_refresh = json.dumps({"index": {"refresh_interval": "-1"}}).encode()
     settings = search.transport.request(
-        "PUT",
-        "geozone/_settings",
-        json.dumps({"index": {"refresh_interval": "-1"}}).encode(),
-        {"Content-Type": "application/json"},
+        "PUT", "geozone/_settings", no_refresh, {"Content-Type": "application/json"}
     )
     assert settings.ok, settings.error_reason()
 
@@ -248,11 +244,9 @@ def test_redrive_drains_the_dead_letter_queue(
 
 
 def stream_of(workflows: Workflows, schema: str) -> str:
-    table = workflows.world.table_of(schema)
+    dynamodb = boto3.client("dynamodb", region_name=workflows.world.region)
     return str(
-        boto3.client("dynamodb", region_name=workflows.world.region).describe_table(TableName=table)["Table"][
-            "LatestStreamArn"
-        ]
+        dynamodb.describe_table(TableName=workflows.world.table_of(schema))["Table"]["LatestStreamArn"]
     )
 
 
@@ -260,8 +254,6 @@ def test_purge_deletes_only_tombstones_past_the_bound(
     every: tuple[Workflows, OpsEnv], capsys: pytest.CaptureFixture[str]
 ) -> None:
     workflows, search = every
-    import time
-
     bound = time.time() - int(workflows.world.worker_environment["TOMBSTONE_MIN_AGE_SECONDS"])
     search.stream_apply(None, ZONE, "old", seq(5), deleted_at=int(bound) - 60)
     search.stream_apply(None, ZONE, "recent", seq(6), deleted_at=int(bound) + 3600)
@@ -277,9 +269,7 @@ def test_purge_deletes_only_tombstones_past_the_bound(
 def test_an_export_that_fails_says_why(
     flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workflows, search = flows
-    put_zones(workflows, search, 2)
-    mapping_change(search, monkeypatch)
+    workflows = mapping_change(*flows, monkeypatch, 2)
     workflows.gaps.export_failure = ("S3AccessDenied", "Access denied to the bucket exports/ prefix")
 
     run = workflows.run("reindex", "--schema", "geozone", "--source", "export", capsys=capsys)
@@ -294,8 +284,7 @@ def test_a_step_that_keeps_failing_is_retried_then_the_run_fails_with_its_summar
     flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     workflows, search = flows
-    put_zones(workflows, search, 2)
-    mapping_change(search, monkeypatch)
+    mapping_change(*flows, monkeypatch, 2)
     search.server.fail_next(ROUTE_BULK, 429, times=10_000)  # OpenSearch throttles throughout
 
     run = workflows.run("reindex", "--schema", "geozone", "--source", "scan", capsys=capsys)
@@ -314,9 +303,7 @@ def test_a_step_that_keeps_failing_is_retried_then_the_run_fails_with_its_summar
 def test_a_part_that_fails_for_good_fails_its_child_execution_with_its_own_error(
     flows: tuple[Workflows, OpsEnv], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workflows, search = flows
-    put_zones(workflows, search, 2)
-    mapping_change(search, monkeypatch)
+    workflows = mapping_change(*flows, monkeypatch, 2)
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise OpsError("the segment cannot be read")
@@ -376,30 +363,19 @@ def test_when_even_the_summary_cannot_be_written_the_run_fails_with_the_cause(
 
 
 def test_moto_still_refuses_the_jsonl_item_reader() -> None:
-    from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.reader_config import (
-        input_type,
-    )
-
+    input_type = asl("component.state.exec.state_map.item_reader.reader_config.input_type")
     values = {member.value for member in input_type.InputTypeValue}
     assert "JSONL" not in values, "moto reads JSONL now: drop MotoGaps' JSONL patch"
 
 
 def test_moto_still_leaves_sdk_timestamps_as_datetimes() -> None:
-    import inspect
-
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-        state_task_service_aws_sdk as aws_sdk,
-    )
-
+    aws_sdk = asl("component.state.exec.state_task.service.state_task_service_aws_sdk")
     source = inspect.getsource(aws_sdk.StateTaskServiceAwsSdk._eval_service_task)
-    assert "datetime" not in source and "isoformat" not in source, (
-        "moto converts SDK timestamps now: drop MotoGaps' datetime patch"
-    )
+    message = "moto converts SDK timestamps now: drop MotoGaps' datetime patch"
+    assert "datetime" not in source and "isoformat" not in source, message
 
 
 def test_moto_exports_still_lack_a_manifest() -> None:
-    import inspect
-
     from moto.dynamodb.models import table_export
 
     assert "manifest" not in inspect.getsource(table_export), (

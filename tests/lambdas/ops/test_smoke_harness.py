@@ -23,9 +23,8 @@ class RecordingPoller:
         lock = self.clock._lock
         free: list[bool] = []
 
-        def read() -> (
-            None
-        ):  # another part reading the clock mid-sleep (non-blocking: no wait on the real clock)
+        # another part reading the clock mid-sleep (non-blocking: no wait on the real clock)
+        def read() -> None:
             got = lock.acquire(blocking=False)
             if got:
                 lock.release()

@@ -64,17 +64,15 @@ def padded_map(**fields: Any) -> dict[str, Any]:
 def execute(
     sfn: Any, definition: dict[str, Any], items: int, **given: Any
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    arn = sfn.create_state_machine(name="padded", definition=json.dumps(definition), roleArn=ROLE)[
-        "stateMachineArn"
-    ]
-    execution = sfn.start_execution(
-        stateMachineArn=arn, input=json.dumps({"items": list(range(items)), **given})
+    machine = sfn.create_state_machine(name="padded", definition=json.dumps(definition), roleArn=ROLE)
+    started = sfn.start_execution(
+        stateMachineArn=machine["stateMachineArn"], input=json.dumps({"items": list(range(items)), **given})
     )
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and running_execution(thread):
             thread.join(60)
-    described = sfn.describe_execution(executionArn=execution["executionArn"])
-    history = sfn.get_execution_history(executionArn=execution["executionArn"], maxResults=1000)["events"]
+    described = sfn.describe_execution(executionArn=started["executionArn"])
+    history = sfn.get_execution_history(executionArn=started["executionArn"], maxResults=1000)["events"]
     return described, history
 
 
@@ -114,7 +112,6 @@ def test_a_result_writer_writes_the_results_to_s3_and_the_state_keeps_where(sfn:
         "Resource": "arn:aws:states:::s3:putObject",
         "Parameters": {"Bucket": BUCKET, "Prefix": "maps/run"},
     }
-
     map_state = padded_map(ResultWriter=writer)
     del map_state["States"]["Map"]["ResultSelector"]  # the state keeps the writer's answer
 

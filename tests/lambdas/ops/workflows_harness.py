@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import functools
 import gzip
+import importlib
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +40,7 @@ WORKER_HANDLER = "ops.worker.handler"
 SYNC_HANDLER = "stream_sync.handler.handler"
 STATE_MACHINE = "AWS::StepFunctions::StateMachine"
 MAX_INVOCATIONS = 300  # far more than any run here needs
+EMPTY_ZIP = b"PK\x05\x06" + b"\x00" * 18
 
 
 class Context:
@@ -64,20 +66,30 @@ class Clock:
         return time.time() + sum(self.waited)
 
 
+def asl(module: str) -> Any:
+    """A module of moto's States Language interpreter, imported when a patch first needs it."""
+    return importlib.import_module(f"moto.stepfunctions.parser.asl.{module}")
+
+
+def states_error(name: str) -> Any:
+    """The `States.*` error `name` (a `StatesErrorNameType` member), as moto's interpreter names it."""
+    errors = asl("component.common.error_name.states_error_name")
+    kind = asl("component.common.error_name.states_error_name_type").StatesErrorNameType
+    return errors.StatesErrorName(typ=getattr(kind, name))
+
+
 def map_run_failed(env: Any, name: Any, cause: str) -> Any:
     """The failure a map run ends with (`MapRunFailed` with the error's name and cause), as moto's interpreter raises it."""
     from moto.stepfunctions.parser.api import HistoryEventType, MapRunFailedEventDetails
-    from moto.stepfunctions.parser.asl.component.common.error_name import failure_event as failures
-    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
+    failures = asl("component.common.error_name.failure_event")
+    details = MapRunFailedEventDetails(error=name.error_name, cause=cause)
     return failures.FailureEventException(
         failure_event=failures.FailureEvent(
             env=env,
             error_name=name,
             event_type=HistoryEventType.MapRunFailed,
-            event_details=EventDetails(
-                mapRunFailedEventDetails=MapRunFailedEventDetails(error=name.error_name, cause=cause)
-            ),
+            event_details=asl("eval.event.event_detail").EventDetails(mapRunFailedEventDetails=details),
         )
     )
 
@@ -112,19 +124,12 @@ class MotoGaps:
         self.failed_children: list[tuple[str, str]] = []
         parsed_definitions(monkeypatch)  # not a gap: each definition's syntax tree made once, for speed
         from moto.dynamodb.models import table_export
-        from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader import item_reader_decl
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.eval.resource_output_transformer import (
-            transformer_json,
-        )
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.reader_config import (
-            input_type,
-        )
-        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-            state_task_service_aws_sdk as aws_sdk,
-        )
-        from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 
+        reader = "component.state.exec.state_map.item_reader"
+        item_reader_decl = asl(f"{reader}.item_reader_decl")
+        transformer_json = asl(f"{reader}.eval.resource_output_transformer.transformer_json")
+        input_type = asl(f"{reader}.reader_config.input_type")
+        aws_sdk = asl("component.state.exec.state_task.service.state_task_service_aws_sdk")
         original_init = input_type.InputType.__init__
 
         def accept_jsonl(self: Any, input_type: str) -> None:
@@ -143,11 +148,8 @@ class MotoGaps:
                 super()._eval_body(env)
 
         def transformer(input_type: Any) -> Any:
-            return (
-                JsonLines()
-                if getattr(input_type, "jsonl", False)
-                else original_factory(input_type=input_type)
-            )
+            jsonl = getattr(input_type, "jsonl", False)
+            return JsonLines() if jsonl else original_factory(input_type=input_type)
 
         monkeypatch.setattr(item_reader_decl, "resource_output_transformer_for", transformer)
 
@@ -158,17 +160,10 @@ class MotoGaps:
             env.stack.append(_without_datetimes(env.stack.pop()))
 
         monkeypatch.setattr(aws_sdk.StateTaskServiceAwsSdk, "_eval_service_task", plain_json)
-        from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
-            StatesErrorName,
-        )
-        from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
-            StatesErrorNameType,
-        )
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor import (
-            distributed_item_processor_worker as distributed,
-        )
         from moto.stepfunctions.parser.asl.eval.program_state import ProgramError, ProgramStopped
 
+        iteration = "component.state.exec.state_map.iteration"
+        distributed = asl(f"{iteration}.itemprocessor.distributed_item_processor_worker")
         original_job = distributed.DistributedItemProcessorWorker._eval_job
         gaps = self
 
@@ -183,13 +178,12 @@ class MotoGaps:
                 details = ended.error or {}
                 gaps.failed_children.append((str(details.get("error")), str(details.get("cause"))))
             if job.job_output is None and not isinstance(ended, ProgramStopped):
-                name = StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold)
+                name = states_error("StatesExceedToleratedFailureThreshold")
                 cause = "The specified tolerated failure threshold was exceeded"
                 job.job_output = map_run_failed(env, name, cause)
 
         monkeypatch.setattr(distributed.DistributedItemProcessorWorker, "_eval_job", failing_job)
-        from moto.stepfunctions.parser.asl.component.state.fail.state_fail import StateFail
-
+        StateFail = asl("component.state.fail.state_fail").StateFail
         original_fail = StateFail._eval_state
 
         def atomic_fail(self: Any, env: Any) -> None:
@@ -201,11 +195,10 @@ class MotoGaps:
                     original_fail(self, env)
 
         monkeypatch.setattr(StateFail, "_eval_state", atomic_fail)
-        monkeypatch.setattr(retrier_decl, "time", clock)
+        monkeypatch.setattr(asl("component.common.retry.retrier_decl"), "time", clock)
+        wait_function = asl("component.state.wait.wait_function.wait_function").WaitFunction
         monkeypatch.setattr(
-            wait_function.WaitFunction,
-            "_wait_interval",
-            lambda self, env, wait_seconds: clock.sleep(wait_seconds),
+            wait_function, "_wait_interval", lambda self, env, wait_seconds: clock.sleep(wait_seconds)
         )
 
         def write_export(export: Any, s3_backend: Any) -> None:
@@ -214,6 +207,7 @@ class MotoGaps:
                 export.failure_code, export.failure_message = gaps.export_failure
                 return
             base = f"{export.s3_prefix}/AWSDynamoDB/{export.export_id}"
+            put = functools.partial(s3_backend.put_object, export.s3_bucket)
             items = [item.to_json(root_attr_name="Item") for item in export.table.all_items()]
             count = gaps.export_files
             halves = [items[number::count] for number in range(count)]
@@ -221,12 +215,10 @@ class MotoGaps:
             for number, half in enumerate(halves):
                 key = f"{base}/data/{uuid.uuid4().hex}{number}.json.gz"
                 body = "".join(json.dumps(item) + "\n" for item in half).encode()
-                s3_backend.put_object(export.s3_bucket, key, gzip.compress(body))
+                put(key, gzip.compress(body))
                 lines.append({"itemCount": len(half), "md5Checksum": "-", "etag": "-", "dataFileS3Key": key})
             files = f"{base}/manifest-files.json"
-            s3_backend.put_object(
-                export.s3_bucket, files, "".join(json.dumps(x) + "\n" for x in lines).encode()
-            )
+            put(files, "".join(json.dumps(x) + "\n" for x in lines).encode())
             summary = {
                 "version": "2020-06-30",
                 "exportArn": export.arn,
@@ -235,9 +227,7 @@ class MotoGaps:
                 "manifestFilesS3Key": files,
                 "outputFormat": "DYNAMODB_JSON",
             }
-            s3_backend.put_object(
-                export.s3_bucket, f"{base}/manifest-summary.json", json.dumps(summary).encode()
-            )
+            put(f"{base}/manifest-summary.json", json.dumps(summary).encode())
             export.item_count = len(items)
             export.manifest = f"{base}/manifest-summary.json"
             export.status = "COMPLETED"
@@ -266,22 +256,11 @@ class MotoGaps:
     def _map_results(monkeypatch: pytest.MonkeyPatch) -> None:
         """A distributed map's results: over `PAYLOAD_QUOTA` in the state, `States.DataLimitExceeded` (terminal);
         with a `ResultWriter`, the result files and their manifest in S3."""
-        from moto.stepfunctions.parser.asl.component.common.error_name import error_equals_decl
-        from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
-            StatesErrorName,
-        )
-        from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
-            StatesErrorNameType,
-        )
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map import state_map
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import (
-            distributed_iteration_component as distributed,
-        )
-        from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer.resource_eval import (
-            resource_eval_s3,
-        )
-
-        limit = StatesErrorName(typ=StatesErrorNameType.StatesStatesDataLimitExceeded)
+        error_equals_decl = asl("component.common.error_name.error_equals_decl")
+        state_map = asl("component.state.exec.state_map.state_map")
+        distributed = asl("component.state.exec.state_map.iteration.distributed_iteration_component")
+        resource_eval_s3 = asl("component.state.exec.state_map.result_writer.resource_eval.resource_eval_s3")
+        limit = states_error("StatesStatesDataLimitExceeded")
         original_props = state_map.StateMap.from_state_props
 
         def note_the_writer(state: Any, props: Any) -> None:
@@ -297,11 +276,8 @@ class MotoGaps:
                 return
             size = payload_bytes(env.stack[-1])
             if size > PAYLOAD_QUOTA:
-                cause = (
-                    f"The state/task returned a result with a size exceeding the maximum number of bytes service "
-                    f"limit: {size} > {PAYLOAD_QUOTA}"
-                )
-                raise map_run_failed(env, limit, cause)
+                cause = "The state/task returned a result with a size exceeding the maximum number of bytes service"
+                raise map_run_failed(env, limit, f"{cause} limit: {size} > {PAYLOAD_QUOTA}")
 
         monkeypatch.setattr(distributed.DistributedIterationComponent, "_eval_body", within_quota)
         original_equals = error_equals_decl.ErrorEqualsDecl._eval_body
@@ -334,25 +310,17 @@ class MotoGaps:
                 body = json.dumps(succeeded).encode()
                 s3.put_object(Bucket=bucket, Key=f"{base}SUCCEEDED_0.json", Body=body)
                 files.append({"Key": f"{base}SUCCEEDED_0.json", "Size": len(body)})
-            manifest = {
-                "DestinationBucket": bucket,
-                "MapRunArn": map_run_arn,
-                "ResultFiles": {"FAILED": [], "PENDING": [], "SUCCEEDED": files},
-            }
+            listed = {"FAILED": [], "PENDING": [], "SUCCEEDED": files}
+            manifest = {"DestinationBucket": bucket, "MapRunArn": map_run_arn, "ResultFiles": listed}
             s3.put_object(Bucket=bucket, Key=f"{base}manifest.json", Body=json.dumps(manifest).encode())
-            env.stack.append(
-                {
-                    "MapRunArn": map_run_arn,
-                    "ResultWriterDetails": {"Bucket": bucket, "Key": f"{base}manifest.json"},
-                }
-            )
+            written = {"Bucket": bucket, "Key": f"{base}manifest.json"}
+            env.stack.append({"MapRunArn": map_run_arn, "ResultWriterDetails": written})
 
         monkeypatch.setattr(s3_writer, "_handle_put_object", staticmethod(put_results))
 
 
-PAYLOAD_QUOTA = (
-    256 * 1024
-)  # bytes of a state's input or output, as UTF-8 JSON ("Step Functions service quotas")
+# bytes of a state's input or output, as UTF-8 JSON ("Step Functions service quotas")
+PAYLOAD_QUOTA = 256 * 1024
 
 
 def payload_bytes(value: Any) -> int:
@@ -382,36 +350,33 @@ class World:
         self.endpoint = endpoint
         self.monkeypatch = monkeypatch
         self.names: dict[str, dict[str | None, Any]] = {}
-        self.stateful = Resolver(
-            self.stateful_template, account=self.account, region=self.region, parameters={}, bind=self._bind
-        )
+        named = {"account": self.account, "region": self.region, "bind": self._bind}
+        self.stateful = Resolver(self.stateful_template, parameters={}, **named)
         self._create_stateful()
-        parameters = {
-            self.stateful(resource["Properties"]["Name"]): self.stateful(resource["Properties"]["Value"])
-            for resource in self.stateful.resources("AWS::SSM::Parameter").values()
-        }
-        self.stateless = Resolver(
-            self.stateless_template,
-            account=self.account,
-            region=self.region,
-            parameters=parameters,
-            bind=self._bind,
-        )
+        self.stateless = Resolver(self.stateless_template, parameters=ssm_parameters(self.stateful), **named)
         self._create_stateless()
-        self.policies = self._policies()
+        self.policies = template_policies(self.stateful, self.stateless)
 
     # --- binding logical ids to what was made -----------------------------------------------------------------------
 
     def _bind(self, logical_id: str, attribute: str | None) -> Any:
-        made = self.names.get(logical_id, {})
-        if attribute in made:
-            return made[attribute]
-        return f"unbound:{logical_id}.{attribute or 'Ref'}"
+        return self.names.get(logical_id, {}).get(attribute, f"unbound:{logical_id}.{attribute or 'Ref'}")
 
     def _made(self, logical_id: str, **values: Any) -> None:
-        self.names.setdefault(logical_id, {}).update(
-            {None if k == "Ref" else k: v for k, v in values.items()}
+        made = self.names.setdefault(logical_id, {})
+        made.update({None if k == "Ref" else k: v for k, v in values.items()})
+
+    def _made_roles(self, resolver: Resolver) -> None:
+        for logical_id, resource in resolver.resources("AWS::IAM::Role").items():
+            name = resource["Properties"].get("RoleName", logical_id)
+            self._made(logical_id, Ref=name, Arn=f"arn:aws:iam::{self.account}:role/{name}")
+
+    def _function(self, logical_id: str, name: str, role: str, handler: str) -> None:
+        """A function in moto that the test runs in-process (its code never runs: moto would start Docker)."""
+        function = boto3.client("lambda", region_name=self.region).create_function(
+            FunctionName=name, Runtime="python3.12", Role=role, Handler=handler, Code={"ZipFile": EMPTY_ZIP}
         )
+        self._made(logical_id, Ref=name, Arn=function["FunctionArn"])
 
     def _create_stateful(self) -> None:
         kms = boto3.client("kms", region_name=self.region)
@@ -431,9 +396,7 @@ class World:
             name = f"{self.config.name}-{logical_id.lower()}"[:63]
             s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": self.region})
             self._made(logical_id, Ref=name, Arn=f"arn:aws:s3:::{name}")
-        for logical_id, resource in self.stateful.resources("AWS::IAM::Role").items():
-            name = resource["Properties"].get("RoleName", logical_id)
-            self._made(logical_id, Ref=name, Arn=f"arn:aws:iam::{self.account}:role/{name}")
+        self._made_roles(self.stateful)
         for logical_id in self.stateful.resources("AWS::IAM::ManagedPolicy"):  # no path: CDK sets "/"
             self._made(logical_id, Ref=f"arn:aws:iam::{self.account}:policy/{logical_id}")
         for logical_id, resource in self.stateful.resources("AWS::OpenSearchService::Domain").items():
@@ -446,37 +409,19 @@ class World:
             url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
             arn = f"arn:aws:sqs:{self.region}:{self.account}:{logical_id}"
             self._made(logical_id, Ref=url, Arn=arn, QueueName=logical_id)
-        for logical_id, resource in self.stateless.resources("AWS::IAM::Role").items():
-            name = resource["Properties"].get("RoleName", logical_id)
-            self._made(logical_id, Ref=name, Arn=f"arn:aws:iam::{self.account}:role/{name}")
+        self._made_roles(self.stateless)
         for logical_id in self.stateless.resources("AWS::Logs::LogGroup"):
             self._made(logical_id, Arn=f"arn:aws:logs:{self.region}:{self.account}:log-group:{logical_id}:*")
-        ((self.worker_id, worker_resource),) = [
-            (logical_id, resource)
-            for logical_id, resource in self.stateless.resources("AWS::Lambda::Function").items()
-            if resource["Properties"]["Handler"] == WORKER_HANDLER
-        ]
-        self.worker_role = self.stateless(worker_resource["Properties"]["Role"])
+        functions = self.stateless.resources("AWS::Lambda::Function").items()
+        handlers = {resource["Properties"]["Handler"]: logical_id for logical_id, resource in functions}
         iam = boto3.client("iam", region_name=self.region)
         trust = {"Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}]}
-        role = iam.create_role(RoleName="ops-worker-in-moto", AssumeRolePolicyDocument=json.dumps(trust))[
-            "Role"
-        ]
-        function = boto3.client("lambda", region_name=self.region).create_function(
-            FunctionName="ops-worker",
-            Runtime="python3.12",
-            Role=role["Arn"],
-            Handler=WORKER_HANDLER,
-            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-        )
-        self._made(self.worker_id, Ref="ops-worker", Arn=function["FunctionArn"])
-        self._create_mappings(role["Arn"])
-        variables = self.stateless(worker_resource["Properties"]["Environment"]["Variables"])
-        variables.pop(
-            "DYNAMODB_STREAMS_ENDPOINT", None
-        )  # a VPC endpoint's DNS name: moto serves the regional one
-        variables["OPENSEARCH_ENDPOINT"] = self.endpoint  # the loopback server stands for the domain
-        self.worker_environment = {**variables, "AWS_REGION": self.region}
+        role = iam.create_role(RoleName="ops-worker-in-moto", AssumeRolePolicyDocument=json.dumps(trust))
+        self._function(handlers[WORKER_HANDLER], "ops-worker", role["Role"]["Arn"], WORKER_HANDLER)
+        if SYNC_HANDLER in handlers:
+            self._function(handlers[SYNC_HANDLER], "stream-sync", role["Role"]["Arn"], SYNC_HANDLER)
+        self._create_mappings()
+        self.worker_role, self.worker_environment = self.function(WORKER_HANDLER)
         self.state_machines: dict[str, str] = {}
         self.machine_roles: dict[str, str] = {}
         self._definitions: dict[str, tuple[str, str]] = {}  # operation -> its machine's name and definition
@@ -504,22 +449,12 @@ class World:
             assert made["stateMachineArn"] == self.state_machines[operation], made
         return self.state_machines[operation]
 
-    def _create_mappings(self, role: str) -> None:
-        """The stream sync function and its event source mappings (the smoke run reads their state; the test plays
-        Lambda's poller, so moto's own delivery, which would run the function in Docker, is switched off)."""
+    def _create_mappings(self) -> None:
+        """The stream sync's event source mappings (the smoke run reads their state; the test plays Lambda's
+        poller, so moto's own delivery, which would run the function in Docker, is switched off)."""
         from moto.dynamodb.models import dynamodb_backends
 
         lambda_ = boto3.client("lambda", region_name=self.region)
-        for logical_id, resource in self.stateless.resources("AWS::Lambda::Function").items():
-            if resource["Properties"].get("Handler") == SYNC_HANDLER:
-                arn = lambda_.create_function(
-                    FunctionName="stream-sync",
-                    Runtime="python3.12",
-                    Role=role,
-                    Handler=SYNC_HANDLER,
-                    Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-                )["FunctionArn"]
-                self._made(logical_id, Ref="stream-sync", Arn=arn)
         self.mappings: dict[str, str] = {}  # table name -> mapping UUID
         for logical_id, resource in self.stateless.resources("AWS::Lambda::EventSourceMapping").items():
             stream = str(self.stateless(resource["Properties"]["EventSourceArn"]))
@@ -537,22 +472,17 @@ class World:
     def _outputs(self) -> None:
         """The stacks' outputs, as the CLI finds them (moto CloudFormation stacks that hold only outputs)."""
         cloudformation = boto3.client("cloudformation", region_name=self.region)
+        read = {*deployed.STATE_MACHINE_OUTPUTS.values(), deployed.BUCKET_OUTPUT}
         for kind, resolver in (("Stateful", self.stateful), ("Stateless", self.stateless)):
-            outputs = {
-                name: {"Value": str(resolver(output["Value"]))}
-                for name, output in resolver.template.get("Outputs", {}).items()
-                if name in {*deployed.STATE_MACHINE_OUTPUTS.values(), deployed.BUCKET_OUTPUT}
+            outputs = resolver.template.get("Outputs", {}).items()
+            values = {
+                name: {"Value": str(resolver(output["Value"]))} for name, output in outputs if name in read
             }
             template = {"Resources": {"Nothing": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}
-            cloudformation.create_stack(
-                StackName=f"{self.config.name}-{kind}",
-                TemplateBody=json.dumps(template | {"Outputs": outputs}),
-            )
+            body = json.dumps(template | {"Outputs": values})
+            cloudformation.create_stack(StackName=f"{self.config.name}-{kind}", TemplateBody=body)
 
     # --- the policies that decide -------------------------------------------------------------------------------
-
-    def _policies(self) -> Policies:
-        return template_policies(self.stateful, self.stateless)
 
     def domain_access(self) -> DomainAccess:
         return domain_access(self.stateful, self.policies)
@@ -561,7 +491,7 @@ class World:
 
     def function(self, handler: str) -> tuple[str, dict[str, str]]:
         """(role ARN, environment) of the stateless stack's function with `handler`, as its template sets them
-        (the loopback server standing for the domain; no VPC endpoint's DNS name)."""
+        (the loopback server standing for the domain; no VPC endpoint's DNS name: moto serves the regional one)."""
         (resource,) = [
             r
             for r in self.stateless.resources("AWS::Lambda::Function").values()
@@ -569,7 +499,7 @@ class World:
         ]
         variables = dict(self.stateless(resource["Properties"].get("Environment", {}).get("Variables", {})))
         variables.pop("DYNAMODB_STREAMS_ENDPOINT", None)
-        if "OPENSEARCH_ENDPOINT" in variables:
+        if "OPENSEARCH_ENDPOINT" in variables:  # the loopback server stands for the domain
             variables["OPENSEARCH_ENDPOINT"] = self.endpoint
         return str(self.stateless(resource["Properties"]["Role"])), {**variables, "AWS_REGION": self.region}
 
@@ -594,40 +524,36 @@ def template_policies(stateful: Resolver, stateless: Resolver) -> Policies:
     account, region = stateful.account, stateful.region
     policies = Policies()
     for resolver in (stateful, stateless):
+
+        def arn(logical_id: str, resolver: Resolver = resolver) -> Any:
+            return resolver({"Fn::GetAtt": [logical_id, "Arn"]})
+
         for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
             for resource in resolver.resources(kind).values():
                 document = resolver(resource["Properties"]["PolicyDocument"])
                 for role in resolver(resource["Properties"].get("Roles", [])):
-                    arn = role if str(role).startswith("arn:") else f"arn:aws:iam::{account}:role/{role}"
-                    policies.identity.setdefault(arn, []).append(document)
+                    role_arn = role if str(role).startswith("arn:") else f"arn:aws:iam::{account}:role/{role}"
+                    policies.identity.setdefault(role_arn, []).append(document)
         for logical_id, resource in resolver.resources("AWS::IAM::Role").items():
-            arn = resolver({"Fn::GetAtt": [logical_id, "Arn"]})
-            policies.trust[arn] = resolver(resource["Properties"]["AssumeRolePolicyDocument"])
+            policies.trust[arn(logical_id)] = resolver(resource["Properties"]["AssumeRolePolicyDocument"])
         for logical_id, resource in resolver.resources("AWS::DynamoDB::Table").items():
             key = resource["Properties"].get("SSESpecification", {}).get("KMSMasterKeyId")
             if key:
-                policies.table_keys[resolver({"Fn::GetAtt": [logical_id, "Arn"]})] = resolver(key)
+                policies.table_keys[arn(logical_id)] = resolver(key)
         for resource in resolver.resources("AWS::S3::BucketPolicy").values():
             bucket = resolver(resource["Properties"]["Bucket"])
             policies.buckets[bucket] = resolver(resource["Properties"]["PolicyDocument"])
         for logical_id, resource in resolver.resources("AWS::S3::Bucket").items():
-            rules = (
-                resource["Properties"]
-                .get("BucketEncryption", {})
-                .get("ServerSideEncryptionConfiguration", [])
-            )
-            for rule in rules:
+            encryption = resource["Properties"].get("BucketEncryption", {})
+            for rule in encryption.get("ServerSideEncryptionConfiguration", []):
                 key = rule["ServerSideEncryptionByDefault"].get("KMSMasterKeyID")
                 if key:
                     policies.bucket_keys[resolver({"Ref": logical_id})] = resolver(key)
         for logical_id, resource in resolver.resources("AWS::KMS::Key").items():
-            policies.key_policies[resolver({"Fn::GetAtt": [logical_id, "Arn"]})] = resolver(
-                resource["Properties"]["KeyPolicy"]
-            )
+            policies.key_policies[arn(logical_id)] = resolver(resource["Properties"]["KeyPolicy"])
         for logical_id, resource in resolver.resources("AWS::SQS::Queue").items():
             if "KmsMasterKeyId" in resource["Properties"]:
-                arn = resolver({"Fn::GetAtt": [logical_id, "Arn"]})
-                policies.queue_keys[arn] = resolver(resource["Properties"]["KmsMasterKeyId"])
+                policies.queue_keys[arn(logical_id)] = resolver(resource["Properties"]["KmsMasterKeyId"])
         for resource in resolver.resources("AWS::SQS::QueuePolicy").values():
             document = resolver(resource["Properties"]["PolicyDocument"])
             for url in resolver(resource["Properties"]["Queues"]):
@@ -651,7 +577,9 @@ def deployed_names(config: EnvironmentConfig) -> tuple[Resolver, Resolver]:
     their ARNs and the domain to its ARN (both follow from names config sets); anything else is unbound."""
     templates = synthesized()[config.name]
 
-    def binder(template: dict[str, Any]) -> Any:
+    def resolver(stack: str, parameters: dict[str, Any]) -> Resolver:
+        template = templates[stack]
+
         def bind(logical_id: str, attribute: str | None) -> Any:
             resource = template["Resources"].get(logical_id, {})
             properties = resource.get("Properties", {})
@@ -662,18 +590,20 @@ def deployed_names(config: EnvironmentConfig) -> tuple[Resolver, Resolver]:
                 return f"arn:aws:es:{config.region}:{config.account}:domain/{properties['DomainName']}"
             return f"unbound:{logical_id}.{attribute or 'Ref'}"
 
-        return bind
+        return Resolver(
+            template, parameters=parameters, bind=bind, account=config.account, region=config.region
+        )
 
-    named = {"account": config.account, "region": config.region}
-    stateful = Resolver(templates["Stateful"], parameters={}, bind=binder(templates["Stateful"]), **named)
-    parameters = {
+    stateful = resolver("Stateful", {})
+    return stateful, resolver("Stateless", ssm_parameters(stateful))
+
+
+def ssm_parameters(stateful: Resolver) -> dict[str, Any]:
+    """The SSM parameters the stateful stack writes and the stateless stack reads, by name."""
+    return {
         stateful(resource["Properties"]["Name"]): stateful(resource["Properties"]["Value"])
         for resource in stateful.resources("AWS::SSM::Parameter").values()
     }
-    stateless = Resolver(
-        templates["Stateless"], parameters=parameters, bind=binder(templates["Stateless"]), **named
-    )
-    return stateful, stateless
 
 
 def run_as(world: World, calls: SdkCalls, handler: str, monkeypatch: pytest.MonkeyPatch, call: Any) -> Any:
@@ -712,10 +642,9 @@ def bootstrapped(
     properties.pop("Endpoint", None)  # each test's front has its own port
     role, environment = world.function("index_bootstrap.handler.on_event")
     environment.pop("OPENSEARCH_ENDPOINT", None)
-    key = json.dumps(
-        ["Custom::OpenSearchIndexBootstrap", properties, role, environment], sort_keys=True, default=str
-    )
-    server.engine.prepared(key, lambda: bootstrap(world, calls, monkeypatch))
+    key = ["Custom::OpenSearchIndexBootstrap", properties, role, environment]
+    made = json.dumps(key, sort_keys=True, default=str)
+    server.engine.prepared(made, lambda: bootstrap(world, calls, monkeypatch))
 
 
 @dataclass
@@ -726,23 +655,18 @@ class Run:
     history: list[dict[str, Any]]
 
     def states_entered(self) -> list[str]:
-        return [
-            e["stateEnteredEventDetails"]["name"] for e in self.history if "stateEnteredEventDetails" in e
-        ]
+        entered = "stateEnteredEventDetails"
+        return [event[entered]["name"] for event in self.history if entered in event]
 
 
 class Workflows:
     """Start a workflow with the CLI and wait for its end, the worker running in-process on every Lambda task."""
 
     def __init__(self, world: World, calls: SdkCalls, clock: Clock, gaps: MotoGaps) -> None:
-        self.world = world
-        self.calls = calls
-        self.clock = clock
-        self.gaps = gaps
+        self.world, self.calls, self.clock, self.gaps = world, calls, clock, gaps
         self.invocations: list[dict[str, Any]] = []
         self.errors: list[str] = []  # what the worker raised, invocation by invocation
         self.remaining_seconds = 900.0  # of each invocation; lower it to make every part stop at its deadline
-        self.executions = 0
         from moto.awslambda.models import LambdaFunction
 
         workflows = self
@@ -755,9 +679,8 @@ class Workflows:
         def invoke(function: Any, body: Any, request_headers: Any, response_headers: Any) -> str:
             event = json.loads(body) if body else {}
             workflows.invocations.append(event)
-            if (
-                len(workflows.invocations) > MAX_INVOCATIONS
-            ):  # a part that never ends fails the test, not hangs
+            # a part that never ends fails the test, not hangs
+            if len(workflows.invocations) > MAX_INVOCATIONS:
                 response_headers["x-amz-function-error"] = "Unhandled"
                 message = f"the worker was invoked over {MAX_INVOCATIONS} times: a loop that never ends"
                 workflows.errors.append(message)
@@ -782,9 +705,8 @@ class Workflows:
             return made
 
         world.monkeypatch.setattr(worker, "build_ports", ports)
-        world.monkeypatch.setattr(
-            worker, "IndexClient", functools.partial(worker.IndexClient, sleep=self.worker_sleeps.sleep)
-        )
+        recorded = functools.partial(worker.IndexClient, sleep=self.worker_sleeps.sleep)
+        world.monkeypatch.setattr(worker, "IndexClient", recorded)
         world.monkeypatch.setattr(deployed, "pause", follow)
 
     def operator(self) -> str:
@@ -794,17 +716,13 @@ class Workflows:
         arn = f"arn:aws:iam::{self.world.account}:role/ops-operator"
         bucket = f"arn:aws:s3:::{self.world.ops_bucket}"
         follow = ["cloudformation:DescribeStacks", "states:StartExecution", "states:DescribeExecution"]
+        runs_only = {"Condition": {"StringLike": {"s3:prefix": ["runs/*"]}}}
         self.calls.policies.identity[arn] = [
             {
                 "Statement": [
                     {"Effect": "Allow", "Action": [*follow, "states:GetExecutionHistory"], "Resource": "*"},
                     {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket}/runs/*"},
-                    {
-                        "Effect": "Allow",
-                        "Action": "s3:ListBucket",
-                        "Resource": bucket,
-                        "Condition": {"StringLike": {"s3:prefix": ["runs/*"]}},
-                    },
+                    {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket} | runs_only,
                     {"Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*"},
                 ]
             }
@@ -824,7 +742,6 @@ class Workflows:
         out = capsys.readouterr().out
         summary = json.loads(out.splitlines()[-1])
         assert "execution" in summary, f"the CLI failed before or while following the execution: {summary}"
-        self.executions += 1
         arn = summary["execution"]["arn"]
         sfn = boto3.client("stepfunctions", region_name=self.world.region)
         history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
@@ -856,11 +773,17 @@ def deployed_environment(
 
 def report_decisions(access: DomainAccess | None, environment: str) -> None:
     """Add the domain's IAM decisions on signed requests to `IAM_CHECK_REPORT` (figures for the docs and notes)."""
-    report = os.environ.get("IAM_CHECK_REPORT")
-    if report and access is not None:
-        with open(report, "a") as out:
-            for role, action, _, decision in access.decided:
-                out.write(json.dumps([role, action, f"signed:{decision}", environment]) + "\n")
+    if access is not None:
+        report(
+            [role, action, f"signed:{decision}", environment] for role, action, _, decision in access.decided
+        )
+
+
+def report(rows: Iterable[list[str]]) -> None:
+    """Add `rows` to the file `IAM_CHECK_REPORT` names, if any (figures for the docs and notes)."""
+    if path := os.environ.get("IAM_CHECK_REPORT"):
+        with open(path, "a") as out:
+            out.writelines(json.dumps(row) + "\n" for row in rows)
 
 
 def running_execution(thread: threading.Thread) -> bool:
@@ -908,10 +831,4 @@ def workflows_world(
             before = set(threading.enumerate())
             yield world, calls, clock, gaps
             settle(before)
-        report = os.environ.get(
-            "IAM_CHECK_REPORT"
-        )  # where to add this test's checked calls (figures for docs)
-        if report:
-            with open(report, "a") as out:
-                for call in calls.checked:
-                    out.write(json.dumps([call.role, call.action, call.operation, config.name]) + "\n")
+        report([call.role, call.action, call.operation, config.name] for call in calls.checked)

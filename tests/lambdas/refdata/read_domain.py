@@ -51,9 +51,8 @@ def access() -> DomainAccess:
 
 
 def signed(server: LoopbackOpenSearch, key: str) -> OpenSearchTransport:
-    return OpenSearchTransport(
-        server.endpoint, "ca-central-1", timeout_seconds=5, credentials=Credentials(key, "x")
-    )
+    credentials = Credentials(key, "x")
+    return OpenSearchTransport(server.endpoint, "ca-central-1", timeout_seconds=5, credentials=credentials)
 
 
 def dynamodb_value(value: Any) -> Any:

@@ -12,17 +12,9 @@ from refdata.registry import KeyConventionError, indexable_schemas
 pytestmark = pytest.mark.integration
 
 
-def test_counter_starts_at_one_and_increments(table):
-    assert [next_value(table, "geozone::bcparks_1") for _ in range(3)] == [1, 2, 3]
-
-
 def test_counters_are_per_partition(table):
     next_value(table, "geozone::a")
     assert next_value(table, "geozone::b") == 1
-
-
-def test_next_key_pads_the_counter_value(table):
-    assert next_key(table, "geozone", {"collectionId": "bcparks_1"}) == ("geozone::bcparks_1", "0000000001")
 
 
 def test_next_key_refuses_schemas_without_counter_sort_keys(table):

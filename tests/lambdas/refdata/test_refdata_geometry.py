@@ -7,24 +7,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from refdata.geometry import GeometryError, canonical_bytes, centroid, content_key, envelope, validate
 
+from tests.support.shapes import square
+
 SQUARE_WITH_HOLE = {
     "type": "Polygon",
-    "coordinates": [
-        [[0, 0], [4, 0], [4, 4], [0, 4], [0, 0]],
-        [[0, 0], [0, 2], [2, 2], [2, 0], [0, 0]],
-    ],
+    "coordinates": [square(0, 0, 4)["coordinates"][0], [[0, 0], [0, 2], [2, 2], [2, 0], [0, 0]]],
 }
 
 
 def test_envelope_covers_every_ring_and_part():
-    multi = {
-        "type": "MultiPolygon",
-        "coordinates": [
-            [[[0, 0], [1, 0], [1, 1], [0, 0]]],
-            [[[10, -5], [12, -5], [12, 3], [10, -5]], [[10.5, -4], [11, -4], [11, -3], [10.5, -4]]],
-        ],
-    }
-    assert envelope(multi) == (0, -5, 12, 3)
+    first = [[[0, 0], [1, 0], [1, 1], [0, 0]]]
+    second = [[[10, -5], [12, -5], [12, 3], [10, -5]], [[10.5, -4], [11, -4], [11, -3], [10.5, -4]]]
+    assert envelope({"type": "MultiPolygon", "coordinates": [first, second]}) == (0, -5, 12, 3)
 
 
 def test_polygon_centroid_is_area_weighted_and_holes_subtract():
@@ -32,8 +26,8 @@ def test_polygon_centroid_is_area_weighted_and_holes_subtract():
 
 
 def test_centroid_does_not_depend_on_ring_winding():
-    clockwise = {"type": "Polygon", "coordinates": [[[0, 0], [0, 2], [2, 2], [2, 0], [0, 0]]]}
-    counter = {"type": "Polygon", "coordinates": [[[0, 0], [2, 0], [2, 2], [0, 2], [0, 0]]]}
+    counter = square(0, 0, 2)
+    clockwise = {"type": "Polygon", "coordinates": [counter["coordinates"][0][::-1]]}
     assert centroid(clockwise) == centroid(counter) == pytest.approx((1, 1))
 
 
@@ -47,10 +41,7 @@ def test_centroid_does_not_depend_on_ring_winding():
         (
             {
                 "type": "GeometryCollection",
-                "geometries": [
-                    {"type": "Point", "coordinates": [100, 50]},
-                    {"type": "Polygon", "coordinates": [[[0, 0], [2, 0], [2, 2], [0, 2], [0, 0]]]},
-                ],
+                "geometries": [{"type": "Point", "coordinates": [100, 50]}, square(0, 0, 2)],
             },
             (1, 1),
         ),
@@ -91,9 +82,8 @@ def test_canonical_bytes_ignore_number_type_and_key_order():
 
 
 def test_content_key_is_the_sha256_of_the_bytes():
-    assert content_key(b"{}") == (
-        "geometries/44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a.geojson"
-    )
+    sha256 = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+    assert content_key(b"{}") == f"geometries/{sha256}.geojson"
 
 
 @st.composite

@@ -117,9 +117,8 @@ def test_one_path_cannot_be_both_a_value_and_an_object(item: dict[str, Any]) -> 
 
 
 def test_dotted_names_and_objects_meet_in_one_object() -> None:
-    check_item(
-        {"label": {"sub": "y"}, "label.other": 1, "label.deep.x": "z", "label.deep": {"y": "w"}}, MAPPED
-    )
+    item = {"label": {"sub": "y"}, "label.other": 1, "label.deep.x": "z", "label.deep": {"y": "w"}}
+    check_item(item, MAPPED)
 
 
 @pytest.mark.parametrize(
@@ -207,14 +206,11 @@ values = st.recursive(
     max_leaves=12,
 )
 SMALL = Limits(depth=4, total_fields=MAPPED_FIELDS + 8)
-SMALL_INDEX = {
-    "settings": {
-        "index.number_of_replicas": 0,
-        "index.mapping.depth.limit": SMALL.depth,
-        "index.mapping.total_fields.limit": SMALL.total_fields,
-    },
-    "mappings": TEMPLATE,
+SMALL_LIMITS = {
+    "index.mapping.depth.limit": SMALL.depth,
+    "index.mapping.total_fields.limit": SMALL.total_fields,
 }
+SMALL_INDEX = {"settings": TEMPLATE_INDEX["settings"] | SMALL_LIMITS, "mappings": TEMPLATE}
 
 
 def engine_refusal(engine: EngineNode, item: dict[str, Any], index: dict[str, Any]) -> Any:

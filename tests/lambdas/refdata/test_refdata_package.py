@@ -42,12 +42,8 @@ def test_everything_but_the_writer_and_the_transport_imports_without_the_aws_sdk
     conventions = [name for name in MODULES if name not in NEEDS_BOTO3]
     assert {"refdata.registry", "refdata.sharding", "refdata.reader", "refdata.queries"} <= set(conventions)
     lambdas = Path(refdata.__file__).parent.parent
-    run = subprocess.run(
-        [sys.executable, "-c", BLOCK_BOTO3, "refdata", *conventions],
-        cwd=lambdas,
-        capture_output=True,
-        text=True,
-    )
+    command = [sys.executable, "-c", BLOCK_BOTO3, "refdata", *conventions]
+    run = subprocess.run(command, cwd=lambdas, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
 
 

@@ -47,77 +47,39 @@ from tests.support.shapes import square
 
 pytestmark = pytest.mark.integration
 
+
+def point(lon: float, lat: float) -> dict[str, Any]:
+    return {"type": "Point", "coordinates": [lon, lat]}
+
+
+def zone(name: str, description: str, geometry: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"collection": "bcparks_1", "name": name, "description": description, "geometry": geometry} | extra
+
+
 ZONES: dict[str, dict[str, Any]] = {
-    "1": {
-        "collection": "bcparks_1",
-        "name": "Alpine Meadow",
-        "description": "wildflowers and a lake",
-        "geometry": square(-123.2, 49.0, 0.2),  # centroid (49.1, -123.1)
-    },
-    "2": {
-        "collection": "bcparks_1",
-        "name": "Lake Shore",
-        "description": "sandy beach on the lake",
-        "adminNotes": "bear sightings, keep quiet",
-        "geometry": square(-122.0, 49.0, 0.2),
-    },
-    "3": {
-        "collection": "bcparks_10",  # a collection whose id starts like bcparks_1's
-        "name": "Harbour",
-        "description": "a lake by the harbour",
-        "geometry": square(-123.5, 48.4, 0.1),
-    },
-    "4": {
-        "collection": "bcparks_1",
-        "name": "Closed Lake",
-        "description": "a lake under restoration",
-        "hidden": True,
-        "geometry": square(-123.15, 49.05, 0.05),
-    },
-    "5": {
-        "collection": "bcparks_1",
-        "name": "Trailhead",
-        "description": "start of the lake trail",
-        "geometry": {"type": "Point", "coordinates": [-123.05, 49.05]},
-    },
-    "7": {  # a point outside every polygon below
-        "collection": "bcparks_1",
-        "name": "Lookout",
-        "description": "a view over the valley",
-        "geometry": {"type": "Point", "coordinates": [-121.5, 49.5]},
-    },
-    "6": {  # deleted: only its tombstone is indexed
-        "collection": "bcparks_1",
-        "name": "Old Lake Camp",
-        "description": "removed",
-        "geometry": square(-123.1, 49.1, 0.05),
-    },
+    # centroid (49.1, -123.1)
+    "1": zone("Alpine Meadow", "wildflowers and a lake", square(-123.2, 49.0, 0.2)),
+    "2": zone("Lake Shore", "sandy beach on the lake", square(-122.0, 49.0, 0.2), adminNotes="bear seen"),
+    # a collection whose id starts like bcparks_1's
+    "3": zone("Harbour", "a lake by the harbour", square(-123.5, 48.4, 0.1), collection="bcparks_10"),
+    "4": zone("Closed Lake", "a lake under restoration", square(-123.15, 49.05, 0.05), hidden=True),
+    "5": zone("Trailhead", "start of the lake trail", point(-123.05, 49.05)),
+    "7": zone("Lookout", "a view over the valley", point(-121.5, 49.5)),  # outside every polygon below
+    # deleted: only its tombstone is indexed
+    "6": zone("Old Lake Camp", "removed", square(-123.1, 49.1, 0.05)),
 }
+
+
+def product(collection: str, activity_id: str, product_id: str, day: str, name: str) -> dict[str, Any]:
+    pk = f"productDate::{collection}::dayuse::{activity_id}"
+    return {"pk": pk, "sk": f"{product_id}::{day}", "name": name, "date": day}
+
+
 PRODUCTS: list[dict[str, Any]] = [
-    {
-        "pk": "productDate::bcparks_1::dayuse::1",
-        "sk": "1::2025-12-30",
-        "name": "Lake day pass",
-        "date": "2025-12-30",
-    },
-    {
-        "pk": "productDate::bcparks_1::dayuse::1",
-        "sk": "1::2025-12-31",
-        "name": "Lake day pass",
-        "date": "2025-12-31",
-    },
-    {
-        "pk": "productDate::bcparks_1::dayuse::2",
-        "sk": "2::2026-01-01",
-        "name": "Lake night pass",
-        "date": "2026-01-01",
-    },
-    {
-        "pk": "productDate::bcparks_2::dayuse::1",
-        "sk": "1::2025-12-31",
-        "name": "Lake day pass",
-        "date": "2025-12-31",
-    },
+    product("bcparks_1", "1", "1", "2025-12-30", "Lake day pass"),
+    product("bcparks_1", "1", "1", "2025-12-31", "Lake day pass"),
+    product("bcparks_1", "2", "2", "2026-01-01", "Lake night pass"),
+    product("bcparks_2", "1", "1", "2025-12-31", "Lake day pass"),
 ]
 
 
@@ -166,12 +128,12 @@ def zones(*numbers: str) -> list[str]:
 # --- geospatial on geometry -------------------------------------------------------------------------------
 
 
-AROUND_ZONE_1 = Polygon(
-    tuple(
-        GeoPoint(lat, lon)
-        for lon, lat in [(-123.3, 48.9), (-122.9, 48.9), (-122.9, 49.3), (-123.3, 49.3), (-123.3, 48.9)]
-    )
-)
+def rectangle(west: float, south: float, east: float, north: float) -> Polygon:
+    corners = [(west, south), (east, south), (east, north), (west, north), (west, south)]
+    return Polygon(tuple(GeoPoint(lat, lon) for lon, lat in corners))
+
+
+AROUND_ZONE_1 = rectangle(-123.3, 48.9, -122.9, 49.3)
 
 
 def test_a_polygon_finds_the_shapes_it_intersects_and_never_hidden_or_deleted_ones(
@@ -196,12 +158,7 @@ def test_a_point_inside_a_zone_finds_it_and_a_point_outside_every_zone_finds_not
 
 
 def test_within_keeps_only_the_shapes_wholly_inside(reader: OpenSearchTransport) -> None:
-    half_of_zone_1 = Polygon(
-        tuple(
-            GeoPoint(lat, lon)
-            for lon, lat in [(-123.1, 49.0), (-122.9, 49.0), (-122.9, 49.2), (-123.1, 49.2), (-123.1, 49.0)]
-        )
-    )
+    half_of_zone_1 = rectangle(-123.1, 49.0, -122.9, 49.2)
 
     within = run(reader, geo_shape_search("geozone", half_of_zone_1, Relation.WITHIN))
     intersecting = run(reader, geo_shape_search("geozone", half_of_zone_1))
@@ -292,14 +249,8 @@ def test_text_search_filters_by_collection_and_inclusive_dates(reader: OpenSearc
     answer = run(
         reader, text_search("productDate", "day pass", filters=Filters(collection="bcparks_1", dates=dates))
     )
-    until_new_year = run(
-        reader,
-        text_search(
-            "productDate",
-            "pass",
-            filters=Filters(dates=DateRange(end=datetime(2026, 1, 1, 0, 0, tzinfo=UTC))),
-        ),
-    )
+    new_year = DateRange(end=datetime(2026, 1, 1, 0, 0, tzinfo=UTC))
+    until_new_year = run(reader, text_search("productDate", "pass", filters=Filters(dates=new_year)))
 
     assert ids(answer) == ["productDate::bcparks_1::dayuse::1#1::2025-12-31"]
     assert len(ids(until_new_year)) == 4  # midnight on 1 January is in range
@@ -346,26 +297,11 @@ def test_a_text_search_with_filters_builds_the_documented_body() -> None:
         page=Page(size=5, after=(1.5, "p", "s")),
     )
 
+    words = {"query": "day pass", "fields": ["name", "description"], "type": "best_fields", "operator": "and"}
+    filters = [{"prefix": {"pk": "productDate::bcparks_1::"}}, {"range": {"date": {"gte": "2025-12-01"}}}]
     assert request.path == "productdate/_search"
     assert request.body == {
-        "query": {
-            "bool": {
-                "must": [
-                    {
-                        "multi_match": {
-                            "query": "day pass",
-                            "fields": ["name", "description"],
-                            "type": "best_fields",
-                            "operator": "and",
-                        }
-                    }
-                ],
-                "filter": [
-                    {"prefix": {"pk": "productDate::bcparks_1::"}},
-                    {"range": {"date": {"gte": "2025-12-01"}}},
-                ],
-            }
-        },
+        "query": {"bool": {"must": [{"multi_match": words}], "filter": filters}},
         "sort": [{"_score": "desc"}, {"pk": "asc"}, {"sk": "asc"}],
         "size": 5,
         "track_total_hits": True,
@@ -383,14 +319,8 @@ def test_shapes_become_geojson_and_envelopes() -> None:
     box = geo_shape_search("geozone", BoundingBox(west=-1, south=-2, east=3, north=4), Relation.WITHIN).body
     point = geo_shape_search("geozone", GeoPoint(lat=4, lon=-1)).body
 
-    assert box["query"] == {
-        "geo_shape": {
-            "geometry": {
-                "shape": {"type": "envelope", "coordinates": [[-1, 4], [3, -2]]},
-                "relation": "within",
-            }
-        }
-    }
+    envelope = {"type": "envelope", "coordinates": [[-1, 4], [3, -2]]}
+    assert box["query"] == {"geo_shape": {"geometry": {"shape": envelope, "relation": "within"}}}
     assert point["query"]["geo_shape"]["geometry"]["shape"] == {"type": "Point", "coordinates": [-1, 4]}
 
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -101,12 +102,8 @@ def test_the_key_is_parsed_through_the_registry(schema: Schema) -> None:
 @SCHEMAS
 def test_platform_fields_are_removed_but_geometry_location_bbox_and_global_id_kept(schema: Schema) -> None:
     pk, sk = keys(schema, 3)
-    source: dict[str, Any] = {name: f"<{name}>" for name in PLATFORM_ATTRIBUTES} | {
-        "pk": pk,
-        "sk": sk,
-        "name": "zone",
-    }
-    source[EXACT_NUMBERS_FIELD] = {}
+    source: dict[str, Any] = {name: f"<{name}>" for name in PLATFORM_ATTRIBUTES}
+    source |= {"pk": pk, "sk": sk, "name": "zone", EXACT_NUMBERS_FIELD: {}}
 
     item = parse_hit(raw_hit(pk, sk, source)).item
 
@@ -137,9 +134,7 @@ class FakeDomain:
     documents: list[dict[str, Any]]
     requests: list[dict[str, Any]] = field(default_factory=list)
 
-    def request(
-        self, method: str, path: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
-    ) -> Answer:
+    def request(self, method: str, path: str, body: bytes | None = None, headers: Any = None) -> Answer:
         assert method == "POST" and body is not None
         query = json.loads(body)
         self.requests.append(query)
@@ -147,20 +142,15 @@ class FakeDomain:
         after = tuple(query.get("search_after", ()))
         rest = [doc for doc in ordered if not after or (doc["pk"], doc["sk"]) > after]
         hits = [raw_hit(doc["pk"], doc["sk"], doc) for doc in rest[: query["size"]]]
-        answer = {
-            "timed_out": False,
-            "hits": {"total": {"value": len(ordered), "relation": "eq"}, "hits": hits},
-        }
-        return Answer(200, json.dumps(answer).encode())
+        total = {"value": len(ordered), "relation": "eq"}
+        return Answer(200, json.dumps({"timed_out": False, "hits": {"total": total, "hits": hits}}).encode())
 
 
 @SCHEMAS
 @pytest.mark.parametrize("count", [0, 1, 5, 6])
 def test_pages_cover_every_document_once_and_stop_after_the_last(schema: Schema, count: int) -> None:
-    documents: list[dict[str, Any]] = []
-    for n in range(count):
-        pk, sk = keys(schema, n)
-        documents.append({"pk": pk, "sk": sk, "n": n, EXACT_NUMBERS_FIELD: {}})
+    rows = [(n, *keys(schema, n)) for n in range(count)]
+    documents = [{"pk": pk, "sk": sk, "n": n, EXACT_NUMBERS_FIELD: {}} for n, pk, sk in rows]
     domain = FakeDomain(documents)
 
     pages = list(Reader(domain).pages(browse(schema.name, page=Page(size=3))))
@@ -170,9 +160,8 @@ def test_pages_cover_every_document_once_and_stop_after_the_last(schema: Schema,
     assert len(pages) == count // 3 + 1 == len(domain.requests)  # a full page asks once more; then none
     assert pages[-1].next is None and all(page.next is not None for page in pages[:-1])
     assert all(page.total == count for page in pages)
-    assert [hit.item["n"] for hit in Reader(FakeDomain(documents)).hits(browse(schema.name))] == list(
-        range(count)
-    )
+    every_hit = Reader(FakeDomain(documents)).hits(browse(schema.name))
+    assert [hit.item["n"] for hit in every_hit] == list(range(count))
 
 
 @SCHEMAS
@@ -193,31 +182,14 @@ def test_a_full_page_continues_after_its_last_sort_values_and_a_short_one_ends(s
 REQUEST = SearchRequest("geo/_search", {"size": 10})
 
 
-@dataclass
-class Answering:
-    """A transport that gives one answer to every request."""
-
-    answer: Answer
-
-    def request(
-        self, method: str, path: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
-    ) -> Answer:
-        return self.answer
-
-
-ENGINE_ERROR = {
-    "error": {
-        "type": "search_phase_execution_exception",
-        "reason": "all shards failed",
-        "caused_by": {"type": "illegal_argument_exception", "reason": "Text fields are not optimised"},
-    },
-    "status": 400,
-}
-
-
 def test_an_engine_error_names_its_status_and_the_engines_reason() -> None:
+    cause = {"type": "illegal_argument_exception", "reason": "Text fields are not optimised"}
+    error = {"type": "search_phase_execution_exception", "reason": "all shards failed", "caused_by": cause}
+    answer = Answer(400, json.dumps({"error": error, "status": 400}).encode())
     with pytest.raises(SearchError) as raised:
-        Reader(Answering(Answer(400, json.dumps(ENGINE_ERROR).encode()))).search(REQUEST)
+        Reader(SimpleNamespace(request=lambda *_, **__: answer)).search(
+            REQUEST
+        )  # one answer to every request
 
     assert raised.value.status == 400
     assert raised.value.reason == (
@@ -243,14 +215,8 @@ def test_answers_that_are_not_search_results_raise(status: int, body: bytes, rea
 
 
 def test_partial_results_raise_rather_than_pass_for_all() -> None:
-    failed = {
-        "_shards": {
-            "total": 2,
-            "failed": 1,
-            "failures": [{"reason": {"type": "x_exception", "reason": "boom"}}],
-        },
-        "hits": {"hits": []},
-    }
+    failures = [{"reason": {"type": "x_exception", "reason": "boom"}}]
+    failed = {"_shards": {"total": 2, "failed": 1, "failures": failures}, "hits": {"hits": []}}
     with pytest.raises(SearchError, match="1 shard\\(s\\) failed: x_exception: boom"):
         parse_answer(REQUEST, failed)
     with pytest.raises(SearchError, match="timed out"):

@@ -17,7 +17,6 @@ from refdata.registry import Schema, get_schema
 
 from tests.lambdas.refdata.read_domain import (
     PUBLIC,
-    READER,
     READER_KEY,
     read_domain,
     sample_key,
@@ -75,16 +74,6 @@ def test_pages_by_search_after_cover_every_document_once_with_exact_numbers(
         assert hit.schema is schema and hit.key == ItemKey(schema.name, sample_key(schema, n))
         assert hit.item == {"name": f"item {n}", "price": Decimal(price(n)), "count": 10**37 + n}
         assert str(hit.item["price"]) == price(n)  # digit for digit
-
-
-def test_every_request_was_admitted_by_iam_as_the_read_role(
-    server: LoopbackOpenSearch, reader: Reader
-) -> None:
-    assert server.access is not None
-    list(reader.pages(browse(SCHEMAS[0].name, page=Page(size=3))))
-    decisions = {(role, action, decision) for role, action, _, decision in server.access.decided}
-    assert (READER, "es:ESHttpPost", "allow") in decisions
-    assert not [d for d in decisions if d[0] == READER and d[2] != "allow"]
 
 
 def test_an_engine_error_raises_with_its_status_and_reason(reader: Reader) -> None:

@@ -21,9 +21,8 @@ from refdata.registry import (
 
 
 def test_indexable_schemas_are_the_registry_s_indexable_ones_in_registry_order():
-    assert [s.name for s in indexable_schemas()] == [
-        name for name, schema in REGISTRY.items() if schema.indexable
-    ]
+    indexable = [name for name, schema in REGISTRY.items() if schema.indexable]
+    assert [s.name for s in indexable_schemas()] == indexable
 
 
 def test_counter_schema_is_not_indexable():
@@ -82,13 +81,14 @@ def test_schemas_are_hashable():
 
 
 def zone(**changes):
-    return Schema(
-        name="zone",
-        scope=(Field("collectionId"),),
-        sk=CounterSk(),
-        indexable=True,
-        **changes,
-    )
+    return Schema(name="zone", scope=(Field("collectionId"),), sk=CounterSk(), indexable=True, **changes)
+
+
+def hidden_by(flag: Attribute) -> Schema:
+    return zone(attributes=(flag,), hidden_flag=flag.name)
+
+
+TEXT = (Attribute("a", AttributeKind.TEXT),)
 
 
 def test_attributes_are_listed_by_kind_and_visibility_in_declaration_order():
@@ -105,27 +105,15 @@ def test_attributes_are_listed_by_kind_and_visibility_in_declaration_order():
         (lambda: Attribute("bad name", AttributeKind.TEXT), "alphanumeric"),
         (lambda: Attribute("tombstone", AttributeKind.BOOLEAN), "platform"),
         (lambda: Attribute("geometry", AttributeKind.KEYWORD), "platform"),
-        (lambda: zone(attributes=(Attribute("a", AttributeKind.TEXT),) * 2), "repeat"),
+        (lambda: zone(attributes=TEXT * 2), "repeat"),
         (lambda: zone(hidden_flag="hidden"), "declared BOOLEAN"),
+        (lambda: hidden_by(Attribute("hidden", AttributeKind.TEXT)), "BOOLEAN"),
         (
-            lambda: zone(attributes=(Attribute("hidden", AttributeKind.TEXT),), hidden_flag="hidden"),
-            "BOOLEAN",
-        ),
-        (
-            lambda: zone(
-                attributes=(Attribute("hidden", AttributeKind.BOOLEAN, Visibility.INTERNAL),),
-                hidden_flag="hidden",
-            ),
+            lambda: hidden_by(Attribute("hidden", AttributeKind.BOOLEAN, Visibility.INTERNAL)),
             "must be public",
         ),
         (
-            lambda: Schema(
-                "note",
-                (Field("id"),),
-                CounterSk(),
-                indexable=False,
-                attributes=(Attribute("a", AttributeKind.TEXT),),
-            ),
+            lambda: Schema("note", (Field("id"),), CounterSk(), indexable=False, attributes=TEXT),
             "not indexable",
         ),
     ],

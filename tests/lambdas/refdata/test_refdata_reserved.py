@@ -10,15 +10,7 @@ from datetime import date
 import pytest
 from refdata import counters
 from refdata.keys import build_pk, document_id, parse_key
-from refdata.registry import (
-    CounterSk,
-    Field,
-    FieldsSk,
-    KeyConventionError,
-    Kind,
-    Schema,
-    indexable_schemas,
-)
+from refdata.registry import CounterSk, Field, FieldsSk, KeyConventionError, Kind, Schema, indexable_schemas
 from refdata.reserved import (
     CANARY,
     HEARTBEAT,

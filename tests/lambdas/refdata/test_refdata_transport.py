@@ -41,11 +41,14 @@ GENEROUS = 30.0
 
 
 def transport_for(
-    server: LoopbackOpenSearch, *, timeout: float = GENEROUS, secret: str = SECRET_KEY
+    server: LoopbackOpenSearch,
+    *,
+    timeout: float = GENEROUS,
+    secret: str = SECRET_KEY,
+    token: str | None = None,
 ) -> OpenSearchTransport:
-    return OpenSearchTransport(
-        server.endpoint, REGION, timeout_seconds=timeout, credentials=Credentials(ACCESS_KEY, secret)
-    )
+    credentials = Credentials(ACCESS_KEY, secret, token=token)
+    return OpenSearchTransport(server.endpoint, REGION, timeout_seconds=timeout, credentials=credentials)
 
 
 def test_requests_carry_a_sigv4_signature_for_service_es(server: LoopbackOpenSearch) -> None:
@@ -66,12 +69,7 @@ def test_server_verifies_the_signature_so_a_wrong_secret_is_refused(server: Loop
 
 
 def test_session_token_is_sent_and_signed(server: LoopbackOpenSearch) -> None:
-    transport = OpenSearchTransport(
-        server.endpoint,
-        REGION,
-        timeout_seconds=GENEROUS,
-        credentials=Credentials(ACCESS_KEY, SECRET_KEY, token="session-token"),
-    )
+    transport = transport_for(server, token="session-token")
 
     assert transport.request("GET", "_cat/indices?format=json").status == 200
     assert server.requests[-1].headers["x-amz-security-token"] == "session-token"
@@ -79,12 +77,8 @@ def test_session_token_is_sent_and_signed(server: LoopbackOpenSearch) -> None:
 
 
 def test_body_bytes_arrive_intact_with_their_sha256(server: LoopbackOpenSearch) -> None:
-    body = (
-        json.dumps({"index": {"_index": "places", "_id": "geozone::a#1"}}).encode()
-        + b"\n"
-        + json.dumps({"name": "Caf\u00e9 \u2603", "n": 1}, ensure_ascii=False).encode()
-        + b"\n"
-    )
+    lines = [{"index": {"_index": "places", "_id": "geozone::a#1"}}, {"name": "Caf\u00e9 \u2603", "n": 1}]
+    body = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
 
     response = transport_for(server).request("POST", "_bulk", body, {"Content-Type": NDJSON_CONTENT_TYPE})
 
@@ -174,7 +168,6 @@ def test_one_transport_is_safe_to_share_between_threads(server: LoopbackOpenSear
 
 
 def test_a_bare_domain_endpoint_means_https() -> None:
-    assert (
-        normalize_endpoint("vpc-x.eu-west-1.es.amazonaws.com") == "https://vpc-x.eu-west-1.es.amazonaws.com"
-    )
+    domain = "vpc-x.eu-west-1.es.amazonaws.com"
+    assert normalize_endpoint(domain) == f"https://{domain}"
     assert normalize_endpoint("http://127.0.0.1:9200/") == "http://127.0.0.1:9200"

@@ -17,12 +17,8 @@ THREAD = Entity(
 
 
 def test_split_gives_meta_text_and_one_item_per_comment():
-    assert [item["sk"] for item in split(THREAD)] == [
-        "META",
-        "TEXT",
-        "COMMENT#1234567890000",
-        "COMMENT#1234567890500",
-    ]
+    parts = ["META", "TEXT", "COMMENT#1234567890000", "COMMENT#1234567890500"]
+    assert [item["sk"] for item in split(THREAD)] == parts
 
 
 def test_assemble_inverts_split_whatever_the_item_order():

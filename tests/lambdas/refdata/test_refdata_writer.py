@@ -59,13 +59,8 @@ def attributes(schema: Schema, **extra: object) -> dict[str, object]:
 
 
 def circle(vertices: int) -> dict:
-    ring = [
-        [
-            -123.3 + 0.5 * math.cos(2 * math.pi * k / vertices),
-            48.4 + 0.5 * math.sin(2 * math.pi * k / vertices),
-        ]
-        for k in range(vertices)
-    ]
+    angles = [2 * math.pi * k / vertices for k in range(vertices)]
+    ring = [[-123.3 + 0.5 * math.cos(angle), 48.4 + 0.5 * math.sin(angle)] for angle in angles]
     return {"type": "Polygon", "coordinates": [[*ring, ring[0]]]}
 
 
@@ -124,12 +119,7 @@ def test_tables_parse_what_the_stack_outputs_and_refuse_a_schema_no_table_holds(
 
 
 def test_a_create_never_overwrites_an_item(writer):
-    schema = next(s for s in DATA_SCHEMAS if not isinstance(s.sk, CounterSk) and s.sharding is None)
-    values = {
-        **key_values(schema),
-        **{f.name: str(uuid.uuid4()) for f in schema.sk_fields if f.kind is Kind.UUID},
-    }
-    item = {"pk": build_pk(schema.name, values), "sk": build_sk(schema.name, values)}
+    item = _item(next(s for s in DATA_SCHEMAS if not isinstance(s.sk, CounterSk) and s.sharding is None))
     writer.create_item({**item, "note": "first"})
     with pytest.raises(ItemExistsError):
         writer.create_item({**item, "note": "second"})
@@ -146,29 +136,26 @@ def refusals(schema: Schema, writer: Writer) -> dict[str, Callable[[], object]]:
     values, item = key_values(schema), _item(schema)
     pk, sk = str(item["pk"]), str(item["sk"])
     first = schema.scope[0]
+
+    def create(key: dict[str, object] = values, **extra: object) -> Callable[[], object]:
+        return lambda: writer.create(schema.name, key, attributes(schema, **extra))
+
+    def create_item(**changes: object) -> Callable[[], object]:
+        return lambda: writer.create_item({**item, **changes})
+
     cases: dict[str, Callable[[], object]] = {
-        "a platform attribute": lambda: writer.create(
-            schema.name, values, attributes(schema, tombstone=True)
-        ),
-        "a float": lambda: writer.create(schema.name, values, attributes(schema, price=1.5)),
-        "a float, given the key": lambda: writer.create_item({**item, "price": 1.5}),
-        "a number DynamoDB cannot hold": lambda: writer.create_item(
-            {**item, "price": Decimal("1." + "1" * 40)}
-        ),
-        "an empty set": lambda: writer.create(schema.name, values, attributes(schema, tags=set())),
-        "an item over 400 KB": lambda: writer.create(
-            schema.name, values, attributes(schema, text="x" * 410_000)
-        ),
-        "a globalId given": lambda: writer.create_item({**item, "globalId": str(uuid.uuid4())}),
-        "a key value off the conventions": lambda: writer.create(
-            schema.name, {**values, first.name: "a::b"}, attributes(schema)
-        ),
-        "a key field missing": lambda: writer.create(
-            schema.name, {k: v for k, v in values.items() if k != first.name}, attributes(schema)
-        ),
-        "a pk off the conventions": lambda: writer.create_item({**item, "pk": "nothing::x"}),
+        "a platform attribute": create(tombstone=True),
+        "a float": create(price=1.5),
+        "a float, given the key": create_item(price=1.5),
+        "a number DynamoDB cannot hold": create_item(price=Decimal("1." + "1" * 40)),
+        "an empty set": create(tags=set()),
+        "an item over 400 KB": create(text="x" * 410_000),
+        "a globalId given": create_item(globalId=str(uuid.uuid4())),
+        "a key value off the conventions": create({**values, first.name: "a::b"}),
+        "a key field missing": create({k: v for k, v in values.items() if k != first.name}),
+        "a pk off the conventions": create_item(pk="nothing::x"),
         "an unknown schema": lambda: writer.create("noSuchSchema", values, {}),
-        "an invalid geometry": lambda: writer.create_item({**item, "geometry": {"type": "Polygon"}}),
+        "an invalid geometry": create_item(geometry={"type": "Polygon"}),
         "an update of nothing": lambda: writer.update(pk, sk, {}),
         "an update of the globalId": lambda: writer.update(pk, sk, {"globalId": "x"}),
         "an update with a float": lambda: writer.update(pk, sk, {"price": 1.5}),
@@ -179,14 +166,10 @@ def refusals(schema: Schema, writer: Writer) -> dict[str, Callable[[], object]]:
     if schema.global_id:
         cases["a replacement without its globalId"] = lambda: writer.replace(item)
     if isinstance(schema.sk, CounterSk):
-        cases["a counter value given"] = lambda: writer.create(
-            schema.name, {**values, schema.sk.field_name: 7}, attributes(schema)
-        )
+        cases["a counter value given"] = create({**values, schema.sk.field_name: 7})
     if first.kind is Kind.TEXT:
         for scope in (HEARTBEAT_SCOPE, CANARY_SCOPE):
-            cases[f"the reserved scope {scope}"] = lambda scope=scope: writer.create(
-                schema.name, {**values, first.name: scope}, attributes(schema)
-            )
+            cases[f"the reserved scope {scope}"] = create({**values, first.name: scope})
     return cases
 
 
@@ -234,16 +217,16 @@ def test_counter_items_and_the_platforms_own_attributes_are_refused(nowhere, aws
             nowhere.update(str(item["pk"]), str(item["sk"]), {name: 1})
 
 
-def _item(schema: Schema, sk_number: int = 1) -> dict[str, object]:
-    values = {
-        **key_values(schema),
-        **{f.name: str(uuid.uuid4()) for f in schema.pk_fields + schema.sk_fields if f.kind is Kind.UUID},
+def _item(schema: Schema) -> dict[str, object]:
+    """A key of `schema` as the writer would build it (new UUIDs, the counter's first value)."""
+    values = key_values(schema) | {
+        f.name: str(uuid.uuid4()) for f in schema.pk_fields + schema.sk_fields if f.kind is Kind.UUID
     }
     if isinstance(schema.sk, CounterSk):
-        values[schema.sk.field_name] = sk_number
+        values[schema.sk.field_name] = 1
     if schema.sharding is not None:
         return {
-            "pk": sharded_pk(schema.name, {**attributes(schema), **values}),
+            "pk": sharded_pk(schema.name, attributes(schema) | values),
             "sk": build_sk(schema.name, values),
         }
     return {"pk": build_pk(schema.name, values), "sk": build_sk(schema.name, values)}

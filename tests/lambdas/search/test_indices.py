@@ -40,9 +40,8 @@ def seq(number: int) -> str:
 def test_template_maps_keys_geometry_location_and_bbox_explicitly() -> None:
     properties = index_template("geozone", replicas=1)["template"]["mappings"]["properties"]
 
-    assert {
-        key: properties[key]["type"] for key in ("pk", "sk", "globalId", "schema", "stream_seq")
-    } == dict.fromkeys(("pk", "sk", "globalId", "schema", "stream_seq"), "keyword")
+    keywords = ("pk", "sk", "globalId", "schema", "stream_seq")
+    assert {key: properties[key]["type"] for key in keywords} == dict.fromkeys(keywords, "keyword")
     assert properties["tombstone"] == {"type": "boolean"}
     assert properties["geometry"] == {"type": "geo_shape"}
     assert properties["location"] == {"type": "geo_point"}
@@ -54,14 +53,8 @@ def test_declared_attributes_are_mapped_by_kind_and_others_stay_dynamic() -> Non
 
     assert properties["date"] == {"type": "date"}
     assert properties["hidden"] == {"type": "boolean"}
-    assert (
-        properties["adminNotes"]
-        == properties["name"]
-        == {
-            "type": "text",
-            "fields": {"keyword": {"type": "keyword", "ignore_above": 256}},
-        }
-    )
+    text = {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+    assert properties["adminNotes"] == properties["name"] == text
     assert "startDate" not in properties  # a booking attribute
     assert "startDate" in index_mappings("booking")["properties"]
 
@@ -69,8 +62,7 @@ def test_declared_attributes_are_mapped_by_kind_and_others_stay_dynamic() -> Non
 def test_template_turns_off_date_and_numeric_guessing() -> None:
     mappings = index_template("geozone", replicas=1)["template"]["mappings"]
 
-    assert mappings["date_detection"] is False
-    assert mappings["numeric_detection"] is False
+    assert mappings["date_detection"] is False and mappings["numeric_detection"] is False
 
 
 def _dynamic_templates(schema: str) -> dict[str, Any]:
@@ -140,9 +132,8 @@ def test_bootstrap_fingerprint_follows_the_replica_count() -> None:
 
 
 def test_every_index_gets_the_configured_replica_count() -> None:
-    assert index_template("geozone", replicas=2)["template"]["settings"] == {
-        "index": {"number_of_replicas": 2}
-    }
+    settings = index_template("geozone", replicas=2)["template"]["settings"]
+    assert settings == {"index": {"number_of_replicas": 2}}
 
 
 SCHEMA = parse_pk(PK)[0].name  # the schema of the fakes' records
@@ -159,17 +150,10 @@ def synced_index(engine_as_left: EngineNode) -> EngineNode:
     set-up is kept (`EngineNode.prepared`) and each test starts with no document."""
 
     def bootstrap() -> None:
-        for path, body in (
-            (f"/_scripts/{APPLY_SCRIPT_ID}/{APPLY_SCRIPT_CONTEXT}", stored_script_body()),
-            (
-                f"/{index_name(SCHEMA, 1)}",
-                {
-                    "settings": index_settings(replicas=0),
-                    "mappings": index_mappings(SCHEMA),
-                    "aliases": {write_alias(SCHEMA): {"is_write_index": True}},
-                },
-            ),
-        ):
+        index = {"settings": index_settings(replicas=0), "mappings": index_mappings(SCHEMA)}
+        index["aliases"] = {write_alias(SCHEMA): {"is_write_index": True}}
+        script = (f"/_scripts/{APPLY_SCRIPT_ID}/{APPLY_SCRIPT_CONTEXT}", stored_script_body())
+        for path, body in (script, (f"/{index_name(SCHEMA, 1)}", index)):
             answer = engine_as_left.request("PUT", path, body)
             assert answer.status == 200, (path, answer.body)
 
@@ -213,6 +197,12 @@ def stored(engine: EngineNode, *sks: str) -> list[dict[str, Any] | None]:
     return [doc.get("_source") for doc in answer.body["docs"]]
 
 
+def held(sk: str, number: int, **fields: Any) -> dict[str, Any]:
+    """The `_source` the stored script leaves for the fakes' item `sk` after change `number` (a write unless `fields`
+    say tombstone)."""
+    return {"pk": PK, "sk": sk, "schema": SCHEMA, "stream_seq": seq(number), "tombstone": False, **fields}
+
+
 def script_params(each: Change) -> dict[str, Any]:
     """The params the stored script receives for `each`: read back from the update the sync sends."""
     params: dict[str, Any] = json.loads(encode_update(each).splitlines()[1])["script"]["params"]
@@ -225,9 +215,7 @@ def test_the_stored_script_replaces_the_whole_document_with_a_newer_change(synce
     results = bulk(synced_index, [change("1", 1, old), change("1", 2)])
 
     assert results == ["created", "updated"]
-    assert stored(synced_index, "1") == [
-        {"pk": PK, "sk": "1", "schema": SCHEMA, "stream_seq": seq(2), "tombstone": False}
-    ]
+    assert stored(synced_index, "1") == [held("1", 2)]
 
 
 @pytest.mark.parametrize("incoming", [1, 5])
@@ -235,9 +223,7 @@ def test_the_stored_script_ignores_an_older_or_equal_change(synced_index: Engine
     results = bulk(synced_index, [change("1", 5, named("kept")), change("1", incoming, named("late"))])
 
     assert results == ["created", "noop"]
-    assert stored(synced_index, "1") == [
-        {"pk": PK, "sk": "1", "schema": SCHEMA, "name": "kept", "stream_seq": seq(5), "tombstone": False}
-    ]
+    assert stored(synced_index, "1") == [held("1", 5, name="kept")]
 
 
 def test_the_stored_script_writes_a_minimal_tombstone_for_a_remove(synced_index: EngineNode) -> None:
@@ -246,25 +232,14 @@ def test_the_stored_script_writes_a_minimal_tombstone_for_a_remove(synced_index:
 
     bulk(synced_index, [change("1", 8, item), change("1", 9, removed=True)])
 
-    assert stored(synced_index, "1") == [
-        {
-            "pk": PK,
-            "sk": "1",
-            "schema": SCHEMA,
-            "deletedAt": DELETED_AT,
-            "stream_seq": seq(9),
-            "tombstone": True,
-        }
-    ]
+    assert stored(synced_index, "1") == [held("1", 9, deletedAt=DELETED_AT, tombstone=True)]
 
 
 def test_the_stored_script_lets_a_newer_upsert_revive_a_tombstone(synced_index: EngineNode) -> None:
     results = bulk(synced_index, [change("1", 3, removed=True), change("1", 4, named("back"))])
 
     assert results == ["created", "updated"]
-    assert stored(synced_index, "1") == [
-        {"pk": PK, "sk": "1", "schema": SCHEMA, "name": "back", "stream_seq": seq(4), "tombstone": False}
-    ]
+    assert stored(synced_index, "1") == [held("1", 4, name="back")]
 
 
 def test_the_stored_script_lets_a_repair_win_only_over_what_it_was_computed_against(
@@ -320,10 +295,9 @@ def test_any_delivery_order_converges_to_the_newest_change(
     bulk(synced_index, [history_change(sks[name], step) for name, order in orders.items() for step in order])
 
     number, removed, value = max(history)
-    newest = {"schema": SCHEMA, "stream_seq": seq(number), "tombstone": removed}
-    newest |= {"deletedAt": DELETED_AT} if removed else {"name": f"v{value}"}
-    held = dict(zip(orders, stored(synced_index, *sks.values()), strict=True))
-    assert held == {name: {"pk": PK, "sk": sks[name], **newest} for name in orders}
+    newest = {"tombstone": True, "deletedAt": DELETED_AT} if removed else {"name": f"v{value}"}
+    found = dict(zip(orders, stored(synced_index, *sks.values()), strict=True))
+    assert found == {name: held(sks[name], number, **newest) for name in orders}
 
 
 # Sequence numbers from a few values, some of them repairs (`<seq>r`): two changes with the same number and different

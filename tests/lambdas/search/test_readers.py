@@ -20,38 +20,26 @@ READER = "arn:aws:iam::111111111111:role/public-site"
 
 
 def test_readers_never_see_tombstones_nor_items_whose_hidden_flag_is_set() -> None:
-    assert document_filter(REGISTRY["geozone"]) == {
-        "bool": {
-            "must_not": [
-                {"term": {"tombstone": True}},
-                {"term": {"hidden": True}},
-                # The platform's own heartbeat and canaries (refdata.reserved): geozone's pk is its scope alone.
-                {"term": {"pk": "geozone::refdata-heartbeat"}},
-                {"term": {"pk": "geozone::refdata-canary"}},
-            ]
-        }
-    }
+    tombstones, hidden = {"term": {"tombstone": True}}, {"term": {"hidden": True}}
+    # The platform's own heartbeat and canaries (refdata.reserved): geozone's pk is its scope alone.
+    reserved = [{"term": {"pk": "geozone::refdata-heartbeat"}}, {"term": {"pk": "geozone::refdata-canary"}}]
+    assert document_filter(REGISTRY["geozone"]) == {"bool": {"must_not": [tombstones, hidden, *reserved]}}
     # Bookings declare no hidden flag: only tombstones (and the reserved scopes, pk prefixes here) are hidden.
-    assert document_filter(REGISTRY["booking"]) == {
-        "bool": {
-            "must_not": [
-                {"term": {"tombstone": True}},
-                {"prefix": {"pk": "booking::refdata-heartbeat::"}},
-                {"prefix": {"pk": "booking::refdata-canary::"}},
-            ]
-        }
-    }
+    reserved = [
+        {"prefix": {"pk": "booking::refdata-heartbeat::"}},
+        {"prefix": {"pk": "booking::refdata-canary::"}},
+    ]
+    assert document_filter(REGISTRY["booking"]) == {"bool": {"must_not": [tombstones, *reserved]}}
 
 
 def test_internal_attributes_and_their_exact_numbers_are_excluded() -> None:
-    assert field_exclusions(REGISTRY["booking"]) == [
-        "~guestName",
-        "~exactNumbers./guestName",
-        "~exactNumbers./guestName/*",
-        "~adminNotes",
-        "~exactNumbers./adminNotes",
-        "~exactNumbers./adminNotes/*",
+    internal = ("guestName", "adminNotes")
+    expected = [
+        rule
+        for name in internal
+        for rule in (f"~{name}", f"~exactNumbers./{name}", f"~exactNumbers./{name}/*")
     ]
+    assert field_exclusions(REGISTRY["booking"]) == expected
 
 
 def test_a_read_role_names_only_read_aliases_with_their_dls_and_fls() -> None:

@@ -11,9 +11,25 @@ from typing import Any
 
 from refdata.mappings import DELETED_AT_FIELD
 from stream_sync.config import Settings
-from stream_sync.sync import BulkUnavailable, DeadLetter, GeometryMissing, GeometryTooLarge, HttpReply, Ports
+from stream_sync.sync import (
+    BatchResult,
+    BulkUnavailable,
+    DeadLetter,
+    GeometryMissing,
+    GeometryTooLarge,
+    HttpReply,
+    Ports,
+    process_batch,
+)
 
 PK = "geozone::bcparks_1"
+# The function's minimal environment.
+ENV = {
+    "AWS_REGION": "ca-central-1",
+    "OPENSEARCH_ENDPOINT": "https://vpc-refdata.ca-central-1.es.amazonaws.com",
+    "DLQ_URL": "https://sqs.ca-central-1.amazonaws.com/123456789012/sync-dlq",
+    "ENVIRONMENT_NAME": "dev",
+}
 
 
 def settings(**overrides: Any) -> Settings:
@@ -87,6 +103,32 @@ def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any
     replacement["stream_seq"] = incoming
     return replacement
 
+
+# Two script failures as the engine reports a `_bulk` item's (UpdateHelper.executeScript wraps each in `failed to
+# execute script`): the stored script missing from the cluster state, and a painless runtime error.
+MISSING_SCRIPT = {
+    "type": "illegal_argument_exception",
+    "reason": "failed to execute script",
+    "caused_by": {
+        "type": "resource_not_found_exception",
+        "reason": "unable to find script [refdata-sync-apply] in cluster state",
+    },
+}
+RUNTIME_ERROR = {
+    "type": "illegal_argument_exception",
+    "reason": "failed to execute script",
+    "caused_by": {
+        "type": "script_exception",
+        "reason": "runtime error",
+        "script_stack": ["stored.compareTo(incoming)", "      ^---- HERE"],
+        "script": "refdata-sync-apply",
+        "lang": "painless",
+        "caused_by": {
+            "type": "class_cast_exception",
+            "reason": "class java.lang.Long cannot be cast to java.lang.String",
+        },
+    },
+}
 
 Reply = HttpReply | BulkUnavailable
 
@@ -199,5 +241,40 @@ class Harness:
         )
 
 
+def deployed(monkeypatch: Any, harness: Harness, **overrides: str) -> None:
+    """The handler as deployed: ENV (with `overrides`) in the environment, the harness's ports."""
+    from stream_sync import aws, handler
+
+    for key, value in {**ENV, **overrides}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(aws, "build_ports", lambda _settings: harness.ports())
+    handler.reset()
+
+
 def always(seconds: float) -> Callable[[], float]:
     return lambda: seconds
+
+
+def run(
+    harness: Harness, records: list[dict[str, Any]], remaining: Any = 60.0, **overrides: Any
+) -> BatchResult:
+    """One invocation's batch: `remaining` is the seconds left, or a clock answering them."""
+    clock = remaining if callable(remaining) else always(remaining)
+    return process_batch(
+        records, settings=settings(**overrides), ports=harness.ports(), remaining_seconds=clock
+    )
+
+
+def fates(result: BatchResult) -> list[str]:
+    return [o.fate.value for o in result.outcomes]  # type: ignore[union-attr]
+
+
+def name(value: str) -> dict[str, Any]:
+    return {"name": {"S": value}}
+
+
+def redelivery(pending: list[dict[str, Any]], failures: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """What Lambda redelivers after a partial batch response: the batch from the reported record onward."""
+    (failure,) = failures
+    seqs = [r["dynamodb"]["SequenceNumber"] for r in pending]
+    return pending[seqs.index(failure["itemIdentifier"]) :]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from stream_sync import telemetry
-from stream_sync.sync import BatchIncompleteError, BulkUnavailable, HttpReply, process_batch
+from stream_sync.sync import BatchIncompleteError, BulkUnavailable, HttpReply
 from stream_sync.tables import SchemaTables, table_of_arn
-from stream_sync_fakes import Harness, always, record, settings
+from stream_sync_fakes import MISSING_SCRIPT, RUNTIME_ERROR, Harness, fates, name, record, run, settings
 
 SQUARE = {
     "type": "Polygon",
@@ -17,22 +16,7 @@ SQUARE = {
 }
 
 
-def run(harness: Harness, records: list[dict[str, Any]], remaining: float = 60.0, **overrides: Any) -> Any:
-    return process_batch(
-        records, settings=settings(**overrides), ports=harness.ports(), remaining_seconds=always(remaining)
-    )
-
-
-def fates(result: Any) -> list[str]:
-    return [o.fate.value for o in result.outcomes]
-
-
-def name(value: str) -> dict[str, Any]:
-    return {"name": {"S": value}}
-
-
-def test_a_batch_is_one_bulk_request_and_every_record_is_indexed() -> None:
-    harness = Harness()
+def test_a_batch_is_one_bulk_request_and_every_record_is_indexed(harness: Harness) -> None:
     records = [record("INSERT", f"{i:010d}", 100 + i, name(f"n{i}")) for i in range(50)]
     result = run(harness, records)
     assert len(harness.opensearch.bodies) == 1
@@ -48,8 +32,7 @@ def test_a_batch_is_one_bulk_request_and_every_record_is_indexed() -> None:
     }
 
 
-def test_changes_to_one_key_are_coalesced_to_the_last() -> None:
-    harness = Harness()
+def test_changes_to_one_key_are_coalesced_to_the_last(harness: Harness) -> None:
     records = [
         record("INSERT", "a", 1, name("first")),
         record("MODIFY", "a", 2, name("second")),
@@ -64,8 +47,7 @@ def test_changes_to_one_key_are_coalesced_to_the_last() -> None:
     assert harness.opensearch.doc("a")["name"] == "again"  # type: ignore[index]
 
 
-def test_remove_writes_a_tombstone_and_counts_as_deleted() -> None:
-    harness = Harness()
+def test_remove_writes_a_tombstone_and_counts_as_deleted(harness: Harness) -> None:
     run(harness, [record("INSERT", "a", 1, name("x"))])
     result = run(harness, [record("REMOVE", "a", 2)])
     assert fates(result) == ["deleted"]
@@ -79,16 +61,14 @@ def test_remove_writes_a_tombstone_and_counts_as_deleted() -> None:
     }
 
 
-def test_an_older_batch_replayed_after_a_newer_one_is_stale_skipped() -> None:
-    harness = Harness()
+def test_an_older_batch_replayed_after_a_newer_one_is_stale_skipped(harness: Harness) -> None:
     run(harness, [record("REMOVE", "a", 9)])
     result = run(harness, [record("INSERT", "a", 3, name("old")), record("MODIFY", "b", 4, name("b"))])
     assert fates(result) == ["stale-skipped", "indexed"]
     assert harness.opensearch.doc("a")["tombstone"] is True  # type: ignore[index]
 
 
-def test_throttled_request_is_retried_after_retry_after() -> None:
-    harness = Harness()
+def test_throttled_request_is_retried_after_retry_after(harness: Harness) -> None:
     harness.opensearch.replies = [HttpReply(429, {"retry-after": "0.04"}, b'{"error":"throttled"}')]
     result = run(harness, [record("INSERT", "a", 1, name("x"))])
     assert fates(result) == ["indexed"]
@@ -96,8 +76,7 @@ def test_throttled_request_is_retried_after_retry_after() -> None:
     assert result.item_retries == 1 and result.bulk_requests == 2
 
 
-def test_persistent_5xx_is_reported_from_the_smallest_unfinished_sequence_number() -> None:
-    harness = Harness()
+def test_persistent_5xx_is_reported_from_the_smallest_unfinished_sequence_number(harness: Harness) -> None:
     harness.opensearch.replies = [HttpReply(503, {}, b"unavailable")] * 3
     result = run(harness, [record("INSERT", "a", 12, name("x")), record("INSERT", "b", 7)], max_attempts=3)
     assert fates(result) == ["retry", "retry"]
@@ -105,24 +84,21 @@ def test_persistent_5xx_is_reported_from_the_smallest_unfinished_sequence_number
     assert len(harness.sleeps) == 2 and harness.dlq.sent == []
 
 
-def test_timeouts_and_refused_connections_are_transient() -> None:
-    harness = Harness()
+def test_timeouts_and_refused_connections_are_transient(harness: Harness) -> None:
     harness.opensearch.replies = [BulkUnavailable("timed out"), BulkUnavailable("connection refused")]
     result = run(harness, [record("INSERT", "a", 1, name("x"))])
     assert fates(result) == ["indexed"]
     assert [o.attempts for o in result.outcomes] == [3]
 
 
-def test_no_retry_when_the_invocation_has_no_time_left() -> None:
-    harness = Harness()
+def test_no_retry_when_the_invocation_has_no_time_left(harness: Harness) -> None:
     harness.opensearch.replies = [HttpReply(500, {}, b"boom")]
     result = run(harness, [record("INSERT", "a", 5, name("x"))], remaining=0.5)
     assert fates(result) == ["retry"] and harness.sleeps == []
     assert result.batch_item_failures() == [{"itemIdentifier": "5"}]
 
 
-def test_mapping_rejection_goes_to_the_dlq_with_record_and_reason() -> None:
-    harness = Harness()
+def test_mapping_rejection_goes_to_the_dlq_with_record_and_reason(harness: Harness) -> None:
     doc_id = "geozone::bcparks_1#bad"
     harness.opensearch.item_errors[doc_id] = [(400, "mapper_parsing_exception")]
     records = [record("INSERT", "bad", 1, name("x")), record("INSERT", "good", 2, name("y"))]
@@ -140,8 +116,7 @@ def test_mapping_rejection_goes_to_the_dlq_with_record_and_reason() -> None:
 @pytest.mark.parametrize(
     ("status", "kind"), [(429, "rejected_execution_exception"), (409, "version_conflict")]
 )
-def test_per_item_transient_errors_are_retried(status: int, kind: str) -> None:
-    harness = Harness()
+def test_per_item_transient_errors_are_retried(status: int, kind: str, harness: Harness) -> None:
     harness.opensearch.item_errors["geozone::bcparks_1#a"] = [(status, kind)]
     result = run(harness, [record("INSERT", "a", 1, name("x")), record("INSERT", "b", 2, name("y"))])
     assert fates(result) == ["indexed", "indexed"]
@@ -149,8 +124,7 @@ def test_per_item_transient_errors_are_retried(status: int, kind: str) -> None:
     assert harness.opensearch.bodies[1].count(b"\n") == 2  # only the failed item is sent again
 
 
-def test_record_close_to_max_age_goes_to_the_dlq_instead_of_retrying() -> None:
-    harness = Harness()
+def test_record_close_to_max_age_goes_to_the_dlq_instead_of_retrying(harness: Harness) -> None:
     harness.opensearch.replies = [HttpReply(503, {}, b"down")] * 2
     old = record("INSERT", "a", 1, name("x"), created_at=harness.clock - 3500)
     young = record("INSERT", "b", 2, name("y"), created_at=harness.clock - 10)
@@ -162,8 +136,7 @@ def test_record_close_to_max_age_goes_to_the_dlq_instead_of_retrying() -> None:
     assert result.batch_item_failures() == [{"itemIdentifier": "2"}]
 
 
-def test_dlq_failure_falls_back_to_reporting_the_record() -> None:
-    harness = Harness()
+def test_dlq_failure_falls_back_to_reporting_the_record(harness: Harness) -> None:
     harness.opensearch.item_errors["geozone::bcparks_1#a"] = [(400, "mapper_parsing_exception")]
     harness.dlq.down = True
     result = run(harness, [record("INSERT", "a", 3, name("x")), record("INSERT", "b", 4, name("y"))])
@@ -172,8 +145,7 @@ def test_dlq_failure_falls_back_to_reporting_the_record() -> None:
     assert result.batch_item_failures() == [{"itemIdentifier": "3"}]
 
 
-def test_a_rejected_dlq_entry_is_reported_for_retry() -> None:
-    harness = Harness()
+def test_a_rejected_dlq_entry_is_reported_for_retry(harness: Harness) -> None:
     harness.dlq.fail_positions = {1}
     records = [
         record("INSERT", "a", 3, {"geometry": {"S": "nope"}}),
@@ -183,15 +155,13 @@ def test_a_rejected_dlq_entry_is_reported_for_retry() -> None:
     assert fates(result) == ["dead-lettered", "retry"]
 
 
-def test_undeliverable_record_without_sequence_number_fails_the_invocation() -> None:
-    harness = Harness()
+def test_undeliverable_record_without_sequence_number_fails_the_invocation(harness: Harness) -> None:
     harness.dlq.down = True
     with pytest.raises(BatchIncompleteError):
         run(harness, [{"eventName": "INSERT"}])
 
 
-def test_malformed_record_never_blocks_the_batch() -> None:
-    harness = Harness()
+def test_malformed_record_never_blocks_the_batch(harness: Harness) -> None:
     broken = record("INSERT", "a", 1)
     broken["dynamodb"]["NewImage"]["bad"] = {"Q": "?"}
     result = run(
@@ -201,8 +171,7 @@ def test_malformed_record_never_blocks_the_batch() -> None:
     assert {m["reasonKind"] for m in harness.dlq.bodies()} == {"malformed-record"}
 
 
-def test_payload_cap_splits_the_batch_and_oversize_documents_are_dead_lettered() -> None:
-    harness = Harness()
+def test_payload_cap_splits_the_batch_and_oversize_documents_are_dead_lettered(harness: Harness) -> None:
     records = [record("INSERT", f"{i:03d}", i + 1, name("x" * 300)) for i in range(10)]
     records.append(record("INSERT", "huge", 99, name("y" * 5000)))
     result = run(harness, records, bulk_max_bytes=2048)
@@ -212,16 +181,14 @@ def test_payload_cap_splits_the_batch_and_oversize_documents_are_dead_lettered()
     assert harness.dlq.bodies()[0]["reasonKind"] == "document-too-large"
 
 
-def test_request_too_large_for_the_domain_is_bisected() -> None:
-    harness = Harness()
+def test_request_too_large_for_the_domain_is_bisected(harness: Harness) -> None:
     harness.opensearch.replies = [HttpReply(413, {}, b"too large")]
     result = run(harness, [record("INSERT", f"{i}", i + 1, name("x")) for i in range(4)])
     assert fates(result) == ["indexed"] * 4
     assert [body.count(b"\n") for body in harness.opensearch.bodies] == [8, 4, 4]
 
 
-def test_geometry_by_url_is_fetched_and_indexed_in_full() -> None:
-    harness = Harness()
+def test_geometry_by_url_is_fetched_and_indexed_in_full(harness: Harness) -> None:
     harness.geometry.objects[("geometry-bucket", "zones/a.json")] = json.dumps(SQUARE).encode()
     url = {"geometryUrl": {"S": "s3://geometry-bucket/zones/a.json"}}
     result = run(harness, [record("INSERT", "a", 1, url)])
@@ -234,8 +201,7 @@ def test_geometry_by_url_is_fetched_and_indexed_in_full() -> None:
     )
 
 
-def test_geometry_problems_are_permanent_or_transient_as_they_should_be() -> None:
-    harness = Harness()
+def test_geometry_problems_are_permanent_or_transient_as_they_should_be(harness: Harness) -> None:
     harness.geometry.objects[("geometry-bucket", "bad.json")] = (
         b'{"type": "Polygon", "coordinates": [[[0,0],[1,1]]]}'
     )
@@ -258,20 +224,17 @@ def test_geometry_problems_are_permanent_or_transient_as_they_should_be() -> Non
     assert fates(result) == ["retry"] and result.outcomes[0].reason_kind == "geometry-fetch-failed"
 
 
-def test_non_indexable_schemas_are_ignored() -> None:
-    harness = Harness()
+def test_non_indexable_schemas_are_ignored(harness: Harness) -> None:
     result = run(harness, [record("INSERT", "counter", 1, pk="counter::geozone::bcparks_1")])
     assert fates(result) == ["ignored"] and harness.opensearch.bodies == []
 
 
-def test_replication_lag_is_measured_from_approximate_creation_time() -> None:
-    harness = Harness()
+def test_replication_lag_is_measured_from_approximate_creation_time(harness: Harness) -> None:
     result = run(harness, [record("INSERT", "a", 1, created_at=harness.clock - 42.0)])
     assert result.lag_seconds == pytest.approx(42.0)
 
 
-def test_unreadable_bulk_response_is_transient() -> None:
-    harness = Harness()
+def test_unreadable_bulk_response_is_transient(harness: Harness) -> None:
     harness.opensearch.replies = [
         HttpReply(200, {}, b"<html>proxy</html>"),
         HttpReply(200, {}, b'{"items": []}'),
@@ -280,32 +243,9 @@ def test_unreadable_bulk_response_is_transient() -> None:
     assert fates(result) == ["indexed"] and result.bulk_requests == 3
 
 
-SCRIPT_MISSING = {
-    "type": "illegal_argument_exception",
-    "reason": "failed to execute script",
-    "caused_by": {
-        "type": "resource_not_found_exception",
-        "reason": "unable to find script [refdata-sync-apply] in cluster state",
-    },
-}
-SCRIPT_RUNTIME_ERROR = {
-    "type": "illegal_argument_exception",
-    "reason": "failed to execute script",
-    "caused_by": {
-        "type": "script_exception",
-        "reason": "runtime error",
-        "script_stack": [],
-        "script": "refdata-sync-apply",
-        "lang": "painless",
-        "caused_by": {"type": "null_pointer_exception", "reason": "x"},
-    },
-}
-
-
-def test_script_errors_are_held_or_dead_lettered_by_cause_and_counted() -> None:
-    harness = Harness()
-    harness.opensearch.item_errors["geozone::bcparks_1#missing"] = [(400, SCRIPT_MISSING)] * 5
-    harness.opensearch.item_errors["geozone::bcparks_1#failing"] = [(400, SCRIPT_RUNTIME_ERROR)]
+def test_script_errors_are_held_or_dead_lettered_by_cause_and_counted(harness: Harness) -> None:
+    harness.opensearch.item_errors["geozone::bcparks_1#missing"] = [(400, MISSING_SCRIPT)] * 5
+    harness.opensearch.item_errors["geozone::bcparks_1#failing"] = [(400, RUNTIME_ERROR)]
     records = [
         record("INSERT", "missing", 1, name("x")),
         record("INSERT", "failing", 2, name("y")),
@@ -323,9 +263,8 @@ def test_script_errors_are_held_or_dead_lettered_by_cause_and_counted() -> None:
     assert {"Name": "ScriptErrors", "Unit": "Count"} in emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]
 
 
-def test_a_record_whose_script_error_clears_on_retry_is_not_counted() -> None:
-    harness = Harness()
-    harness.opensearch.item_errors["geozone::bcparks_1#a"] = [(400, SCRIPT_MISSING)]
+def test_a_record_whose_script_error_clears_on_retry_is_not_counted(harness: Harness) -> None:
+    harness.opensearch.item_errors["geozone::bcparks_1#a"] = [(400, MISSING_SCRIPT)]
 
     result = run(harness, [record("INSERT", "a", 1, name("x"))])
 
@@ -338,8 +277,7 @@ BOOKINGS_STREAM = (
 )
 
 
-def test_a_schema_held_by_another_table_is_dead_lettered_as_wrong_table() -> None:
-    harness = Harness()
+def test_a_schema_held_by_another_table_is_dead_lettered_as_wrong_table(harness: Harness) -> None:
     tables = SchemaTables.of({"geozone": "refdata", "booking": "refdata-bookings"})
     records = [
         {**record("INSERT", "a", 1, name("in its table")), "eventSourceARN": REFDATA_STREAM},
@@ -364,8 +302,7 @@ def test_a_schema_held_by_another_table_is_dead_lettered_as_wrong_table() -> Non
     assert result.batch_item_failures() == []
 
 
-def test_without_an_assignment_or_for_unindexed_schemas_nothing_is_checked() -> None:
-    harness = Harness()
+def test_without_an_assignment_or_for_unindexed_schemas_nothing_is_checked(harness: Harness) -> None:
     counter = record("INSERT", "counter", 1, pk="counter::geozone::bcparks_1")
     records = [{**record("INSERT", "a", 2, name("x")), "eventSourceARN": BOOKINGS_STREAM}]
     assert fates(run(harness, records)) == ["indexed"]

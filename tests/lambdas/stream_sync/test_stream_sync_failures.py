@@ -16,15 +16,14 @@ from typing import Any
 import pytest
 from refdata.errors import describe
 from stream_sync.failures import classify, classify_response
+from stream_sync_fakes import MISSING_SCRIPT, RUNTIME_ERROR
 
-MISSING_SCRIPT = {
-    "type": "illegal_argument_exception",
-    "reason": "failed to execute script",
-    "caused_by": {
-        "type": "resource_not_found_exception",
-        "reason": "unable to find script [refdata-sync-apply] in cluster state",
-    },
-}
+
+def error(kind: str, reason: str, **more: Any) -> dict[str, Any]:
+    """An engine error object: its type, its reason, and any other field the engine sets."""
+    return {"type": kind, "reason": reason, **more}
+
+
 COMPILE_ERROR = {
     "type": "illegal_argument_exception",
     "reason": "failed to execute script",
@@ -41,21 +40,6 @@ COMPILE_ERROR = {
         },
     },
 }
-RUNTIME_ERROR = {
-    "type": "illegal_argument_exception",
-    "reason": "failed to execute script",
-    "caused_by": {
-        "type": "script_exception",
-        "reason": "runtime error",
-        "script_stack": ["stored.compareTo(incoming)", "      ^---- HERE"],
-        "script": "refdata-sync-apply",
-        "lang": "painless",
-        "caused_by": {
-            "type": "class_cast_exception",
-            "reason": "class java.lang.Long cannot be cast to java.lang.String",
-        },
-    },
-}
 ALIAS_MISSING = {
     "type": "index_not_found_exception",
     "reason": "no such index [geozone-write] and [require_alias] request flag is [true] and [geozone-write] is not an alias",
@@ -69,26 +53,25 @@ AUTO_CREATE_FORBIDDEN = {
     "index_uuid": "_na_",
     "index": "geozone-write",
 }
-WRITE_BLOCK = {
-    "type": "cluster_block_exception",
-    "reason": "index [geozone-v1] blocked by: [FORBIDDEN/8/index write (api)];",
-}
-FLOOD_STAGE = {
-    "type": "cluster_block_exception",
-    "reason": "index [geozone-v1] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, "
+WRITE_BLOCK = error(
+    "cluster_block_exception", "index [geozone-v1] blocked by: [FORBIDDEN/8/index write (api)];"
+)
+FLOOD_STAGE = error(
+    "cluster_block_exception",
+    "index [geozone-v1] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, "
     "index has read-only-allow-delete block];",
-}
+)
 MAPPING_CONFLICT = {
     "type": "mapper_parsing_exception",
     "reason": "failed to parse field [capacity] of type [double] in document with id 'geozone::c#1'. "
     "Preview of field's value: 'many'",
     "caused_by": {"type": "number_format_exception", "reason": 'For input string: "many"'},
 }
-FORBIDDEN = {
-    "type": "security_exception",
-    "reason": "no permissions for [indices:admin/mapping/put] and User [name=arn:aws:iam::1:role/sync, "
+FORBIDDEN = error(
+    "security_exception",
+    "no permissions for [indices:admin/mapping/put] and User [name=arn:aws:iam::1:role/sync, "
     "backend_roles=[arn:aws:iam::1:role/sync], requestedTenant=null]",
-}
+)
 
 
 @pytest.mark.parametrize(
@@ -103,26 +86,16 @@ FORBIDDEN = {
         (429, FLOOD_STAGE, "index-blocked", True),
         (400, MAPPING_CONFLICT, "mapping-rejected", False),
         (403, FORBIDDEN, "forbidden", True),
-        (
-            409,
-            {"type": "version_conflict_engine_exception", "reason": "[x]: version conflict"},
-            "version-conflict",
-            True,
-        ),
-        (429, {"type": "rejected_execution_exception", "reason": "rejected execution"}, "throttled", True),
+        (409, error("version_conflict_engine_exception", "[x]: version conflict"), "version-conflict", True),
+        (429, error("rejected_execution_exception", "rejected execution"), "throttled", True),
         (
             400,
-            {"type": "illegal_argument_exception", "reason": "Document contains at least one immense term"},
+            error("illegal_argument_exception", "Document contains at least one immense term"),
             "document-rejected",
             False,
         ),
-        (
-            503,
-            {"type": "unavailable_shards_exception", "reason": "primary shard is not active"},
-            "http-503",
-            True,
-        ),
-        (400, {"type": "parsing_exception", "reason": "unknown"}, "http-400", False),
+        (503, error("unavailable_shards_exception", "primary shard is not active"), "http-503", True),
+        (400, error("parsing_exception", "unknown"), "http-400", False),
     ],
 )
 def test_each_engine_error_shape_gets_its_kind(
@@ -154,14 +127,10 @@ def test_a_whole_request_refusal_is_classified_from_its_body() -> None:
 
 # The engine's document limits (issue 18): MappingLookup.checkLimits in the preflight of a dynamic mapping update,
 # ParseContext's depth checks while parsing, and the JSON parser's constraints on a whole request.
-TOTAL_FIELDS = {
-    "type": "illegal_argument_exception",
-    "reason": "Limit of total fields [1000] has been exceeded",
-}
-MAPPING_DEPTH = {
-    "type": "illegal_argument_exception",
-    "reason": "Limit of mapping depth [20] has been exceeded due to object field [a.a.a]",
-}
+TOTAL_FIELDS = error("illegal_argument_exception", "Limit of total fields [1000] has been exceeded")
+MAPPING_DEPTH = error(
+    "illegal_argument_exception", "Limit of mapping depth [20] has been exceeded due to object field [a.a.a]"
+)
 FIELD_DEPTH = {
     "type": "mapper_parsing_exception",
     "reason": "failed to parse",

@@ -10,14 +10,7 @@ import pytest
 from stream_sync import aws, handler, telemetry
 from stream_sync.config import ConfigError, Settings
 from stream_sync.sync import DeadLetter, Fate, Outcome, dead_letter_body
-from stream_sync_fakes import Harness, record, settings
-
-ENV = {
-    "AWS_REGION": "ca-central-1",
-    "OPENSEARCH_ENDPOINT": "https://vpc-refdata.ca-central-1.es.amazonaws.com",
-    "DLQ_URL": "https://sqs.ca-central-1.amazonaws.com/123456789012/sync-dlq",
-    "ENVIRONMENT_NAME": "dev",
-}
+from stream_sync_fakes import ENV, Harness, deployed, record, settings
 
 
 def test_settings_defaults_from_the_minimal_environment() -> None:
@@ -78,12 +71,9 @@ def test_invalid_settings_name_the_variable(env: dict[str, str], message: str) -
 
 
 def test_handler_returns_the_partial_batch_response(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    for key, value in ENV.items():
-        monkeypatch.setenv(key, value)
     harness = Harness()
     harness.opensearch.item_errors["geozone::bcparks_1#b"] = [(503, "unavailable")] * 10
-    monkeypatch.setattr(aws, "build_ports", lambda _settings: harness.ports())
-    handler.reset()
+    deployed(monkeypatch, harness)
     context = SimpleNamespace(get_remaining_time_in_millis=lambda: 100)  # no time for retries
     event = {"Records": [record("INSERT", "a", 10), record("INSERT", "b", 11), record("INSERT", "c", 12)]}
     assert handler.handler(event, context) == {"batchItemFailures": [{"itemIdentifier": "11"}]}
@@ -194,14 +184,23 @@ def test_geometry_fetch_tells_missing_objects_from_transient_errors(code: str, m
     from botocore.exceptions import ClientError
     from stream_sync.sync import GeometryMissing
 
+    fetcher = fetcher_answering(ClientError({"Error": {"Code": code, "Message": "x"}}, "GetObject"))
+    with pytest.raises(GeometryMissing if missing else ClientError):
+        fetcher("geometry-bucket", "geometries/abc.json", 1024)
+
+
+def fetcher_answering(answer: Any) -> aws.GeometryFetcher:
+    """The geometry fetcher over an S3 client whose GetObject returns `answer`, or raises it."""
+
     class Stub:
         def get_object(self, **_: Any) -> Any:
-            raise ClientError({"Error": {"Code": code, "Message": "x"}}, "GetObject")
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
 
     fetcher = aws.GeometryFetcher(settings())
     fetcher._client = Stub()
-    with pytest.raises(GeometryMissing if missing else ClientError):
-        fetcher("geometry-bucket", "geometries/abc.json", 1024)
+    return fetcher
 
 
 class _Body:
@@ -221,13 +220,7 @@ def test_geometry_fetch_reads_the_objects_size_before_its_body() -> None:
     from stream_sync.sync import GeometryTooLarge
 
     body = _Body(b"x" * 100)
-
-    class Stub:
-        def get_object(self, **_: Any) -> Any:
-            return {"ContentLength": 100, "Body": body}
-
-    fetcher = aws.GeometryFetcher(settings())
-    fetcher._client = Stub()
+    fetcher = fetcher_answering({"ContentLength": 100, "Body": body})
     with pytest.raises(GeometryTooLarge) as raised:
         fetcher("geometry-bucket", "geometries/big.json", 99)
     assert raised.value.size == 100 and body.read_sizes == [] and body.closed
@@ -238,13 +231,7 @@ def test_geometry_fetch_never_reads_more_than_allowed_whatever_the_header_says()
     from stream_sync.sync import GeometryTooLarge
 
     body = _Body(b"x" * 100)
-
-    class Lying:
-        def get_object(self, **_: Any) -> Any:
-            return {"ContentLength": 10, "Body": body}
-
-    fetcher = aws.GeometryFetcher(settings())
-    fetcher._client = Lying()
+    fetcher = fetcher_answering({"ContentLength": 10, "Body": body})  # a header that lies
     with pytest.raises(GeometryTooLarge):
         fetcher("geometry-bucket", "geometries/x.json", 50)
     assert body.read_sizes == [51]
@@ -263,8 +250,7 @@ def test_the_work_budget_follows_the_functions_memory_unless_set() -> None:
 
 def test_the_handler_refuses_to_run_without_its_environment_name(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every metric is published per Environment: without the name, alarms would read nothing."""
-    for key, value in ENV.items():
-        monkeypatch.setenv(key, value)
+    deployed(monkeypatch, Harness())
     monkeypatch.delenv("ENVIRONMENT_NAME")
     with pytest.raises(ConfigError, match="ENVIRONMENT_NAME is required"):
         handler.handler({"Records": [record("INSERT", "a", 1)]}, SimpleNamespace())

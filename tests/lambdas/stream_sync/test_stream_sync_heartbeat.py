@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from refdata.registry import indexable_schemas
 from refdata.reserved import HEARTBEAT_AT, heartbeat_key
-from stream_sync import aws, handler, heartbeat
-from stream_sync.sync import process_batch
-from stream_sync_fakes import Harness, record, settings
+from stream_sync import handler, heartbeat
+from stream_sync_fakes import Harness, deployed, record, run, settings
 
 STREAM = (
     "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata-dev-Table1A2B/stream/2026-12-01T00:00:00.000"
@@ -30,10 +29,6 @@ def heartbeat_record(schema: str, seq: int, *, created_at: float | None = WRITTE
     if created_at is None:
         del raw["dynamodb"]["ApproximateCreationDateTime"]
     return raw
-
-
-def run(harness: Harness, records: list[dict[str, Any]]) -> Any:
-    return process_batch(records, settings=settings(), ports=harness.ports(), remaining_seconds=lambda: 60.0)
 
 
 @pytest.mark.parametrize("schema", [schema.name for schema in indexable_schemas()])
@@ -59,10 +54,7 @@ def test_an_indexed_heartbeat_emits_its_lag_with_the_environment_and_the_table(s
 def test_a_heartbeat_the_index_did_not_accept_emits_nothing() -> None:
     schema = indexable_schemas()[0].name
     pk, sk, _ = heartbeat_key(schema)
-    for status, kind in (
-        (503, "unavailable"),
-        (400, "mapper_parsing_exception"),
-    ):  # held for retry, dead-lettered
+    for status, kind in ((503, "unavailable"), (400, "mapper_parsing_exception")):  # held, dead-lettered
         harness = Harness()
         harness.opensearch.item_errors[f"{pk}#{sk}"] = [(status, kind)] * 20
         result = run(harness, [heartbeat_record(schema, 10)])
@@ -93,16 +85,8 @@ def test_a_record_without_a_creation_time_measures_from_the_items_heartbeat_time
 def test_the_handler_emits_the_heartbeat_lag_after_the_batch(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for key, value in {
-        "AWS_REGION": "ca-central-1",
-        "OPENSEARCH_ENDPOINT": "https://vpc-refdata.ca-central-1.es.amazonaws.com",
-        "DLQ_URL": "https://sqs.ca-central-1.amazonaws.com/123456789012/sync-dlq",
-        "ENVIRONMENT_NAME": "prod",
-    }.items():
-        monkeypatch.setenv(key, value)
     harness = Harness()
-    monkeypatch.setattr(aws, "build_ports", lambda _settings: harness.ports())
-    handler.reset()
+    deployed(monkeypatch, harness, ENVIRONMENT_NAME="prod")
     event = {"Records": [heartbeat_record(indexable_schemas()[0].name, 10)]}
     handler.handler(event, SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000))
     handler.reset()

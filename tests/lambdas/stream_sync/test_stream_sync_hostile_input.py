@@ -10,24 +10,9 @@ from typing import Any
 import pytest
 from stream_sync import telemetry
 from stream_sync.sync import DEFERRED, HttpReply, process_batch
-from stream_sync_fakes import Harness, always, record, settings
+from stream_sync_fakes import Harness, always, fates, name, record, redelivery, run, settings
 
 BUCKET = "geometry-bucket"
-
-
-def run(harness: Harness, records: list[dict[str, Any]], remaining: Any = 60.0, **overrides: Any) -> Any:
-    clock = remaining if callable(remaining) else always(remaining)
-    return process_batch(
-        records, settings=settings(**overrides), ports=harness.ports(), remaining_seconds=clock
-    )
-
-
-def fates(result: Any) -> list[str]:
-    return [o.fate.value for o in result.outcomes]
-
-
-def name(value: str) -> dict[str, Any]:
-    return {"name": {"S": value}}
 
 
 def polygon(vertices: int, offset: float = 0.0) -> bytes:
@@ -45,11 +30,10 @@ def with_geometry(harness: Harness, sk: str, seq: int, body: bytes) -> dict[str,
 # --- finding 1: one document refused by the request parser --------------------------------------------------------
 
 
-def test_a_request_refused_for_one_documents_content_is_bisected_to_that_document() -> None:
+def test_a_request_refused_for_one_documents_content_is_bisected_to_that_document(harness: Harness) -> None:
     """Before: every record of the request was retried five times, then the batch reported whole, until the
     mapping discarded it with its range only. Now the refusal is bisected and only the poison fails, with its
     payload."""
-    harness = Harness()
     harness.opensearch.unparseable = [b'"poison"']
     records = [record("INSERT", f"{i:03d}", 100 + i, name(f"n{i}")) for i in range(20)]
     records[13] = record("INSERT", "013", 113, name("poison"))
@@ -65,8 +49,7 @@ def test_a_request_refused_for_one_documents_content_is_bisected_to_that_documen
     assert len(harness.opensearch.bodies) <= 2 * 5 + 1  # a bisection: about 2 log2(20) requests, not 20
 
 
-def test_a_refusal_that_is_systemic_is_held_not_bisected() -> None:
-    harness = Harness()
+def test_a_refusal_that_is_systemic_is_held_not_bisected(harness: Harness) -> None:
     harness.opensearch.replies = [HttpReply(403, {}, b'{"Message":"not authorized"}')] * 5
     result = run(harness, [record("INSERT", f"{i}", 10 + i, name("x")) for i in range(4)], max_attempts=2)
     assert fates(result) == ["retry"] * 4 and harness.dlq.sent == []
@@ -76,8 +59,7 @@ def test_a_refusal_that_is_systemic_is_held_not_bisected() -> None:
 # --- finding 2: exceptions that escaped per-record handling ---------------------------------------------------------
 
 
-def test_no_input_fails_the_batch_and_every_good_record_is_indexed_at_once() -> None:
-    harness = Harness()
+def test_no_input_fails_the_batch_and_every_good_record_is_indexed_at_once(harness: Harness) -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     huge = b'{"type":"Point","coordinates":[' + b"1" * 401 + b",0]}"
     good = [record("INSERT", f"good{i}", 1 + i, name(f"g{i}")) for i in range(3)]
@@ -127,8 +109,7 @@ def test_an_unexpected_error_in_one_record_is_that_records_failure(monkeypatch: 
     assert letter["reasonKind"] == "unprocessable-record" and "KeyError" in letter["reason"]
 
 
-def test_a_record_no_json_encoder_can_write_is_still_dead_lettered() -> None:
-    harness = Harness()
+def test_a_record_no_json_encoder_can_write_is_still_dead_lettered(harness: Harness) -> None:
     forged = record("INSERT", "x", 1, {"tags": {"SS": 5}})
     node: Any = forged["dynamodb"]
     for _ in range(5000):  # nested beyond what json.dumps recurses
@@ -149,8 +130,9 @@ def created(body: bytes) -> HttpReply:
     return HttpReply(200, {}, json.dumps({"errors": False, "items": items}).encode())
 
 
-def test_an_object_larger_than_the_bulk_cap_is_refused_from_its_size_without_reading_it() -> None:
-    harness = Harness()
+def test_an_object_larger_than_the_bulk_cap_is_refused_from_its_size_without_reading_it(
+    harness: Harness,
+) -> None:
     records = [
         with_geometry(harness, "big", 1, polygon(80_000)),
         with_geometry(harness, "small", 2, polygon(10)),
@@ -165,11 +147,10 @@ def test_an_object_larger_than_the_bulk_cap_is_refused_from_its_size_without_rea
     assert "more than BULK_MAX_BYTES=1048576 (not read)" in letter["reason"]
 
 
-def test_geometry_is_fetched_parsed_and_encoded_one_object_at_a_time() -> None:
+def test_geometry_is_fetched_parsed_and_encoded_one_object_at_a_time(harness: Harness) -> None:
     """Before, every object of the batch was fetched and parsed (about 9 times its size in Python objects) before
     the first was encoded. Now only one is ever parsed at once, so the peak stays near the encoded lines plus one
     parse, whatever the batch holds."""
-    harness = Harness()
     size = len(polygon(8_000))
     records = [with_geometry(harness, f"g{i:02d}", 1 + i, polygon(8_000, offset=i * 0.01)) for i in range(12)]
     ports = harness.ports()
@@ -189,8 +170,7 @@ def test_geometry_is_fetched_parsed_and_encoded_one_object_at_a_time() -> None:
     assert peak < 45 * size, f"peak {peak} for objects of {size} bytes"
 
 
-def test_lines_are_held_within_the_work_budget_and_sent_before_the_next_object() -> None:
-    harness = Harness()
+def test_lines_are_held_within_the_work_budget_and_sent_before_the_next_object(harness: Harness) -> None:
     body = polygon(2_000)
     records = [with_geometry(harness, f"g{i}", 1 + i, body) for i in range(10)]
 
@@ -201,15 +181,13 @@ def test_lines_are_held_within_the_work_budget_and_sent_before_the_next_object()
     assert all(len(sent) <= 3 * len(body) + 2_000 for sent in harness.opensearch.bodies)
 
 
-def test_the_first_object_is_always_fetched_even_beyond_the_budget() -> None:
-    harness = Harness()
+def test_the_first_object_is_always_fetched_even_beyond_the_budget(harness: Harness) -> None:
     body = polygon(2_000)
     result = run(harness, [with_geometry(harness, "g", 1, body)], work_budget_bytes=1024)
     assert fates(result) == ["indexed"]
 
 
-def test_when_the_time_for_fetching_is_spent_the_rest_waits_for_the_next_invocation() -> None:
-    harness = Harness()
+def test_when_the_time_for_fetching_is_spent_the_rest_waits_for_the_next_invocation(harness: Harness) -> None:
     records = [with_geometry(harness, f"g{i}", 1 + i, polygon(100)) for i in range(5)]
     clock = iter([60.0] + [1.5] * 20)  # the first fetch asks no clock; the second has time, the third has not
 
@@ -222,8 +200,7 @@ def test_when_the_time_for_fetching_is_spent_the_rest_waits_for_the_next_invocat
     assert (emf["RecordsDeferred"], emf["RecordsReportedForRetry"]) == (3, 0)  # by design, not a failure
 
 
-def test_a_transient_fetch_failure_holds_the_rest_of_the_batch() -> None:
-    harness = Harness()
+def test_a_transient_fetch_failure_holds_the_rest_of_the_batch(harness: Harness) -> None:
     records = [
         record("INSERT", "a", 1, name("a")),
         with_geometry(harness, "g", 2, polygon(10)),
@@ -237,8 +214,7 @@ def test_a_transient_fetch_failure_holds_the_rest_of_the_batch() -> None:
     assert result.batch_item_failures() == [{"itemIdentifier": "2"}]
 
 
-def test_no_request_after_the_first_is_sent_without_room_for_it() -> None:
-    harness = Harness()
+def test_no_request_after_the_first_is_sent_without_room_for_it(harness: Harness) -> None:
     records = [record("INSERT", f"{i}", 1 + i, {"blob": {"S": "x" * 600}}) for i in range(6)]
     clock = iter([0.5] * 20)  # the first request is always sent; no time for another
     result = run(harness, records, remaining=lambda: next(clock), bulk_max_bytes=2048)
@@ -248,9 +224,10 @@ def test_no_request_after_the_first_is_sent_without_room_for_it() -> None:
     assert {o.reason_kind for o in result.outcomes[sent:]} == {DEFERRED}
 
 
-def test_redelivery_from_the_reported_record_drains_a_batch_larger_than_any_invocation() -> None:
+def test_redelivery_from_the_reported_record_drains_a_batch_larger_than_any_invocation(
+    harness: Harness,
+) -> None:
     """Lambda redelivers from the reported sequence number: each invocation makes progress, none fails."""
-    harness = Harness()
     records = [with_geometry(harness, f"g{i}", 1 + i, polygon(500)) for i in range(12)]
     invocations = 0
     pending = records
@@ -258,15 +235,10 @@ def test_redelivery_from_the_reported_record_drains_a_batch_larger_than_any_invo
         invocations += 1
         ticks = iter([60.0] * 12 + [0.0] * 200)  # four objects' worth of time per invocation
         result = run(harness, pending, remaining=lambda ticks=ticks: next(ticks))
-        failures = result.batch_item_failures()
-        if not failures:
+        if not (failures := result.batch_item_failures()):
             break
-        start = next(
-            i
-            for i, r in enumerate(pending)
-            if r["dynamodb"]["SequenceNumber"] == failures[0]["itemIdentifier"]
-        )
-        assert start > 0, "every invocation makes progress"
-        pending = pending[start:]
+        resumed = redelivery(pending, failures)
+        assert len(resumed) < len(pending), "every invocation makes progress"
+        pending = resumed
         assert invocations < 12
     assert {harness.opensearch.doc(f"g{i}") is not None for i in range(12)} == {True}

@@ -11,8 +11,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from stream_sync.redrive import Message, redrive_messages
-from stream_sync.sync import process_batch
-from stream_sync_fakes import PK, Harness, record, settings
+from stream_sync_fakes import PK, Harness, record, redelivery, run, settings
 
 SORT_KEYS = ("a", "b", "c")
 
@@ -49,20 +48,9 @@ class World:
     def deliver(self, records: list[dict[str, Any]]) -> None:
         pending = records
         for _ in range(10):  # what Lambda does with a partial batch response
-            if not pending:
+            if not pending or not (failures := run(self.harness, pending).batch_item_failures()):
                 return
-            result = process_batch(
-                pending, settings=settings(), ports=self.harness.ports(), remaining_seconds=lambda: 60.0
-            )
-            failures = result.batch_item_failures()
-            if not failures:
-                return
-            start = next(
-                i
-                for i, r in enumerate(pending)
-                if r["dynamodb"]["SequenceNumber"] == failures[0]["itemIdentifier"]
-            )
-            pending = pending[start:]
+            pending = redelivery(pending, failures)
 
     def redrive(self) -> None:
         letters = self.harness.dlq.sent

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from stream_sync.redrive import (
     Message,
+    MessageReport,
     Target,
     UnreadableMessageError,
     current_state_record,
@@ -16,7 +17,7 @@ from stream_sync.redrive import (
     targets_of,
 )
 from stream_sync.tables import SchemaTables
-from stream_sync_fakes import Harness, record, settings
+from stream_sync_fakes import Harness, record, run, settings
 
 KEYS = {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "a"}}
 STREAM = "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata/stream/x"
@@ -114,22 +115,28 @@ def test_current_state_replaces_the_old_image_and_keeps_the_old_sequence_number(
     assert gone["dynamodb"]["ApproximateCreationDateTime"] == 1_764_531_000.5
 
 
-def test_redrive_applies_current_state_and_only_finished_messages_are_deleted() -> None:
-    harness = Harness()
-    harness.opensearch.item_errors["geozone::bcparks_1#b"] = [(400, "mapper_parsing_exception")]
-    items = {"a": {**KEYS, "name": {"S": "current"}}, "b": {"pk": KEYS["pk"], "sk": {"S": "b"}}}
-    messages = [
-        Message("m1", "r1", json.dumps({"record": record("INSERT", "a", 3, {"name": {"S": "stale image"}})})),
-        Message("m2", "r2", json.dumps({"record": record("INSERT", "b", 4)})),
-        Message("m3", "r3", "not json"),
-    ]
-    reports = redrive_messages(
+def redrive(harness: Harness, bodies: list[Any], get_item: Any, **overrides: Any) -> list[MessageReport]:
+    """The dead letters (their bodies, or raw text) redriven with `get_item` as the table."""
+    texts = [body if isinstance(body, str) else json.dumps(body) for body in bodies]
+    messages = [Message(f"m{n}", f"r{n}", text) for n, text in enumerate(texts)]
+    return redrive_messages(
         messages,
-        settings=settings(),
+        settings=settings(**overrides),
         ports=harness.ports(),
         read_range=no_stream,
-        get_item=lambda keys, arn: items.get(keys["sk"]["S"]),
+        get_item=get_item,
     )
+
+
+def letter(sk: str, seq: int, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"record": record("INSERT", sk, seq, attributes)}
+
+
+def test_redrive_applies_current_state_and_only_finished_messages_are_deleted(harness: Harness) -> None:
+    harness.opensearch.item_errors["geozone::bcparks_1#b"] = [(400, "mapper_parsing_exception")]
+    items = {"a": {**KEYS, "name": {"S": "current"}}, "b": {"pk": KEYS["pk"], "sk": {"S": "b"}}}
+    bodies = [letter("a", 3, {"name": {"S": "stale image"}}), letter("b", 4), "not json"]
+    reports = redrive(harness, bodies, lambda keys, arn: items.get(keys["sk"]["S"]))
     assert [r.deleted for r in reports] == [True, False, False]
     assert reports[0].fates == {"indexed": 1} and reports[1].fates == {"rejected": 1}
     assert "mapping-rejected" in (reports[1].error or "") and reports[2].error
@@ -138,90 +145,52 @@ def test_redrive_applies_current_state_and_only_finished_messages_are_deleted() 
     assert harness.dlq.sent == []  # a redrive never dead-letters again
 
 
-def test_redrive_of_an_old_record_after_newer_changes_is_a_no_op() -> None:
-    harness = Harness()
-    from stream_sync.sync import process_batch
-
-    process_batch(
-        [record("MODIFY", "a", 9, {"name": {"S": "newest"}})],
-        settings=settings(),
-        ports=harness.ports(),
-        remaining_seconds=lambda: 60,
-    )
-    messages = [Message("m1", "r1", json.dumps({"record": record("INSERT", "a", 3)}))]
-    (report,) = redrive_messages(
-        messages,
-        settings=settings(),
-        ports=harness.ports(),
-        read_range=no_stream,
-        get_item=lambda keys, arn: {**KEYS, "name": {"S": "newest"}},
-    )
+def test_redrive_of_an_old_record_after_newer_changes_is_a_no_op(harness: Harness) -> None:
+    run(harness, [record("MODIFY", "a", 9, {"name": {"S": "newest"}})])
+    (report,) = redrive(harness, [letter("a", 3)], lambda keys, arn: {**KEYS, "name": {"S": "newest"}})
     assert report.deleted and report.fates == {"stale-skipped": 1}
     assert harness.opensearch.doc("a")["stream_seq"] == "9".zfill(40)  # type: ignore[index]
 
 
-def test_a_failed_read_keeps_only_that_message() -> None:
-    harness = Harness()
-
+def test_a_failed_read_keeps_only_that_message(harness: Harness) -> None:
     def get_item(keys: dict[str, Any], arn: str | None) -> dict[str, Any] | None:
         if keys["sk"]["S"] == "b":
             raise TimeoutError("throttled")
         return {**keys, "name": {"S": "x"}}
 
-    messages = [
-        Message("m1", "r1", json.dumps({"record": record("INSERT", "a", 3)})),
-        Message("m2", "r2", json.dumps({"record": record("INSERT", "b", 4)})),
-    ]
-    reports = redrive_messages(
-        messages, settings=settings(), ports=harness.ports(), read_range=no_stream, get_item=get_item
-    )
+    reports = redrive(harness, [letter("a", 3), letter("b", 4)], get_item)
     assert [r.deleted for r in reports] == [True, False]
     assert "throttled" in (reports[1].error or "")
 
 
-def test_a_wrong_table_record_is_refused_again_and_stays_in_the_queue() -> None:
-    harness = Harness()
+def test_a_wrong_table_record_is_refused_again_and_stays_in_the_queue(harness: Harness) -> None:
     wrong = {**record("INSERT", "a", 3, {"name": {"S": "x"}}), "eventSourceARN": BOOKINGS_STREAM}
-    (report,) = redrive_messages(
-        [Message("m1", "r1", json.dumps({"reasonKind": "wrong-table", "record": wrong}))],
-        settings=settings(
-            schema_tables=SchemaTables.of({"geozone": "refdata", "booking": "refdata-bookings"})
-        ),
-        ports=harness.ports(),
-        read_range=no_stream,
-        get_item=lambda keys, arn: {**keys, "name": {"S": "x"}},
+    (report,) = redrive(
+        harness,
+        [{"reasonKind": "wrong-table", "record": wrong}],
+        lambda keys, arn: {**keys, "name": {"S": "x"}},
+        schema_tables=SchemaTables.of({"geozone": "refdata", "booking": "refdata-bookings"}),
     )
     assert not report.deleted and report.fates == {"rejected": 1}
     assert (report.error or "").startswith("wrong-table: schema 'geozone' belongs to table 'refdata'")
     assert harness.opensearch.docs == {}
 
 
-def test_a_redrive_of_items_no_input_can_fail_keeps_their_messages_and_applies_the_rest() -> None:
+def test_a_redrive_of_items_no_input_can_fail_keeps_their_messages_and_applies_the_rest(
+    harness: Harness,
+) -> None:
     """The redrive runs the batch code: an item that used to raise there (issue 18, finding 2) is rejected with its
     reason, its message stays, and the other messages are applied and deleted."""
-    harness = Harness()
     harness.geometry.objects[("geometry-bucket", "geometries/deep.geojson")] = b"[" * 100_000 + b"]" * 100_000
+    deep = {"geometryUrl": {"S": "s3://geometry-bucket/geometries/deep.geojson"}}
     items = {
         "a": {**KEYS, "name": {"S": "fine"}},
         "b": {"pk": KEYS["pk"], "sk": {"S": "b"}, "tags": {"SS": 5}},
-        "c": {
-            "pk": KEYS["pk"],
-            "sk": {"S": "c"},
-            "geometryUrl": {"S": "s3://geometry-bucket/geometries/deep.geojson"},
-        },
+        "c": {"pk": KEYS["pk"], "sk": {"S": "c"}, **deep},
         "d": {"pk": KEYS["pk"], "sk": {"S": "d"}, "label": {"S": "x"}, "label.sub": {"S": "y"}},
     }
-    messages = [
-        Message(f"m{sk}", f"r{sk}", json.dumps({"record": record("INSERT", sk, 3 + n)}))
-        for n, sk in enumerate(items)
-    ]
-    reports = redrive_messages(
-        messages,
-        settings=settings(),
-        ports=harness.ports(),
-        read_range=no_stream,
-        get_item=lambda keys, arn: items.get(keys["sk"]["S"]),
-    )
+    bodies = [letter(sk, 3 + n) for n, sk in enumerate(items)]
+    reports = redrive(harness, bodies, lambda keys, arn: items.get(keys["sk"]["S"]))
     assert [r.deleted for r in reports] == [True, False, False, False]
     assert [r.error.split(":")[0] if r.error else None for r in reports] == [
         None,
