@@ -15,11 +15,13 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOME = re.compile(r"^(FAILED|ERROR) (\S+)", re.MULTILINE)
 SUMMARY = re.compile(r"^(?:=+ )?(\d+ (?:passed|failed|error).*) in ([0-9.]+)s", re.MULTILINE)
+PYTEST = ("-n", "auto", "--dist", "loadgroup", "-q", "-p", "no:cacheprovider", "-rfE")
 
 
 def one_run(number: int, logs: Path) -> tuple[int, int, list[str], str]:
@@ -27,19 +29,7 @@ def one_run(number: int, logs: Path) -> tuple[int, int, list[str], str]:
     started = time.monotonic()
     with log.open("w") as out:
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-n",
-                "auto",
-                "--dist",
-                "loadgroup",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-rfE",
-            ],
+            [sys.executable, "-m", "pytest", *PYTEST],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -60,9 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     failures: Counter[str] = Counter()
     bad_runs = 0
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for number, returncode, failed, line in pool.map(
-            lambda n: one_run(n, args.logs), range(1, args.runs + 1)
-        ):
+        for number, returncode, failed, line in pool.map(one_run, range(1, args.runs + 1), repeat(args.logs)):
             print(f"run {number}: rc {returncode}: {line}", flush=True)
             failures.update(failed)
             bad_runs += returncode != 0

@@ -9,7 +9,7 @@ from aws_cdk.assertions import Match
 
 from infra.config import EnvironmentConfig
 from infra.constructs.geometry_bucket import NONCURRENT_VERSION_DAYS
-from tests.infra.test_stream_sync import TLS_ONLY, data_key_arn
+from tests.infra.templates_helpers import TLS_ONLY, data_key_arn
 from tests.support.retention import removal_policies
 from tests.support.template import Template
 

@@ -34,6 +34,18 @@ from infra.constructs.heartbeat import (
     rate,
 )
 from tests.infra.conftest import table_ids
+from tests.infra.templates_helpers import (
+    MANAGED_POLICY,
+    admitted_prefixes,
+    allow,
+    data_key_arn,
+    kms_via,
+    mappings,
+    permissions,
+    resolve,
+    schema_tables,
+    stream_arns,
+)
 from tests.infra.test_monitoring import (
     GTE,
     alarm_name,
@@ -43,17 +55,6 @@ from tests.infra.test_monitoring import (
     sync_namespace,
 )
 from tests.infra.test_ops_workflows import handed_table_arns
-from tests.infra.test_stream_sync import (
-    MANAGED_POLICY,
-    admitted_prefixes,
-    allow,
-    data_key_arn,
-    mappings,
-    permissions,
-    resolve,
-    schema_tables,
-    stream_arns,
-)
 from tests.support.alarm_evaluation import (
     INSUFFICIENT_DATA,
     OK,
@@ -188,13 +189,8 @@ def test_the_heartbeat_role_may_put_only_the_heartbeat_items(
         pk, _, _ = heartbeat_key(plan.indexable_schemas[0])
         only = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [pk]}}
         expected |= allow(["dynamodb:PutItem"], tables[plan.construct_id], when=only)
-    dynamodb = {"Fn::Join": ["", ["dynamodb.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
-    through = {"StringEquals": {"kms:ViaService": dynamodb}}
-    expected |= allow(
-        ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
-        data_key_arn(stateful),
-        when=through,
-    )
+    data_key_actions = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
+    expected |= allow(data_key_actions, data_key_arn(stateful), when=kms_via("dynamodb"))
     assert permissions(document) == expected
 
 

@@ -16,7 +16,7 @@ from search.readers import read_role_definitions
 from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS
 from tests.infra.conftest import read_roles
-from tests.infra.test_stream_sync import (
+from tests.infra.templates_helpers import (
     TLS_ONLY,
     XRAY_ACTIONS,
     allow,

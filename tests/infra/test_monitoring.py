@@ -20,8 +20,8 @@ from infra.config import EnvironmentConfig
 from infra.constructs.heartbeat import DUE_METRIC
 from infra.constructs.ops_workflows import OPERATIONS
 from tests.infra.conftest import table_ids
+from tests.infra.templates_helpers import dead_letter_queue_id, one, resolve, stream_arns, sync_function
 from tests.infra.test_index_bootstrap import framework_dead_letter_queue_id
-from tests.infra.test_stream_sync import dead_letter_queue_id, one, resolve, stream_arns, sync_function
 from tests.support.template import Template
 
 ALARM = "AWS::CloudWatch::Alarm"

@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Capture, Match
 
 from infra.config import EnvironmentConfig
-from tests.infra.test_stream_sync import resolve
+from tests.infra.templates_helpers import assert_admits_only_the_functions_on_https, resolve
 from tests.support.retention import removal_policies
 from tests.support.template import Template
 
@@ -245,18 +245,7 @@ def test_endpoint_security_group_admits_only_function_groups_on_https(
     stateful: Template, stateless: Template
 ) -> None:
     group_id = endpoint_security_group(stateful)["Fn::GetAtt"][0]
-    rules = [
-        rule["Properties"]
-        for rule in resolve(stateful, stateless, stateless.find_resources(INGRESS)).values()
-        if rule["Properties"]["GroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}
-    ]
-    function_groups = [
-        {"Fn::GetAtt": [logical_id, "GroupId"]} for logical_id in stateless.find_resources(SECURITY_GROUP)
-    ]
-    assert len(rules) == 3  # the sync, the index bootstrap and the ops worker
-    for rule in rules:
-        assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", 443, 443)
-        assert rule["SourceSecurityGroupId"] in function_groups
+    assert_admits_only_the_functions_on_https(stateful, stateless, group_id)
 
 
 # --- no open ingress ----------------------------------------------------------------------------------------

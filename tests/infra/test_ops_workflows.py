@@ -26,7 +26,7 @@ from infra.constructs.ops_workflows import XRAY_ACTIONS as STATE_MACHINE_XRAY_AC
 from infra.constructs.smoke import SMOKE_VARIABLES, SMOKE_WORKER_POLICY
 from infra.constructs.vpc_function import ENI_ACTIONS
 from ops import deployed
-from tests.infra.test_stream_sync import (
+from tests.infra.templates_helpers import (
     MANAGED_POLICY,
     XRAY_ACTIONS,
     allow,

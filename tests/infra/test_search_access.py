@@ -12,7 +12,7 @@ from infra.app_builder import committed_context
 from infra.config import SSO_ADMINISTRATORS, EnvironmentConfig
 from infra.constructs.search_access import SearchAccess
 from tests.infra.conftest import base_config
-from tests.infra.test_stream_sync import one
+from tests.infra.templates_helpers import one
 from tests.support.template import Template
 
 ROLE = "AWS::IAM::Role"

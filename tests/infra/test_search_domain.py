@@ -21,12 +21,12 @@ from infra.app_builder import committed_context
 from infra.config import ConfigError, EnvironmentConfig, ReaderNetwork
 from infra.constructs.search_domain import SearchDomain
 from tests.infra.conftest import base_config, read_roles
-from tests.infra.test_stream_sync import (
+from tests.infra.templates_helpers import (
     SYNC_ROLE_DESCRIPTION,
+    assert_admits_only_the_functions_on_https,
     data_key_arn,
     domain_endpoint,
     one,
-    resolve,
     role_arn,
 )
 from tests.support.retention import removal_policies
@@ -157,17 +157,7 @@ def test_domain_uses_its_own_security_group_without_inline_rules(
 
 
 def test_domain_admits_only_platform_functions_on_https(stateful: Template, stateless: Template) -> None:
-    group = {"Fn::GetAtt": [domain_group_id(stateful), "GroupId"]}
-    ingress = resolve(stateful, stateless, stateless.find_resources("AWS::EC2::SecurityGroupIngress"))
-    rules = [rule["Properties"] for rule in ingress.values() if rule["Properties"]["GroupId"] == group]
-    function_groups = [
-        {"Fn::GetAtt": [logical_id, "GroupId"]}
-        for logical_id in stateless.find_resources("AWS::EC2::SecurityGroup")
-    ]
-    assert len(rules) == 3  # the sync, the index bootstrap and the ops worker
-    for rule in rules:
-        assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", 443, 443)
-        assert rule["SourceSecurityGroupId"] in function_groups
+    assert_admits_only_the_functions_on_https(stateful, stateless, domain_group_id(stateful))
 
 
 # --- encryption and transport -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from infra.app_builder import build_environment, committed_context
 from infra.config import INVERTED_INDEX, CapacityMode, EnvironmentConfig, TablePlan
 from infra.environments import environments
 from tests.infra.conftest import ENVIRONMENTS, table_ids
+from tests.infra.templates_helpers import data_key_arn, regional_endpoint
 from tests.infra.test_shipped_config import PINNED_ADDITIONAL_TABLES
 from tests.support.retention import removal_policies
 from tests.support.template import Template
@@ -25,17 +26,6 @@ TABLE = "AWS::DynamoDB::Table"
 SCALABLE_TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"
 SCALING_POLICY = "AWS::ApplicationAutoScaling::ScalingPolicy"
 BACKUP_TYPES = ("AWS::Backup::BackupVault", "AWS::Backup::BackupPlan", "AWS::Backup::BackupSelection")
-
-
-def only(template: Template, resource_type: str) -> tuple[str, dict[str, Any]]:
-    """The logical id and body of the one resource of ``resource_type``."""
-    found = template.find_resources(resource_type)
-    assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
-    return next(iter(found.items()))
-
-
-def key_arn(template: Template) -> dict[str, Any]:
-    return {"Fn::GetAtt": [only(template, "AWS::KMS::Key")[0], "Arn"]}
 
 
 def index_names(plan: TablePlan) -> list[str]:
@@ -161,7 +151,7 @@ def test_point_in_time_recovery_is_on_for_every_table(stateful: Template, config
 def test_every_table_is_encrypted_with_the_customer_managed_data_key(
     stateful: Template, config: EnvironmentConfig
 ) -> None:
-    encryption = {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": key_arn(stateful)}
+    encryption = {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": data_key_arn(stateful)}
     every_table_has(stateful, config, {"SSESpecification": encryption})
 
 
@@ -172,10 +162,9 @@ def test_data_key_rotates(stateful: Template) -> None:
 
 def test_data_key_admits_cloudwatch_logs_of_this_account_only(stateful: Template) -> None:
     # Log groups encrypted with the key fail to create unless the regional logs service may use it.
-    logs = {"Fn::Join": ["", ["logs.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
     statement = {
         "Effect": "Allow",
-        "Principal": {"Service": logs},
+        "Principal": {"Service": regional_endpoint("logs")},
         "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": Match.any_value()}},
     }
     stateful.has_resource_properties(
@@ -386,7 +375,7 @@ def test_every_table_backs_up_into_its_own_retained_vault_encrypted_with_the_dat
     policy, _ = removal_policies(config)
     for plan, table_id, ids in backed_up(stateful, config):
         vault = stateful.find_resources("AWS::Backup::BackupVault")[ids["Vault"]]
-        assert vault["Properties"]["EncryptionKeyArn"] == key_arn(stateful)
+        assert vault["Properties"]["EncryptionKeyArn"] == data_key_arn(stateful)
         assert vault["DeletionPolicy"] == policy
         (rule,) = stateful.find_resources("AWS::Backup::BackupPlan")[ids["Plan"]]["Properties"]["BackupPlan"][
             "BackupPlanRule"

@@ -15,15 +15,7 @@ from infra.constructs.ops_workflows import state_machine_name
 from infra.constructs.smoke import SMOKE_WORKER_POLICY
 from ops import deployed
 from tests.infra.conftest import read_roles
-from tests.infra.test_heartbeat import table_arns
-from tests.infra.test_ops_workflows import (
-    WORKER_ROLE,
-    objects,
-    ops_bucket,
-    worker_function,
-    worker_role,
-)
-from tests.infra.test_stream_sync import (
+from tests.infra.templates_helpers import (
     MANAGED_POLICY,
     MAPPING,
     allow,
@@ -38,6 +30,14 @@ from tests.infra.test_stream_sync import (
     role_arn,
     s3_arn,
     stream_arns,
+)
+from tests.infra.test_heartbeat import table_arns
+from tests.infra.test_ops_workflows import (
+    WORKER_ROLE,
+    objects,
+    ops_bucket,
+    worker_function,
+    worker_role,
 )
 from tests.support.template import Template
 

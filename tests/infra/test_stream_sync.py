@@ -6,7 +6,6 @@ the value the stateful stack writes, so expectations can name the stateful stack
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aws_cdk.assertions import Match
@@ -15,197 +14,39 @@ from refdata.registry import COUNTER, REGISTRY, indexable_schemas
 from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS
 from infra.handoff import stream_parameter
-from tests.infra.conftest import table_ids
+from tests.infra.templates_helpers import (
+    FUNCTION,
+    MANAGED_POLICY,
+    MAPPING,
+    QUEUE,
+    STREAM_READ_ACTIONS,
+    SYNC_HANDLER,
+    SYNC_ROLE_DESCRIPTION,
+    TLS_ONLY,
+    XRAY_ACTIONS,
+    admitted_prefixes,
+    allow,
+    allow_each,
+    aws_arn,
+    data_key_arn,
+    dead_letter_queue_id,
+    domain_endpoint,
+    expected_schema_tables,
+    geometry_bucket,
+    handed_over,
+    mappings,
+    one,
+    permissions,
+    policy_attached_to,
+    resolve,
+    role_arn,
+    s3_arn,
+    schema_tables,
+    stream_arns,
+    sync_function,
+)
 from tests.support.retention import removal_policies
 from tests.support.template import Template
-
-FUNCTION = "AWS::Lambda::Function"
-MAPPING = "AWS::Lambda::EventSourceMapping"
-QUEUE = "AWS::SQS::Queue"
-MANAGED_POLICY = "AWS::IAM::ManagedPolicy"
-SYNC_HANDLER = "stream_sync.handler.handler"
-SYNC_ROLE_DESCRIPTION = "DynamoDB stream to OpenSearch sync"
-XRAY_ACTIONS = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
-TLS_ONLY = {"Bool": {"aws:SecureTransport": "false"}}  # where a TLS-only policy denies
-STREAM_READ_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]
-
-
-# --- helpers shared with test_index_bootstrap.py ------------------------------------------------------------
-
-
-def handed_over(stateful: Template) -> dict[str, Any]:
-    """Name -> value of each SSM parameter the stateful stack writes for the stateless stack."""
-    parameters = stateful.find_resources("AWS::SSM::Parameter").values()
-    return {parameter["Properties"]["Name"]: parameter["Properties"]["Value"] for parameter in parameters}
-
-
-def resolve(stateful: Template, stateless: Template, value: Any) -> Any:
-    """``value`` with every value handed over by the stateful stack replaced by the stateful expression for it.
-
-    The stateless stack reads deploy-time values as SSM-typed template parameters (``infra.handoff``); each
-    parameter's default names an ``AWS::SSM::Parameter`` of the stateful stack, whose ``Value`` is substituted.
-    Roles have fixed names, so the stateless stack names them by literal ARN or name: those become the stateful
-    role's ``Fn::GetAtt``/``Ref``.
-    """
-    written = handed_over(stateful)
-    literals: dict[str, Any] = {
-        name: written[parameter["Default"]]
-        for name, parameter in stateless.to_json().get("Parameters", {}).items()
-        if parameter["Type"].startswith("AWS::SSM::Parameter::Value<") and parameter["Default"] in written
-    }
-    references = {}
-    for logical_id, role in stateful.find_resources("AWS::IAM::Role").items():
-        name = role["Properties"].get("RoleName")
-        if name:
-            references[name] = {"Ref": logical_id}
-            references[f":role/{name}"] = {"Fn::GetAtt": [logical_id, "Arn"]}
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            if set(node) == {"Ref"} and node["Ref"] in literals:
-                return literals[node["Ref"]]
-            return {key: walk(item) for key, item in node.items()}
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if isinstance(node, str) and node in references:
-            return references[node]
-        if isinstance(node, str) and node.startswith("arn:") and ":role/" in node:
-            return references.get(node[node.index(":role/") :], node)
-        return node
-
-    return walk(value)
-
-
-def one(template: Template, resource_type: str, properties: dict[str, Any] | None = None) -> tuple[str, Any]:
-    found = template.find_resources(resource_type, {"Properties": properties} if properties else None)
-    assert len(found) == 1, f"expected one {resource_type} like {properties}, found {sorted(found)}"
-    return next(iter(found.items()))
-
-
-def get_att(template: Template, resource_type: str, attribute: str, **properties: Any) -> dict[str, Any]:
-    return {"Fn::GetAtt": [one(template, resource_type, properties or None)[0], attribute]}
-
-
-def aws_arn(service: str, *resource: Any) -> dict[str, Any]:
-    """``arn:<partition>:<service>:<region>:<account><resource>``, as the stacks write a regional ARN."""
-    partition, region, account = ({"Ref": f"AWS::{name}"} for name in ("Partition", "Region", "AccountId"))
-    return {"Fn::Join": ["", ["arn:", partition, f":{service}:", region, ":", account, *resource]]}
-
-
-def s3_arn(bucket_id: str, suffix: str = "") -> dict[str, Any]:
-    """The ARN of the bucket ``bucket_id`` (a logical id), or of its objects under ``suffix``."""
-    parts = ["arn:", {"Ref": "AWS::Partition"}, ":s3:::", {"Ref": bucket_id}, *([suffix] if suffix else [])]
-    return {"Fn::Join": ["", parts]}
-
-
-def kms_via(service: str) -> dict[str, Any]:
-    """The condition that admits the data key's use only through ``service`` (`kms:ViaService`)."""
-    endpoint = {"Fn::Join": ["", [f"{service}.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
-    return {"StringEquals": {"kms:ViaService": endpoint}}
-
-
-def data_key_arn(stateful: Template) -> dict[str, Any]:
-    return get_att(stateful, "AWS::KMS::Key", "Arn")
-
-
-def role_arn(stateful: Template, description: str) -> dict[str, Any]:
-    return get_att(stateful, "AWS::IAM::Role", "Arn", Description=description)
-
-
-def domain_endpoint(stateful: Template) -> dict[str, Any]:
-    return get_att(stateful, "AWS::OpenSearchService::Domain", "DomainEndpoint")
-
-
-def subnet_refs(stateful: Template) -> list[dict[str, str]]:
-    return [{"Ref": logical_id} for logical_id in stateful.find_resources("AWS::EC2::Subnet")]
-
-
-def permissions(policy: dict[str, Any]) -> set[tuple[str, str, str]]:
-    """A policy document as (effect, action, resource) triples, independent of how statements are merged; a
-    statement's condition is part of its resource (`<resource> when <condition>`), so it is never ignored."""
-    triples = set()
-    for statement in policy["Statement"]:
-        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        resources = (
-            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-        )
-        for action in actions:
-            for resource in resources:
-                triples.add((statement["Effect"], action, _scoped(resource, statement.get("Condition"))))
-    return triples
-
-
-def allow(actions: list[str], resource: Any, when: dict[str, Any] | None = None) -> set[tuple[str, str, str]]:
-    return {("Allow", action, _scoped(resource, when)) for action in actions}
-
-
-def allow_each(actions: list[str], resources: list[Any]) -> set[tuple[str, str, str]]:
-    return {triple for resource in resources for triple in allow(actions, resource)}
-
-
-def _scoped(resource: Any, condition: dict[str, Any] | None) -> str:
-    text = json.dumps(resource, sort_keys=True)
-    return text if condition is None else f"{text} when {json.dumps(condition, sort_keys=True)}"
-
-
-def policy_attached_to(template: Template, stateful: Template, role: dict[str, Any]) -> dict[str, Any]:
-    """The one managed policy in ``template`` whose roles resolve to ``role`` (``Ref`` form)."""
-    found = [
-        policy["Properties"]
-        for policy in template.find_resources(MANAGED_POLICY).values()
-        if resolve(stateful, template, policy["Properties"].get("Roles", [])) == [role]
-    ]
-    assert len(found) == 1, found
-    return found[0]
-
-
-# --- the function -------------------------------------------------------------------------------------------
-
-
-def geometry_bucket(stateful: Template) -> str:
-    return one(stateful, "AWS::S3::Bucket", {"LoggingConfiguration": {"LogFilePrefix": "geometry/"}})[0]
-
-
-def sync_function(stateless: Template) -> tuple[str, dict[str, Any]]:
-    return one(stateless, FUNCTION, {"Handler": SYNC_HANDLER})
-
-
-def dead_letter_queue_id(stateless: Template) -> str:
-    destinations = {
-        json.dumps(mapping["Properties"]["DestinationConfig"])
-        for mapping in stateless.find_resources(MAPPING).values()
-    }
-    (destination,) = destinations  # every table's mapping gives up into the one queue
-    return str(json.loads(destination)["OnFailure"]["Destination"]["Fn::GetAtt"][0])
-
-
-def stream_arns(stateful: Template, config: EnvironmentConfig) -> dict[str, dict[str, Any]]:
-    """Construct id -> the stream ARN of each source table."""
-    return {
-        construct_id: {"Fn::GetAtt": [logical_id, "StreamArn"]}
-        for construct_id, logical_id in table_ids(stateful, config).items()
-    }
-
-
-def schema_tables(stateful: Template, stateless: Template, value: Any) -> dict[str, str]:
-    """An environment variable carrying ``SCHEMA_TABLES`` as {schema: logical id of the table named}."""
-    resolved = resolve(stateful, stateless, value)
-    separator, parts = resolved["Fn::Join"]
-    text = separator.join(part if isinstance(part, str) else _table_of_stream_name(part) for part in parts)
-    return dict(json.loads(text))
-
-
-def _table_of_stream_name(part: dict[str, Any]) -> str:
-    """``{"Fn::Select": [1, {"Fn::Split": ["/", <stream ARN>]}]}``, the table name cut from its stream's ARN."""
-    index, split = part["Fn::Select"]
-    separator, arn = split["Fn::Split"]
-    assert (index, separator) == (1, "/")
-    return str(arn["Fn::GetAtt"][0])
-
-
-def expected_schema_tables(stateful: Template, config: EnvironmentConfig) -> dict[str, str]:
-    ids = table_ids(stateful, config)
-    return {schema: ids[plan.construct_id] for plan in config.source_tables for schema in plan.schemas}
 
 
 def test_function_sizing_follows_config(stateless: Template, config: EnvironmentConfig) -> None:
@@ -249,19 +90,6 @@ def test_function_starts_only_after_the_index_bootstrap(stateless: Template) -> 
 
 
 # --- event source mapping -----------------------------------------------------------------------------------
-
-
-def mappings(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, dict[str, Any]]:
-    """Construct id of each source table -> the properties of the one mapping that reads its stream."""
-    by_stream = {json.dumps(arn): construct_id for construct_id, arn in stream_arns(stateful, config).items()}
-    found: dict[str, dict[str, Any]] = {}
-    for mapping in stateless.find_resources(MAPPING).values():
-        construct_id = by_stream[
-            json.dumps(resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]))
-        ]
-        assert construct_id not in found, f"two mappings read the stream of {construct_id}"
-        found[construct_id] = mapping["Properties"]
-    return found
 
 
 def test_one_mapping_per_table_reads_its_stream_into_the_one_function(
@@ -342,16 +170,6 @@ def test_mapping_sends_what_it_gives_up_on_to_the_dead_letter_queue(stateless: T
     assert queue_id in stateless.find_resources(QUEUE)
     _, function = sync_function(stateless)
     assert function["Properties"]["Environment"]["Variables"]["DLQ_URL"] == {"Ref": queue_id}
-
-
-def admitted_prefixes(mapping: dict[str, Any]) -> list[str]:
-    (item,) = mapping["FilterCriteria"]["Filters"]
-    pattern = json.loads(item["Pattern"])
-    assert set(pattern) == {"dynamodb"} and set(pattern["dynamodb"]) == {"Keys"}
-    assert set(pattern["dynamodb"]["Keys"]) == {"pk"}
-    rules = pattern["dynamodb"]["Keys"]["pk"]["S"]
-    assert all(set(rule) == {"prefix"} for rule in rules), rules
-    return [rule["prefix"] for rule in rules]
 
 
 def every_admitted_prefix(stateful: Template, stateless: Template, config: EnvironmentConfig) -> list[str]:

@@ -10,8 +10,8 @@ from typing import Any
 
 from infra.config import EnvironmentConfig
 from tests.infra.conftest import read_roles
+from tests.infra.templates_helpers import MANAGED_POLICY, allow, data_key_arn, kms_via, permissions
 from tests.infra.test_smoke import ITEM_WRITES, admitted, quoted
-from tests.infra.test_stream_sync import MANAGED_POLICY, allow, data_key_arn, kms_via, permissions
 from tests.support.template import Template
 
 KEY_ACTIONS_VIA_DYNAMODB = ("Decrypt", "Encrypt", "GenerateDataKey", "DescribeKey")

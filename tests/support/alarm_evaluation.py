@@ -25,6 +25,7 @@ can be shown not to depend on it:
 from __future__ import annotations
 
 import math
+import operator
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,18 +38,18 @@ INSUFFICIENT_DATA = "INSUFFICIENT_DATA"
 MINUTE = 60
 
 COMPARISONS = {
-    "GreaterThanOrEqualToThreshold": lambda value, threshold: value >= threshold,
-    "GreaterThanThreshold": lambda value, threshold: value > threshold,
-    "LessThanThreshold": lambda value, threshold: value < threshold,
-    "LessThanOrEqualToThreshold": lambda value, threshold: value <= threshold,
+    "GreaterThanOrEqualToThreshold": operator.ge,
+    "GreaterThanThreshold": operator.gt,
+    "LessThanThreshold": operator.lt,
+    "LessThanOrEqualToThreshold": operator.le,
 }
 OPERATORS = {
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
 }
 STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {
     "Maximum": max,
@@ -123,9 +124,8 @@ class AlarmDefinition:
         queries = list(properties["Metrics"])
         (watched,) = [q for q in queries if q.get("ReturnData", True) and "Expression" in q]
         stats = {q["Id"]: q["MetricStat"] for q in queries if "MetricStat" in q}
-        (period,) = {
-            int(stat["Period"]) for stat in stats.values()
-        }  # GUIDE: "Each metric must be using the same period"
+        # GUIDE: "Each metric must be using the same period"
+        (period,) = {int(stat["Period"]) for stat in stats.values()}
         return cls(
             period=period,
             statistics={name: str(stat["Stat"]) for name, stat in stats.items()},
@@ -149,12 +149,6 @@ class AlarmDefinition:
             raise ValueError("high-resolution alarms (periods under a minute) are not modelled")
 
 
-def _statistic(statistic: str, values: Sequence[float]) -> float | None:
-    # A period with no samples has no data point (for SampleCount too: not a zero), GUIDE: "each specific data point
-    # reported to CloudWatch falls under one of three categories: Not breaching ... Breaching ... Missing".
-    return float(STATISTICS[statistic](values)) if values else None
-
-
 class Series(dict[str, tuple[list[float], list[float]]]):
     """Each metric's samples as (times, values), sorted by time: a period's values are a slice found by bisection."""
 
@@ -176,7 +170,10 @@ def datapoint(
     values = {}
     for name, stat in alarm.statistics.items():
         times, points = series.get(name, ((), ()))
-        values[name] = _statistic(stat, points[bisect_left(times, start) : bisect_left(times, end)])
+        period = points[bisect_left(times, start) : bisect_left(times, end)]
+        # A period with no samples has no data point (for SampleCount too: not a zero), GUIDE: "each specific data
+        # point reported to CloudWatch falls under one of three categories: Not breaching ... Breaching ... Missing".
+        values[name] = float(STATISTICS[stat](period)) if period else None
     if alarm.expression is None:
         return values[ONE_METRIC]
     match = COMPARISON_EXPRESSION.match(alarm.expression)
@@ -231,9 +228,8 @@ def breaches(alarm: AlarmDefinition, value: float) -> bool:
 def decide(alarm: AlarmDefinition, points: Sequence[float | None], previous: str) -> str:
     """The state the alarm takes from its evaluation range (``points``, oldest first) and its ``previous`` state."""
     n, m = alarm.evaluation_periods, alarm.datapoints_to_alarm
-    real = [
-        (len(points) - i, breaches(alarm, v)) for i, v in enumerate(points) if v is not None
-    ]  # (age, breaching)
+    # (age, breaching) of each real data point
+    real = [(len(points) - i, breaches(alarm, v)) for i, v in enumerate(points) if v is not None]
     if len(real) >= n:
         # GUIDE: "If no data points in the evaluation range are missing, CloudWatch evaluates the alarm based on the
         # most recent data points collected. The number of data points evaluated is equal to the Evaluation Periods
@@ -335,17 +331,10 @@ def replay(
     state is left unchanged")."""
     current = INSUFFICIENT_DATA if created else previous
     series = series_of(samples)  # once: each minute's evaluation bisects it
+    options = {"extra_range_periods": extra_range_periods, "no_operand": no_operand}
     states = []
-    for minute in range(math.floor((until - since) / MINUTE) + 1):
-        now = since + minute * MINUTE
-        current = state(
-            alarm,
-            series,
-            now=now,
-            extra_range_periods=extra_range_periods,
-            previous=current,
-            no_operand=no_operand,
-        )
+    for now in _minutes(since, until):
+        current = state(alarm, series, now=now, previous=current, **options)
         states.append((now, current))
     return History(tuple(states))
 
@@ -356,8 +345,12 @@ def any_of(children: Sequence[History], *, since: float, until: float) -> Histor
     alarms" and "The composite alarm goes into ALARM state only if all conditions of the rule are met"; "For a
     composite alarm, this initial time after creation is the only time that the alarm can be in INSUFFICIENT_DATA
     state." (It reads the children's states: whether their own actions are enabled plays no part.)"""
-    states = []
-    for minute in range(math.floor((until - since) / MINUTE) + 1):
-        now = since + minute * MINUTE
-        states.append((now, ALARM if any(child.at(now) == ALARM for child in children) else OK))
-    return History(tuple(states))
+    minutes = _minutes(since, until)
+    return History(
+        tuple((now, ALARM if any(c.at(now) == ALARM for c in children) else OK) for now in minutes)
+    )
+
+
+def _minutes(since: float, until: float) -> list[float]:
+    """Each minute from ``since`` to ``until``, both included: when an alarm is evaluated."""
+    return [since + minute * MINUTE for minute in range(math.floor((until - since) / MINUTE) + 1)]

@@ -64,20 +64,15 @@ def inputs_key(root: Path = ROOT) -> str:
             if file.is_file() and "__pycache__" not in file.parts:
                 digest.update(f"{file.relative_to(root)}\0".encode() + file.read_bytes() + b"\0")
     node = shutil.which("node")
-    node_file = Path(os.path.realpath(node)) if node else None
+    found = Path(os.path.realpath(node)) if node else None
     environ = {**os.environ, **ENVIRONMENT}
-    digest.update(
-        json.dumps(
-            {
-                "packages": {package: metadata.version(package) for package in PACKAGES},
-                "python": sys.version,
-                "node": [str(node_file), node_file.stat().st_mtime_ns, node_file.stat().st_size]
-                if node_file
-                else None,
-                "environment": {k: v for k, v in sorted(environ.items()) if k.startswith(("CDK_", "JSII_"))},
-            }
-        ).encode()
-    )
+    described = {
+        "packages": {package: metadata.version(package) for package in PACKAGES},
+        "python": sys.version,
+        "node": found and [str(found), found.stat().st_mtime_ns, found.stat().st_size],
+        "environment": {k: v for k, v in sorted(environ.items()) if k.startswith(("CDK_", "JSII_"))},
+    }
+    digest.update(json.dumps(described).encode())
     return digest.hexdigest()[:32]
 
 
@@ -108,8 +103,7 @@ def keep(directory: Path, key: str, root: Path = ROOT, cache: Path = CACHE) -> N
     except OSError:  # another session kept the same inputs' synth first
         shutil.rmtree(partial, ignore_errors=True)
     entries = sorted(
-        (path for path in cache.iterdir() if ".partial-" not in path.name),
-        key=lambda path: path.stat().st_mtime_ns,
+        (p for p in cache.iterdir() if ".partial-" not in p.name), key=lambda p: p.stat().st_mtime_ns
     )
     for old in entries[:-KEPT]:
         shutil.rmtree(old, ignore_errors=True)
@@ -217,9 +211,8 @@ def pytest_configure(config: pytest.Config) -> None:
     the workers where it goes (they inherit the variable)."""
     if hasattr(config, "workerinput"):
         return
-    os.environ.pop(
-        VARIABLE, None
-    )  # a session's own: never one inherited from a session that started this one
+    # a session's own: never one inherited from a session that started this one
+    os.environ.pop(VARIABLE, None)
     if config.option.collectonly or not reads_the_synth(config):
         return
     directory = Path(tempfile.mkdtemp(prefix="refdata-assembly-"))

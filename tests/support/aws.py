@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+EMPTY_ZIP = b"PK\x05\x06" + b"\x00" * 18  # a zip archive with no entries: a function's code moto accepts
 _ITEM_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
 _ITEM_WRITE_LOCK = threading.RLock()
 
@@ -159,6 +160,25 @@ def atomic_item_writes(monkeypatch: pytest.MonkeyPatch) -> None:
                 return __original(*args, **kwargs)
 
         monkeypatch.setattr(DynamoDBBackend, name, locked)
+
+
+class Context:
+    """A Lambda context: the time left of the invocation, as the handlers read it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.seconds * 1000)
+
+
+def create_bucket(region: str, *names: str) -> None:
+    """Empty buckets in ``region`` (outside us-east-1 S3 wants the region as the location constraint)."""
+    import boto3
+
+    s3 = boto3.client("s3", region_name=region)
+    for name in names:
+        s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
 
 
 def moto_role_of_access_key(access_key: str) -> str | None:

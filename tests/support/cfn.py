@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from infra import templates
+
 Template = dict[str, Any]
 KINDS = ("Stateful", "Stateless")
 
@@ -41,7 +43,8 @@ Binder = Callable[[str, str | None], Any]  # (logical id, attribute or None for 
 class Resolver:
     """Evaluates `Ref`, `Fn::GetAtt`, `Fn::Join`, `Fn::Select`, `Fn::Split` and `Fn::Sub` over a template.
 
-    Parameters resolve to `parameters` (by name), pseudo-parameters to the world's account and region, and
+    Parameters resolve to `parameters` (by name), pseudo-parameters to the world's account and region (as
+    `infra.templates.Stack` gives them, the partition and URL suffix following the region), and
     resources through `bind(logical id, attribute)`, which the world implements (a resource it did not create
     binds to a placeholder that no ARN pattern matches by accident)."""
 
@@ -99,13 +102,10 @@ class Resolver:
         return {key: self(value) for key, value in node.items()}
 
     def _ref(self, name: str) -> Any:
-        pseudo = {
-            "AWS::AccountId": self.account,
-            "AWS::Region": self.region,
-            "AWS::Partition": "aws",
-            "AWS::URLSuffix": "amazonaws.com",
-            "AWS::StackId": f"arn:aws:cloudformation:{self.region}:{self.account}:stack/s/00000000-test",
-        }
+        pseudo = templates.Stack("s", self.template, "s", self.account, self.region).pseudo_parameters()
+        pseudo["AWS::StackId"] = (
+            f"arn:{pseudo['AWS::Partition']}:cloudformation:{self.region}:{self.account}:stack/s/00000000-test"
+        )
         if name in pseudo:
             return pseudo[name]
         if name in self.template.get("Parameters", {}):

@@ -61,9 +61,8 @@ def citations(path: Path) -> Iterator[Citation]:
         title = match.group("quoted") or match.group("curly") or match.group("emphasis")
         cited = "README.md" if match.group("file").startswith("README") else match.group("file")
         line = text.count("\n", 0, match.start()) + 1
-        yield Citation(
-            f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line}", cited, title
-        )
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        yield Citation(f"{where}:{line}", cited, title)
 
 
 def unresolved(found: Iterator[Citation], root: Path = ROOT) -> list[str]:
@@ -76,8 +75,7 @@ def unresolved(found: Iterator[Citation], root: Path = ROOT) -> list[str]:
             problems.append(f"{citation.where}: cites {citation.file}, which does not exist")
             continue
         title = _normal(citation.title)
-        names = _names(target)
-        if not any(name == title or name.startswith((f"{title}:", f"{title} (")) for name in names):
+        if not any(name == title or name.startswith((f"{title}:", f"{title} (")) for name in _names(target)):
             problems.append(
                 f"{citation.where}: cites {citation.file}, {citation.title!r}: {citation.file} has no heading or "
                 "bold paragraph lead of that name"

@@ -41,12 +41,8 @@ def environment_call(tree: ast.Module, name: str) -> ast.Call:
     """The ``EnvironmentConfig(name=<name>, ...)`` call of the file."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and called(node) == "EnvironmentConfig":
-            written = keyword(node, "name")
-            if (
-                written is not None
-                and isinstance(written.value, ast.Constant)
-                and written.value.value == name
-            ):
+            written = getattr(keyword(node, "name"), "value", None)
+            if isinstance(written, ast.Constant) and written.value == name:
                 return node
     raise AssertionError(f"no EnvironmentConfig(name={name!r}) call in {CONFIG}")
 
@@ -60,24 +56,15 @@ def replaced(text: str, node: ast.AST, source: str) -> str:
 
 
 def module_assignment(tree: ast.Module, name: str) -> ast.Assign | None:
-    return next(
-        (
-            node
-            for node in tree.body
-            if isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id == name
-        ),
-        None,
-    )
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
+            return node
+    return None
 
 
 def search_call(tree: ast.Module, env: str) -> ast.Call:
     search = keyword(environment_call(tree, env), "search")
-    assert search is not None and isinstance(search.value, ast.Call), (
-        f"{env} writes no search=SearchSettings(...)"
-    )
+    assert isinstance(getattr(search, "value", None), ast.Call), f"{env} writes no search=SearchSettings(...)"
     return search.value
 
 

@@ -40,9 +40,8 @@ from tests.support.node_groups import runs_here
 
 # Writing a class archive takes a few seconds of CPU after the node stops; a loaded machine stretches it.
 RECORD_TIMEOUT_SECONDS = 600.0
-START_TIMEOUT_SECONDS = (
-    180.0  # a cold JVM on two busy cores takes 10-20 s; the margin is for a loaded machine
-)
+# A cold JVM on two busy cores takes 10-20 s; the margin is for a loaded machine.
+START_TIMEOUT_SECONDS = 180.0
 
 
 class EngineError(RuntimeError):
@@ -74,9 +73,7 @@ _MADE_BY_THE_ENGINE = ("uuid", "creation_date", "provided_name", "version")
 
 def _definition(index: dict[str, Any]) -> dict[str, Any]:
     """The create-index body of an index as `GET /<index>` shows it."""
-    settings = {
-        key: value for key, value in index["settings"]["index"].items() if key not in _MADE_BY_THE_ENGINE
-    }
+    settings = {k: v for k, v in index["settings"]["index"].items() if k not in _MADE_BY_THE_ENGINE}
     return {"settings": {"index": settings}, "mappings": index["mappings"], "aliases": index["aliases"]}
 
 
@@ -105,18 +102,15 @@ class EngineNode:
             )
         # In memory where the machine has it: every cluster-state change (an index, a template, a script) is fsynced.
         # The launcher deletes it when it stops, even after this process was killed.
-        memory = Path("/dev/shm")
+        shm = Path("/dev/shm")
         self.directory = Path(
-            tempfile.mkdtemp(prefix=f"refdata-{self.kind}-", dir=memory if memory.is_dir() else None)
+            tempfile.mkdtemp(prefix=f"refdata-{self.kind}-", dir=shm if shm.is_dir() else None)
         )
         self.log_path = self.directory / "node.log"
         self.prepare_home()
         archive = self.launcher.archive
-        self.recording = (
-            None
-            if self.launcher.archive_is_current()
-            else archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
-        )
+        recording = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+        self.recording = None if self.launcher.archive_is_current() else recording
         log = self.log_path.open("wb")
         self._process = subprocess.Popen(
             self.launcher.command(self.directory, record_into=self.recording),
@@ -194,15 +188,12 @@ class EngineNode:
         goes as written, as NDJSON (a `_bulk` body); any other as JSON."""
         connection = self.connect(timeout=60)
         try:
-            headers = {}
+            headers = self.proxy_headers(None)
             if isinstance(body, bytes):
-                data, headers["Content-Type"] = body, NDJSON_CONTENT_TYPE
+                headers["Content-Type"] = NDJSON_CONTENT_TYPE
             elif body is not None:
-                data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
-            else:
-                data = None
-            headers.update(self.proxy_headers(None))
-            connection.request(method, path, body=data, headers=headers)
+                body, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
+            connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
             raw = response.read()
         finally:
@@ -210,7 +201,6 @@ class EngineNode:
         return Answer(response.status, json.loads(raw) if raw else None)
 
     def connect(self, timeout: float) -> http.client.HTTPConnection:
-        """A connection to the node's HTTP port (once it is ready)."""
         return http.client.HTTPConnection("127.0.0.1", self.wait_ready().port, timeout=timeout)
 
     def proxy_headers(self, principal: str | None) -> dict[str, str]:
@@ -275,21 +265,17 @@ class EngineNode:
         now = self.layout()
         ours = {name for name in now.indices.keys() | kept.layout.indices.keys() if not name.startswith(".")}
         engines = now.indices.keys() - ours
-        if now.rest != kept.layout.rest or any(
-            now.indices[name] != kept.layout.indices.get(name) for name in engines
-        ):
+        if now.rest != kept.layout.rest or any(now.indices[n] != kept.layout.indices.get(n) for n in engines):
             return False
         changed = sorted(name for name in ours if now.indices.get(name) != kept.layout.indices.get(name))
         if unchanged := sorted(ours - set(changed)):
             indices = ",".join(unchanged)
             # what was written but not yet refreshed is found too
             self._checked("POST", f"/{indices}/_refresh")
-            query: dict[str, Any] = {"query": {"match_all": {}}}
-            deleted = self._checked(
-                "POST", f"/{indices}/_delete_by_query?conflicts=proceed&refresh=true", query
-            )
-            if deleted.get("failures"):
-                raise EngineError(f"deleting the documents a test left failed: {deleted['failures']}")
+            query = {"query": {"match_all": {}}}
+            done = self._checked("POST", f"/{indices}/_delete_by_query?conflicts=proceed&refresh=true", query)
+            if done.get("failures"):
+                raise EngineError(f"deleting the documents a test left failed: {done['failures']}")
         if gone := [name for name in changed if name in now.indices]:
             # first: an alias it holds is free for the kept index
             self._checked("DELETE", "/" + ",".join(gone))
@@ -338,7 +324,6 @@ class SessionNode(Generic[N]):
         self._node: N | None = None
 
     def node(self) -> N:
-        """The node, started if it was not yet."""
         if self._node is None:
             self._node = self.kind().start()
         return self._node

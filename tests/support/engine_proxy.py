@@ -48,9 +48,7 @@ def forward(
     try:
         sent = {name: headers[name] for name in _FORWARDED_HEADERS if name in headers}
         sent.update(node.proxy_headers(principal))
-        connection.request(
-            method, raw_path, body=body if body or method in ("POST", "PUT") else None, headers=sent
-        )
+        connection.request(method, raw_path, body if body or method in ("POST", "PUT") else None, sent)
         response = connection.getresponse()
         data = response.read()
         return Forwarded(response.status, data, response.getheader("Content-Type") or "application/json")
@@ -86,10 +84,8 @@ def forward_bulk(
     """`_bulk` with per-item faults: `fault_for(doc_id)` says whether (and how) an item is refused."""
     try:
         items = _bulk_items(body)
-    except (ValueError, StopIteration):
-        return forward(
-            node, "POST", raw_path, headers, body, principal
-        )  # the engine says what is wrong with the body
+    except (ValueError, StopIteration):  # the engine says what is wrong with the body
+        return forward(node, "POST", raw_path, headers, body, principal)
     refused: dict[int, dict[str, Any]] = {}
     kept: list[bytes] = []
     for position, (action, lines) in enumerate(items):

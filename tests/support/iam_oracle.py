@@ -34,9 +34,7 @@ OUTPUT_KEY = "iam_oracle"
 
 
 def _statements(document: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    if not document:
-        return []
-    statements = document.get("Statement", [])
+    statements = document.get("Statement", []) if document else []
     return list(statements) if isinstance(statements, list) else [statements]
 
 
@@ -77,11 +75,10 @@ def simulation(
         raise AssertionError(
             f"a required resource policy on {request.action} has no counterpart in iam-simulate"
         )
-    caller = request.session or request.principal
     resource_account = request.resource_account or request.account
     body: dict[str, Any] = {
         "request": {
-            "principal": caller,
+            "principal": request.session or request.principal,
             "action": request.action,
             "resource": {"resource": request.resource, "accountId": resource_account},
             "contextVariables": {
@@ -239,10 +236,8 @@ class Recorder:
             else:
                 problems = [
                     f"{describe(sim)}: {why}"
-                    for sim, expected, answer in zip(
-                        simulations, self.decisions.values(), answers, strict=True
-                    )
-                    if (why := disagreement(expected, sim, answer))
+                    for sim, want, answer in zip(simulations, self.decisions.values(), answers, strict=True)
+                    if (why := disagreement(want, sim, answer))
                 ]
         return {
             "decisions": self.count,
@@ -289,10 +284,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not SUMMARIES:
         return
-    decisions = sum(s["decisions"] for s in SUMMARIES)
-    distinct = sum(s["distinct"] for s in SUMMARIES)
-    seconds = sum(s["seconds"] for s in SUMMARIES)
-    cpu = sum(s["node_cpu"] for s in SUMMARIES)
+    decisions, distinct, seconds, cpu = (
+        sum(s[name] for s in SUMMARIES) for name in ("decisions", "distinct", "seconds", "node_cpu")
+    )
     problems = [problem for s in SUMMARIES for problem in s["disagreements"]]
     terminalreporter.write_line(
         f"IAM oracle: {decisions} decisions of the double ({distinct} distinct) put to iam-simulate as they were "

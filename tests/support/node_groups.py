@@ -30,9 +30,7 @@ HERE_KEY = pytest.StashKey[frozenset[str]]()  # a worker's: the groups it will r
 
 def groups(items: list[pytest.Item]) -> dict[str, str]:
     """Each grouped test's group (a test in two groups gets both names, joined with `_` as xdist does)."""
-    found = {
-        item.nodeid: sorted({str(m.args[0]) for m in item.iter_markers("xdist_group")}) for item in items
-    }
+    found = {i.nodeid: sorted({str(m.args[0]) for m in i.iter_markers("xdist_group")}) for i in items}
     return {nodeid: "_".join(names) for nodeid, names in found.items() if names}
 
 
@@ -62,9 +60,7 @@ class GroupScheduling(LoadScopeScheduling):
         self._modules: dict[str, str] = {}  # each worker's module of the unit it was handed last
 
     def _split_scope(self, nodeid: str) -> str:
-        if (
-            self._groups is None
-        ):  # every worker collected the same tests (the scheduler checked) and wrote them
+        if self._groups is None:  # every worker collected the same tests (the scheduler checked), wrote them
             written = sorted(self.folder.glob("*.json"))
             self._groups = json.loads(written[0].read_text()) if written else {}
             self._reserved = reservations(self._groups, len(self.nodes))

@@ -52,11 +52,6 @@ ROUTE_ALIAS = "_alias"
 ROUTE_SCRIPTS = "_scripts"
 ROUTE_SECURITY = "_plugins/_security"
 ROUTE_OTHER = "other"
-_ROUTE_OF_FIRST_SEGMENT = {
-    "_index_template": ROUTE_INDEX_TEMPLATE,
-    "_scripts": ROUTE_SCRIPTS,
-    "_aliases": ROUTE_ALIASES,
-}
 # A domain's request idle timeout is longer; the tests' clients never leave a connection idle this long.
 _IDLE_CONNECTION_TIMEOUT_SECONDS = 5.0
 _DEFAULT_ERROR_TYPES = {
@@ -130,8 +125,8 @@ class _ItemFault:
 
 def _classify(segments: list[str]) -> str:
     first = segments[0] if segments else ""
-    if first in _ROUTE_OF_FIRST_SEGMENT:
-        return _ROUTE_OF_FIRST_SEGMENT[first]
+    if first in (ROUTE_INDEX_TEMPLATE, ROUTE_SCRIPTS, ROUTE_ALIASES):  # each route is named for its path
+        return first
     if segments[:2] == ["_cluster", "settings"]:
         return ROUTE_CLUSTER_SETTINGS
     if segments[:3] == ["_plugins", "_security", "api"]:
@@ -201,12 +196,8 @@ class LoopbackOpenSearch:
     def start(self) -> LoopbackOpenSearch:
         if isinstance(self.engine, SecuredNode) and self.fgac is not None:
             self.engine.map_master(self.fgac.master_role_arn)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.01},
-            name="loopback-opensearch",
-            daemon=True,
-        )
+        serve = self._server.serve_forever
+        self._thread = threading.Thread(target=serve, args=(0.01,), name="loopback-opensearch", daemon=True)
         self._thread.start()
         return self
 
@@ -248,18 +239,9 @@ class LoopbackOpenSearch:
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
         self._enqueue(route, Fault(status=status, body=body, headers=headers, method=method), times)
 
-    def delay_next(
-        self,
-        route: str,
-        seconds: float,
-        *,
-        times: int = 1,
-        status: int | None = None,
-        method: str | None = None,
-    ) -> None:
-        """The next requests wait `seconds`; then they take effect normally (or answer `status`)."""
-        body = _error_body(status, "exception", f"injected {status}") if status else None
-        self._enqueue(route, Fault(status=status, body=body, delay_seconds=seconds, method=method), times)
+    def delay_next(self, route: str, seconds: float) -> None:
+        """The next request waits `seconds`; then it takes effect normally."""
+        self._enqueue(route, Fault(delay_seconds=seconds), 1)
 
     def drop_next(self, route: str, *, times: int = 1, method: str | None = None) -> None:
         """The next requests are read, not applied, and the connection is closed without a response."""
@@ -297,7 +279,7 @@ class LoopbackOpenSearch:
     # --- inspection ------------------------------------------------------------------------------
 
     def count(self, route: str, method: str | None = None) -> int:
-        """Requests received for `route` (faulted ones included), optionally only one method."""
+        """Requests received for `route` (faulted ones included), optionally only one method ("PUT")."""
         return len(self.requests_to(route, method))
 
     def forget_requests(self) -> None:
@@ -307,11 +289,7 @@ class LoopbackOpenSearch:
 
     def requests_to(self, route: str, method: str | None = None) -> list[RecordedRequest]:
         with self._lock:
-            return [
-                r
-                for r in self.requests
-                if r.route == route and (method is None or r.method == method.upper())
-            ]
+            return [r for r in self.requests if r.route == route and method in (None, r.method)]
 
     def document(self, target: str, doc_id: str) -> dict[str, Any] | None:
         """The `_source` of `doc_id` in an index, or in an alias's write index; None when absent."""
@@ -329,10 +307,7 @@ class LoopbackOpenSearch:
         return sorted(row["index"] for row in rows if not row["index"].startswith("."))
 
     def aliases_of(self, index: str) -> dict[str, dict[str, Any]]:
-        aliases: dict[str, dict[str, Any]] = self.engine.request("GET", f"/{index}/_alias").body[index][
-            "aliases"
-        ]
-        return aliases
+        return dict(self.engine.request("GET", f"/{index}/_alias").body[index]["aliases"])
 
     # --- request handling (called from server threads) -------------------------------------------
 
@@ -341,12 +316,11 @@ class LoopbackOpenSearch:
     ) -> Forwarded:
         """A request the front let through, answered by the real engine (per-item bulk faults made here); on the
         secured node it acts for the verified IAM principal (its role ARN), never for a header the client sent."""
+        headers, body = request.headers, request.body
         if request.route == ROUTE_BULK and request.method in ("POST", "PUT"):
-            path_index = segments[0] if len(segments) == 2 else None
-            return forward_bulk(
-                self.engine, raw_path, request.headers, request.body, path_index, self._item_error, principal
-            )
-        return forward(self.engine, request.method, raw_path, request.headers, request.body, principal)
+            index = segments[0] if len(segments) == 2 else None
+            return forward_bulk(self.engine, raw_path, headers, body, index, self._item_error, principal)
+        return forward(self.engine, request.method, raw_path, headers, body, principal)
 
     def _item_error(self, doc_id: str) -> ItemError | None:
         """The fault at the head of a document's queue, used up once its `remaining` count runs out."""
@@ -369,10 +343,6 @@ class LoopbackOpenSearch:
                     del queue[position]
                     return fault
             return None
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
 
     def _sleep(self, seconds: float) -> None:
         """Sleeps that end early when the server stops, so fixtures never hang."""
@@ -400,9 +370,7 @@ class LoopbackOpenSearch:
         if secret_key is None:
             return "The security token included in the request is invalid"
         headers = {name: request.headers.get(name, "") for name in match["signed"].split(";")}
-        aws_request = AWSRequest(
-            method=request.method, url=f"http://{raw_host}{raw_path}", headers=headers, data=request.body
-        )
+        aws_request = AWSRequest(request.method, f"http://{raw_host}{raw_path}", headers, request.body)
         aws_request.context["timestamp"] = request.headers["x-amz-date"]
         signer = SigV4Auth(Credentials(access_key, secret_key), match["service"], match["region"])
         canonical = signer.canonical_request(aws_request)
@@ -479,7 +447,8 @@ def _make_handler(owner: LoopbackOpenSearch) -> type[BaseHTTPRequestHandler]:
                 body=body,
                 route=_classify(segments),
             )
-            owner._record(request)
+            with owner._lock:
+                owner.requests.append(request)
             owner._sleep(owner.latency_seconds)
             # A signed-only domain refuses unsigned requests before anything else can happen.
             refusal = owner._signature_refusal(request, self.path, self.headers.get("Host", ""), body_sha256)
@@ -532,19 +501,15 @@ def _make_handler(owner: LoopbackOpenSearch) -> type[BaseHTTPRequestHandler]:
             headers: Mapping[str, str] | None = None,
             content_type: str = "application/json; charset=UTF-8",
         ) -> None:
-            if payload is None:
-                data = b""
-            elif isinstance(payload, bytes):
-                data = payload
-            else:
-                data = json.dumps(payload).encode()
+            if not isinstance(payload, bytes):
+                payload = b"" if payload is None else json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(len(payload)))
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
             if self.command != "HEAD":
-                self.wfile.write(data)
+                self.wfile.write(payload)
 
     return Handler

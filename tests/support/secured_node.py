@@ -36,9 +36,8 @@ from tests.support.secured_setup import SECURED
 PROXY_ADDRESS = "127.0.0.2"  # the only source address the plugin takes a user from (Linux routes 127/8 on lo)
 # Who the suite's own housekeeping (wipe, inspection) acts as: mapped to all_access in the initial configuration.
 SUITE_ARN = "arn:aws:iam::000000000000:role/refdata-tests-housekeeping"
-NODE_OID = ObjectIdentifier(
-    "1.2.3.4.5.5"
-)  # plugins.security.cert.oid's default: the node's identity in its SAN
+# plugins.security.cert.oid's default: the node's identity in its SAN
+NODE_OID = ObjectIdentifier("1.2.3.4.5.5")
 
 NODE_SETTINGS = {
     "plugins.security.ssl.transport.pemcert_filepath": "certs/node.pem",
@@ -70,29 +69,23 @@ PROXY_AUTHENTICATION = {
         }
     },
 }
+# Each file's `_meta.type` is its name without the underscores.
 SECURITY_FILES: dict[str, dict[str, Any]] = {
-    "config.yml": {
-        "_meta": {"type": "config", "config_version": 2},
-        "config": {"dynamic": PROXY_AUTHENTICATION},
-    },
-    "roles_mapping.yml": {
-        "_meta": {"type": "rolesmapping", "config_version": 2},
-        "all_access": {"reserved": False, "backend_roles": [SUITE_ARN]},
-    },
-    "roles.yml": {"_meta": {"type": "roles", "config_version": 2}},
-    "internal_users.yml": {"_meta": {"type": "internalusers", "config_version": 2}},
-    "action_groups.yml": {"_meta": {"type": "actiongroups", "config_version": 2}},
-    "tenants.yml": {"_meta": {"type": "tenants", "config_version": 2}},
+    f"{name}.yml": {"_meta": {"type": name.replace("_", ""), "config_version": 2}, **content}
+    for name, content in {
+        "config": {"config": {"dynamic": PROXY_AUTHENTICATION}},
+        "roles_mapping": {"all_access": {"reserved": False, "backend_roles": [SUITE_ARN]}},
+        "roles": {},
+        "internal_users": {},
+        "action_groups": {},
+        "tenants": {},
+    }.items()
 }
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "refdata"),
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-        ]
-    )
+def _name(common: str) -> x509.Name:
+    organization = x509.NameAttribute(NameOID.ORGANIZATION_NAME, "refdata")
+    return x509.Name([organization, x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
 def _certificate(
@@ -116,11 +109,8 @@ def _certificate(
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     )
     if not ca:
-        san = [
-            x509.RegisteredID(NODE_OID),
-            x509.DNSName("localhost"),
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        ]
+        loopback = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+        san = [x509.RegisteredID(NODE_OID), x509.DNSName("localhost"), loopback]
         usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
         builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False).add_extension(
             x509.ExtendedKeyUsage(usages), critical=False
@@ -134,9 +124,8 @@ def write_certificates(directory: Path) -> None:
     directory.mkdir(mode=0o700, parents=True)
     ca_key, node_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     pem = serialization.Encoding.PEM
-    (directory / "ca.pem").write_bytes(
-        _certificate("tests-ca", ca_key, "tests-ca", ca_key, ca=True).public_bytes(pem)
-    )
+    ca = _certificate("tests-ca", ca_key, "tests-ca", ca_key, ca=True)
+    (directory / "ca.pem").write_bytes(ca.public_bytes(pem))
     node = _certificate("node-0", node_key, "tests-ca", ca_key, ca=False)
     (directory / "node.pem").write_bytes(node.public_bytes(pem))
     (directory / "node-key.pem").write_bytes(
@@ -182,10 +171,7 @@ class SecuredNode(EngineNode):
         backend_roles, description = [SUITE_ARN, master_arn], "the domain's master user"
         body = {"backend_roles": backend_roles, "description": description}
         mapped = self._checked("GET", "/_plugins/_security/api/rolesmapping/all_access")["all_access"]
-        if (
-            not _maps_only(mapped, {"backend_roles": backend_roles})
-            or mapped.get("description") != description
-        ):
+        if not _maps_only(mapped, body) or mapped.get("description") != description:
             self._checked("PUT", "/_plugins/_security/api/rolesmapping/all_access", body)
 
     def prepared(self, key: str, build: Callable[[], object]) -> bool:
@@ -202,9 +188,8 @@ class SecuredNode(EngineNode):
     def layout(self) -> Layout:
         """As the engine's, and the security plugin's roles and role mappings."""
         layout = super().layout()
-        layout.rest += [
-            self._checked("GET", f"/_plugins/_security/api/{kind}") for kind in ("roles", "rolesmapping")
-        ]
+        kinds = ("roles", "rolesmapping")
+        layout.rest += [self._checked("GET", f"/_plugins/_security/api/{kind}") for kind in kinds]
         return layout
 
     def wipe(self) -> None:

@@ -44,9 +44,8 @@ ANGLE_PLACEHOLDER = re.compile(r"<[^<>\n]*>")
 PLACEHOLDER = "__placeholder__"
 ENDS = {"&&", "||", ";", "&", ">", ">>", "<", "(", ")", "2>&1", "|&"}
 ELLIPSES = ("…", "...")
-METAVAR = re.compile(
-    r"[A-Z][A-Z0-9_]*"
-)  # argparse's way to name an option's value: `--schema S`, `--segments N`
+# argparse's way to name an option's value: `--schema S`, `--segments N`
+METAVAR = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -102,8 +101,8 @@ def _shown(where: str, text: str, module: str, rest: str) -> Shown:
         any(mark in word for mark in ELLIPSES) or word.startswith("[") or word.endswith("]") for word in words
     ):
         synopsis = True
-    if module == "ops" and (not words or PLACEHOLDER in words[0]):
-        synopsis = synopsis or bool(words)
+    if module == "ops" and words and PLACEHOLDER in words[0]:
+        synopsis = True
     return Shown(where, " ".join(text.split()), module, tuple(words), synopsis)
 
 
@@ -208,9 +207,8 @@ def _parse(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
             parser.parse_args(words)
     except SystemExit as exit:
         if exit.code not in (0, None):
-            return (
-                said.getvalue().strip().splitlines()[-1] if said.getvalue().strip() else f"exit {exit.code}"
-            )
+            text = said.getvalue().strip()
+            return text.splitlines()[-1] if text else f"exit {exit.code}"
     return None
 
 
@@ -231,7 +229,7 @@ def _synopsis_refusal(shown: Shown, parser: argparse.ArgumentParser) -> str | No
         for sub in named or subparsers:
             known |= set(_options(subparsers[sub]))
         if shown.module == "ops" and "redrive" in (named or subparsers):
-            known |= _redrive_local_options()
+            known |= {option for one in _redrive_local() for option in _options(one)}
     for word in words:
         option = word.partition("=")[0]
         if option.startswith("--") and option not in known and option.strip("-."):
@@ -239,12 +237,13 @@ def _synopsis_refusal(shown: Shown, parser: argparse.ArgumentParser) -> str | No
     return None
 
 
-def _redrive_local_options() -> set[str]:
+def _redrive_local() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """`redrive --local`'s parsers as the ops CLI routes it: its settings, then the redrive module's own."""
     from stream_sync import redrive
 
     from ops import cli
 
-    return set(_options(cli.redrive_settings())) | set(_options(redrive.build_parser()))
+    return cli.redrive_settings(), redrive.build_parser()
 
 
 def refusal(shown: Shown) -> str | None:
@@ -261,12 +260,9 @@ def refusal(shown: Shown) -> str | None:
         return _synopsis_refusal(shown, parser)
     words = _filled(shown.words, parser)
     if shown.module == "ops" and words[:1] == ["redrive"] and "--local" in words:
-        from stream_sync import redrive
-
-        from ops import cli
-
-        _, rest = cli.redrive_settings().parse_known_args([w for w in words[1:] if w != "--local"])
-        return _parse(redrive.build_parser(), rest)
+        settings, own = _redrive_local()
+        _, rest = settings.parse_known_args([w for w in words[1:] if w != "--local"])
+        return _parse(own, rest)
     return _parse(parser, words)
 
 

@@ -29,7 +29,7 @@ from stream_sync.sync import Ports
 from stream_sync.tables import SchemaTables
 
 from ops import workflow
-from tests.support.aws import single_table
+from tests.support.aws import create_bucket, single_table
 from tests.support.opensearch_server import LoopbackOpenSearch
 
 REGION = "ca-central-1"
@@ -129,8 +129,7 @@ class OpsEnv:
 
     def create_table(self) -> None:
         self.dynamodb.create_table(**single_table(TABLE))
-        s3 = boto3.client("s3", region_name=REGION)
-        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        create_bucket(REGION, BUCKET)
 
     def put_geometry(self, key: str, geometry: dict[str, Any]) -> str:
         boto3.client("s3", region_name=REGION).put_object(

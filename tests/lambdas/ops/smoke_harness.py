@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -42,7 +41,6 @@ from refdata.transport import OpenSearchTransport
 from search.readers import read_role_definitions
 from stream_sync import handler
 from workflows_harness import (
-    EMPTY_ZIP,
     Clock,
     MotoGaps,
     deployed_names,
@@ -57,7 +55,14 @@ from infra.config import EnvironmentConfig
 from infra.constructs.ops_workflows import Targets, definition, state_machine_name
 from ops import deployed, worker
 from tests.integration.sync_harness import lambda_format
-from tests.support.aws import moto_role_of_access_key, single_table, use_fake_aws
+from tests.support.aws import (
+    EMPTY_ZIP,
+    Context,
+    create_bucket,
+    moto_role_of_access_key,
+    single_table,
+    use_fake_aws,
+)
 from tests.support.engine_node import EngineNode
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 from tests.support.secured_node import SecuredNode
@@ -152,11 +157,10 @@ class Poller:
         ]
         if not batch:
             return
-        context = SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000)
         self.invocations += 1
         try:
             with self.acting():
-                response = handler.handler({"Records": batch}, context)
+                response = handler.handler({"Records": batch}, Context(60))
         except Exception:
             mapping.last_processing_result = "PROBLEM: Function call failed"
             self._pending[table] = batch  # Lambda retries the batch
@@ -305,9 +309,8 @@ def _invoke_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     def invoke(self: Any, body: str, request_headers: Any, response_headers: Any) -> bytes:
         assert self.function_name == WORKER, f"only the ops worker runs here, not {self.function_name}"
         event = json.loads(body) if body else {}
-        context = SimpleNamespace(get_remaining_time_in_millis=lambda: 900_000)
         try:
-            result = worker.handler(event, context)
+            result = worker.handler(event, Context(900))
         except Exception as error:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()
@@ -375,6 +378,7 @@ def smoke_stack(
     *,
     wait_seconds: float,
     startup_minutes: float = 0.0,
+    latency_seconds: float = 0.0,  # each search request's added latency: `make bench` (bench/smoke.py) sets it
 ) -> Iterator[SmokeStack]:
     from moto.dynamodb.models import dynamodb_backends
 
@@ -393,7 +397,9 @@ def smoke_stack(
     access = domain_access(stateful, template_policies(stateful, stateless))
     with (
         mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
-        LoopbackOpenSearch(region=REGION, fgac=fgac, access=access, engine=node) as server,
+        LoopbackOpenSearch(
+            region=REGION, fgac=fgac, latency_seconds=latency_seconds, access=access, engine=node
+        ) as server,
     ):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         tables: dict[str, str] = {}
@@ -405,9 +411,7 @@ def smoke_stack(
             streams[name] = created["LatestStreamArn"]
             prefixes[name] = tuple(f"{schema}::" for schema in plan.indexable_schemas)
             tables |= dict.fromkeys(plan.schemas, name)
-        s3 = boto3.client("s3", region_name=REGION)
-        for bucket in (OPS_BUCKET, GEOMETRY_BUCKET):
-            s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+        create_bucket(REGION, OPS_BUCKET, GEOMETRY_BUCKET)
         dlq_url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="stream-sync-dlq")[
             "QueueUrl"
         ]

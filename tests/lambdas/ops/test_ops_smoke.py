@@ -64,6 +64,13 @@ def failures(summary: dict, step: str, component: str) -> dict[str, str]:
     return {schema: failure["reason"] for schema, failure in found.items()}
 
 
+def failed(stack: SmokeStack, status: int, summary: dict, step: str, component: str) -> dict[str, str]:
+    """`failures`, once the run failed with the verdict for `step` and `component` and left nothing behind."""
+    assert_verdict(status, summary, step, component)
+    assert_nothing_left(stack, summary)
+    return failures(summary, step, component)
+
+
 def write_canary(part: dict, cursor: dict) -> None:
     """What a part's canary write leaves in its table."""
     table = boto3.resource("dynamodb", region_name="ca-central-1").Table(part["table"])
@@ -106,14 +113,12 @@ def test_a_disabled_mapping_fails_its_tables_canaries_as_stream_not_flowing(
 
     status, summary, _ = run(failing, capsys)
 
-    found = failures(summary, "indexed", "stream not flowing")
+    found = failed(failing, status, summary, "indexed", "stream not flowing")
     held = {schema for schema, name in failing.tables_of_indexable().items() if name == broken}
     assert set(found) == held, summary["targets"]
     for reason in found.values():
         assert f"the event source mapping of table {broken} is Disabled" in reason
-    assert_verdict(status, summary, "indexed", "stream not flowing")
     assert all(t["passed"] for t in summary["targets"] if t["schema"] not in held)
-    assert_nothing_left(failing, summary)
 
 
 def test_a_sync_that_raises_fails_every_canary_as_sync_erroring(
@@ -126,12 +131,10 @@ def test_a_sync_that_raises_fails_every_canary_as_sync_erroring(
 
     status, summary, _ = run(failing, capsys)
 
-    found = failures(summary, "indexed", "sync erroring")
+    found = failed(failing, status, summary, "indexed", "sync erroring")
     assert set(found) == set(failing.tables_of_indexable())
     for reason in found.values():
         assert "'PROBLEM: Function call failed'" in reason
-    assert_verdict(status, summary, "indexed", "sync erroring")
-    assert_nothing_left(failing, summary)
 
 
 def test_a_document_the_index_refuses_fails_as_document_refused_and_its_dead_letter_goes(
@@ -154,12 +157,10 @@ def test_a_document_the_index_refuses_fails_as_document_refused_and_its_dead_let
     status, summary, _ = run(failing, capsys)
 
     assert [letter["documentId"] for letter in failing.dead_letters()] == ["geozone::bcparks_1#0000000001"]
-    found = failures(summary, "indexed", "document refused")
+    found = failed(failing, status, summary, "indexed", "document refused")
     assert set(found) == set(failing.tables_of_indexable())
     for reason in found.values():
         assert "mapper_parsing_exception" in reason and "canaryVersion" in reason
-    assert_verdict(status, summary, "indexed", "document refused")
-    assert_nothing_left(failing, summary)
 
 
 @pytest.mark.parametrize("alias", ["read", "write"])
@@ -175,13 +176,11 @@ def test_a_missing_alias_fails_before_anything_is_written(
 
     status, summary, _ = run(flowing, capsys)
 
-    found = failures(summary, "write", "alias missing")
+    found = failed(flowing, status, summary, "write", "alias missing")
     assert set(found) == set(flowing.tables_of_indexable())
     for reason in found.values():
         assert reason.endswith("nothing was written")
     assert all(set(t["steps"]) == {"cleanup"} for t in summary["targets"])
-    assert_verdict(status, summary, "write", "alias missing")
-    assert_nothing_left(flowing, summary)
 
 
 @pytest.mark.parametrize("lost", ["document-level security", "field-level security too"])
@@ -206,7 +205,7 @@ def test_a_reader_that_sees_the_canary_fails_as_a_reader_leak(
 
     status, summary, _ = run(flowing, capsys)
 
-    found = failures(summary, "reader-live", "reader leak")
+    found = failed(flowing, status, summary, "reader-live", "reader leak")
     assert set(found) == read
     for schema, reason in found.items():
         internal = get_schema(schema).attributes_of(visibility=Visibility.INTERNAL)
@@ -216,8 +215,6 @@ def test_a_reader_that_sees_the_canary_fails_as_a_reader_leak(
         else:
             assert all(name in reason for name in internal) and internal
     assert all(t["passed"] for t in summary["targets"] if t["schema"] not in read)
-    assert_verdict(status, summary, "reader-live", "reader leak")
-    assert_nothing_left(flowing, summary)
 
 
 def test_a_probe_role_without_its_identity_grant_is_refused_by_iam_and_fails_as_a_reader_leak(
@@ -234,14 +231,12 @@ def test_a_probe_role_without_its_identity_grant_is_refused_by_iam_and_fails_as_
 
     status, summary, _ = run(flowing, capsys)
 
-    found = failures(summary, "reader-live", "reader leak")
+    found = failed(flowing, status, summary, "reader-live", "reader leak")
     schemas = {s for role in LAYOUT.search.read_roles if role.name == reader for s in role.schemas}
     assert found and set(found) <= schemas
     for reason in found.values():
         assert f"read role {reader} cannot read" in reason and "es:ESHttp" in reason
     assert "implicit" in {d for role, _, _, d in flowing.server.access.decided if role == probe}
-    assert_verdict(status, summary, "reader-live", "reader leak")
-    assert_nothing_left(flowing, summary)
 
 
 # --- leaving nothing behind, whatever happens -----------------------------------------------------------------------

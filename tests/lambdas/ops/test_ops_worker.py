@@ -14,11 +14,10 @@ from ops.worker import WorkerSettings
 from ops_harness import ADMIN_KEY, ADMIN_ROLE_ARN, PRODUCT, REGION, TABLE, ZONE, ZONES, OpsEnv, seq
 from stream_sync.config import ConfigError
 from stream_sync.tables import SchemaTables
-from workflows_harness import Context
 
 from ops import worker
 from tests.lambdas.stream_sync.stream_sync_fakes import record
-from tests.support.aws import single_table
+from tests.support.aws import Context, create_bucket, single_table
 
 pytestmark = pytest.mark.integration
 
@@ -29,8 +28,7 @@ BOOKINGS = "refdata-bookings"
 @pytest.fixture
 def deployed(assumed_env: OpsEnv, monkeypatch: pytest.MonkeyPatch) -> OpsEnv:
     """The worker's environment as the stack sets it, and its ops bucket."""
-    s3 = boto3.client("s3", region_name=REGION)
-    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    create_bucket(REGION, BUCKET)
     for name, value in {
         "SCHEMA_TABLES": json.dumps({**dict(SchemaTables.single(TABLE).pairs), "booking": BOOKINGS}),
         "OPENSEARCH_ENDPOINT": assumed_env.server.endpoint,

@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 from workflows_harness import PAYLOAD_QUOTA, Clock, MotoGaps, payload_bytes, running_execution
 
-from tests.support.aws import use_fake_aws
+from tests.support.aws import create_bucket, use_fake_aws
 
 pytestmark = pytest.mark.integration
 
@@ -30,9 +30,7 @@ def sfn(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     use_fake_aws(monkeypatch, REGION)
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         MotoGaps(monkeypatch, Clock())
-        boto3.client("s3", region_name=REGION).create_bucket(
-            Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION}
-        )
+        create_bucket(REGION, BUCKET)
         yield boto3.client("stepfunctions", region_name=REGION)
 
 

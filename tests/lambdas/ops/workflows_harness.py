@@ -30,7 +30,15 @@ from moto import mock_aws
 
 from infra.config import EnvironmentConfig
 from ops import cli, deployed, worker
-from tests.support.aws import moto_role_of_access_key, parsed_definitions, single_table, use_fake_aws
+from tests.support.aws import (
+    EMPTY_ZIP,
+    Context,
+    create_bucket,
+    moto_role_of_access_key,
+    parsed_definitions,
+    single_table,
+    use_fake_aws,
+)
 from tests.support.cfn import Resolver, synthesized
 from tests.support.iam import DomainAccess, Policies, SdkCalls
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
@@ -40,17 +48,6 @@ WORKER_HANDLER = "ops.worker.handler"
 SYNC_HANDLER = "stream_sync.handler.handler"
 STATE_MACHINE = "AWS::StepFunctions::StateMachine"
 MAX_INVOCATIONS = 300  # far more than any run here needs
-EMPTY_ZIP = b"PK\x05\x06" + b"\x00" * 18
-
-
-class Context:
-    """A Lambda context: the time left of the invocation, as the worker reads it."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int(self.seconds * 1000)
 
 
 @dataclass
@@ -391,10 +388,9 @@ class World:
                 TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
             )
             self._made(logical_id, Ref=name, Arn=table["TableArn"], StreamArn=table["LatestStreamArn"])
-        s3 = boto3.client("s3", region_name=self.region)
         for logical_id in self.stateful.resources("AWS::S3::Bucket"):
             name = f"{self.config.name}-{logical_id.lower()}"[:63]
-            s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": self.region})
+            create_bucket(self.region, name)
             self._made(logical_id, Ref=name, Arn=f"arn:aws:s3:::{name}")
         self._made_roles(self.stateful)
         for logical_id in self.stateful.resources("AWS::IAM::ManagedPolicy"):  # no path: CDK sets "/"

@@ -28,6 +28,7 @@ from search.readers import read_role_definitions
 
 from infra.environments import environments
 from tests.lambdas.ops.workflows_harness import deployed_names, domain_access, template_policies
+from tests.lambdas.stream_sync.stream_sync_fakes import record
 from tests.support.iam import DomainAccess
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 from tests.support.secured_node import SecuredNode
@@ -67,15 +68,12 @@ def dynamodb_value(value: Any) -> Any:
 
 
 def stream_record(item: Mapping[str, Any], seq: int, event: str = "INSERT") -> dict[str, Any]:
+    """The stream record of a write (a REMOVE: a delete, its OldImage the item) of `item` (Python values)."""
     serialize = TypeSerializer().serialize
-    image = {key: serialize(dynamodb_value(value)) for key, value in item.items()}
-    body: dict[str, Any] = {
-        "Keys": {k: image[k] for k in ("pk", "sk")},
-        "SequenceNumber": str(seq),
-        "ApproximateCreationDateTime": 1_764_531_000 + seq,  # a tombstone's deletedAt
-    }
-    body["OldImage" if event == "REMOVE" else "NewImage"] = image
-    return {"eventID": str(seq), "eventName": event, "dynamodb": body}
+    image = {key: serialize(dynamodb_value(value)) for key, value in item.items() if key not in ("pk", "sk")}
+    images = {"old": image} if event == "REMOVE" else {"new": image}
+    # its creation time: a tombstone's deletedAt
+    return record(event, item["sk"], seq, pk=item["pk"], created_at=1_764_531_000 + seq, **images)
 
 
 @contextmanager

@@ -1,5 +1,4 @@
 import json
-import math
 from decimal import Decimal
 
 import pytest
@@ -7,17 +6,11 @@ from refdata.geometry import GeometryError, canonical_bytes, content_key
 from refdata.item_size import ItemSizeError, item_size
 from refdata.offload import fetch_geometry, load_geometry, prepare_item, write_item
 
+from tests.support.shapes import circle
+
 pytestmark = pytest.mark.integration
 
 THRESHOLD = 50_000
-
-
-def circle(vertices: int, lon: float = -123.3, lat: float = 48.4) -> dict:
-    ring = [
-        [lon + 0.5 * math.cos(2 * math.pi * k / vertices), lat + 0.5 * math.sin(2 * math.pi * k / vertices)]
-        for k in range(vertices)
-    ]
-    return {"type": "Polygon", "coordinates": [[*ring, ring[0]]]}
 
 
 def zone(geometry, sk="0000000001", **attributes):

@@ -43,13 +43,9 @@ from tests.lambdas.refdata.read_domain import (
 )
 from tests.support.opensearch_server import LoopbackOpenSearch
 from tests.support.secured_node import SecuredNode
-from tests.support.shapes import square
+from tests.support.shapes import point, square
 
 pytestmark = pytest.mark.integration
-
-
-def point(lon: float, lat: float) -> dict[str, Any]:
-    return {"type": "Point", "coordinates": [lon, lat]}
 
 
 def zone(name: str, description: str, geometry: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -1,7 +1,6 @@
 """The writer as application code uses it, over every data schema of the registry, against moto."""
 
 import json
-import math
 import re
 import uuid
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from refdata.writer import CONVENTION_ERRORS, ClientTooOldError, Tables, Writer
 
 from tests.lambdas.refdata.conftest import REGION, TABLE_NAME
 from tests.support.aws import single_table
+from tests.support.shapes import circle
 
 pytestmark = pytest.mark.integration
 
@@ -56,12 +56,6 @@ def attributes(schema: Schema, **extra: object) -> dict[str, object]:
     if schema.sharding is not None and schema.sharding.attribute not in key_values(schema):
         found[schema.sharding.attribute] = str(schema.example.get(schema.sharding.attribute, "value-1"))
     return found
-
-
-def circle(vertices: int) -> dict:
-    angles = [2 * math.pi * k / vertices for k in range(vertices)]
-    ring = [[-123.3 + 0.5 * math.cos(angle), 48.4 + 0.5 * math.sin(angle)] for angle in angles]
-    return {"type": "Polygon", "coordinates": [[*ring, ring[0]]]}
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import pytest
@@ -15,31 +16,12 @@ from refdata.exact_numbers import apply_exact_numbers
 from search import documents
 from search.documents import Change, RecordError
 
-PK = "geozone::bcparks_1"
-SK = "0000000007"
+from tests.lambdas.stream_sync.stream_sync_fakes import PK, SK, record
+
 STREAM_ARN = "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata/stream/2026-11-30T00:00:00.000"
 BUCKET = "geometry-bucket"
-
-
-def stream_record(
-    event_name: str,
-    new: dict[str, Any] | None = None,
-    old: dict[str, Any] | None = None,
-    *,
-    pk: str = PK,
-    sk: str = SK,
-    seq: str = "4421584500000000017450439091",
-) -> dict[str, Any]:
-    """A record exactly as the Lambda event for a DynamoDB stream carries it."""
-    keys = {"pk": {"S": pk}, "sk": {"S": sk}}
-    body: dict[str, Any] = {"ApproximateCreationDateTime": 1764531000.0, "Keys": keys, "SequenceNumber": seq}
-    body |= {"SizeBytes": 120, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    body |= {
-        name: {**keys, **image} for name, image in (("NewImage", new), ("OldImage", old)) if image is not None
-    }
-    record: dict[str, Any] = {"eventID": "c4ca4238a0b923820dcc509a6f75849b", "eventName": event_name}
-    record |= {"eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "ca-central-1"}
-    return record | {"dynamodb": body, "eventSourceARN": STREAM_ARN}
+# A record exactly as the Lambda event for a DynamoDB stream carries it.
+stream_record = partial(record, arn=STREAM_ARN)
 
 
 def transform(record: dict[str, Any], bucket: str | None = BUCKET) -> Change:
@@ -56,9 +38,9 @@ def bulk_lines(change: Change) -> list[Any]:
 
 def sent_document(attributes: dict[str, Any]) -> dict[str, Any]:
     """The document the bulk update of an INSERT of `attributes` sends to the stored script."""
-    doc: dict[str, Any] = bulk_lines(transform(stream_record("INSERT", attributes)))[1]["script"]["params"][
-        "doc"
-    ]
+    doc: dict[str, Any] = bulk_lines(transform(stream_record("INSERT", new=attributes)))[1]["script"][
+        "params"
+    ]["doc"]
     return doc
 
 
@@ -90,7 +72,7 @@ ALL_TYPES = {
 
 
 def test_every_attribute_type_becomes_plain_json() -> None:
-    doc = transform(stream_record("INSERT", ALL_TYPES)).doc
+    doc = transform(stream_record("INSERT", new=ALL_TYPES)).doc
     assert doc is not None
     assert doc["name"] == "Golden Ears"
     assert doc["count"] == 42 and type(doc["count"]) is int
@@ -153,7 +135,7 @@ def test_exact_numbers_are_keyed_by_json_pointer() -> None:
 )
 def test_an_item_with_a_field_the_sync_writes_is_a_permanent_failure(attribute: dict[str, Any]) -> None:
     with pytest.raises(documents.RecordError) as refused:
-        transform(stream_record("INSERT", attribute))
+        transform(stream_record("INSERT", new=attribute))
 
     assert refused.value.kind == "reserved-attribute"
     assert repr(next(iter(attribute))) in refused.value.detail
@@ -174,13 +156,15 @@ def test_short_decimals_are_plain_floats() -> None:
 
 
 def test_modify_replaces_the_document_so_removed_attributes_disappear() -> None:
-    record = stream_record("MODIFY", {"name": {"S": "new"}}, {"name": {"S": "old"}, "gone": {"S": "x"}})
+    record = stream_record(
+        "MODIFY", new={"name": {"S": "new"}}, old={"name": {"S": "old"}, "gone": {"S": "x"}}
+    )
     doc = transform(record).doc
     assert doc is not None and "gone" not in doc and doc["name"] == "new"
 
 
 def test_remove_becomes_a_tombstone_with_keys_and_schema() -> None:
-    change = transform(stream_record("REMOVE", None, {"name": {"S": "old"}}))
+    change = transform(stream_record("REMOVE", old={"name": {"S": "old"}}))
     assert change.tombstone and not change.expired
     assert change.doc == {"pk": PK, "sk": SK, "schema": "geozone", "deletedAt": 1_764_531_000}
     _action, update = bulk_lines(change)
@@ -191,14 +175,14 @@ def test_remove_becomes_a_tombstone_with_keys_and_schema() -> None:
     ("principal", "expired"), [("dynamodb.amazonaws.com", True), ("someone.amazonaws.com", False)]
 )
 def test_ttl_expiry_is_a_remove_by_the_dynamodb_service(principal: str, expired: bool) -> None:
-    record = stream_record("REMOVE", None, {"expiresAt": {"N": "1764531000"}})
+    record = stream_record("REMOVE", old={"expiresAt": {"N": "1764531000"}})
     record["userIdentity"] = {"type": "Service", "principalId": principal}
     change = transform(record)
     assert change.tombstone and change.expired == expired
 
 
 def test_bulk_action_is_a_scripted_upsert_through_the_stored_script() -> None:
-    change = transform(stream_record("INSERT", {"name": {"S": "x"}}, seq="17"))
+    change = transform(stream_record("INSERT", new={"name": {"S": "x"}}, seq="17"))
     action, update = bulk_lines(change)
     # require_alias: a missing write alias is an error, never a new concrete index of that name.
     assert action == {"update": {"_index": "geozone-write", "_id": f"{PK}#{SK}", "require_alias": True}}
@@ -211,7 +195,7 @@ def test_bulk_action_is_a_scripted_upsert_through_the_stored_script() -> None:
 
 
 def test_a_write_to_a_concrete_index_can_leave_require_alias_out() -> None:
-    change = transform(stream_record("INSERT", {"name": {"S": "x"}}))
+    change = transform(stream_record("INSERT", new={"name": {"S": "x"}}))
     change.index = "scratch-index"
 
     action = json.loads(documents.encode_update(change, require_alias=False).splitlines()[0])
@@ -220,7 +204,7 @@ def test_a_write_to_a_concrete_index_can_leave_require_alias_out() -> None:
 
 
 def test_bulk_body_is_ascii_so_length_is_bytes_and_unicode_round_trips() -> None:
-    change = transform(stream_record("INSERT", {"name": {"S": 'Tŝilhqot\'in "Nen" 🏔'}}))
+    change = transform(stream_record("INSERT", new={"name": {"S": 'Tŝilhqot\'in "Nen" 🏔'}}))
     text = documents.encode_update(change)
     assert text.isascii()
     assert json.loads(text.splitlines()[1])["script"]["params"]["doc"]["name"] == 'Tŝilhqot\'in "Nen" 🏔'
@@ -243,21 +227,21 @@ MALFORMED = "malformed-record"
     ("record", "kind", "why"),
     [
         ({"eventName": "INSERT"}, MALFORMED, ""),
-        (stream_record("UPSERT", {}), MALFORMED, ""),
+        (stream_record("UPSERT"), MALFORMED, ""),
         (
-            {**stream_record("INSERT", {}), "dynamodb": {"Keys": {"pk": {"S": PK}}, "SequenceNumber": "1"}},
+            {**stream_record("INSERT"), "dynamodb": {"Keys": {"pk": {"S": PK}}, "SequenceNumber": "1"}},
             MALFORMED,
             "",
         ),
-        (stream_record("INSERT", {}, seq="12a"), MALFORMED, ""),
-        (stream_record("INSERT", {}, seq="1" * 41), MALFORMED, ""),
-        (stream_record("INSERT", {}, pk="nosuchschema::x"), "unknown-schema", ""),
-        (stream_record("INSERT", {}, pk="geozone::a#b"), MALFORMED, ""),
-        (stream_record("INSERT", None), MALFORMED, "without NewImage"),
-        (with_sk(stream_record("INSERT", {}), {"N": "7"}), MALFORMED, "key attribute 'sk'"),
+        (stream_record("INSERT", seq="12a"), MALFORMED, ""),
+        (stream_record("INSERT", seq="1" * 41), MALFORMED, ""),
+        (stream_record("INSERT", pk="nosuchschema::x"), "unknown-schema", ""),
+        (stream_record("INSERT", pk="geozone::a#b"), MALFORMED, ""),
+        (without(stream_record("INSERT"), "NewImage"), MALFORMED, "without NewImage"),
+        (with_sk(stream_record("INSERT"), {"N": "7"}), MALFORMED, "key attribute 'sk'"),
         # a remove without its creation time (the tombstone's deletedAt)
         (
-            without(stream_record("REMOVE", None, {"name": {"S": "o"}}), "ApproximateCreationDateTime"),
+            without(stream_record("REMOVE", old={"name": {"S": "o"}}), "ApproximateCreationDateTime"),
             MALFORMED,
             "ApproximateCreationDateTime",
         ),
@@ -307,14 +291,12 @@ def test_malformed_records_are_permanent_failures(record: dict[str, Any], kind: 
 )
 def test_malformed_values_are_permanent_failures(value: Any) -> None:
     with pytest.raises(RecordError) as raised:
-        transform(stream_record("INSERT", {"bad": value}))
+        transform(stream_record("INSERT", new={"bad": value}))
     assert raised.value.kind == "malformed-record"
 
 
 def test_non_indexable_schema_is_flagged_not_failed() -> None:
-    change = documents.parse_change(
-        stream_record("INSERT", {}, pk="counter::geozone::bcparks_1", sk="counter")
-    )
+    change = documents.parse_change(stream_record("INSERT", pk="counter::geozone::bcparks_1", sk="counter"))
     assert change.indexable is False and change.schema == "counter"
 
 
@@ -330,7 +312,7 @@ def test_inline_geometry_and_location_are_kept() -> None:
         "geometry": dynamo({"type": "Polygon", "coordinates": SQUARE}),
         "location": dynamo({"lat": 49.5, "lon": -122.5}),
     }
-    doc = transform(stream_record("INSERT", new)).doc
+    doc = transform(stream_record("INSERT", new=new)).doc
     assert doc is not None
     assert doc["geometry"] == {"type": "Polygon", "coordinates": SQUARE}
     assert doc["location"] == {"lat": 49.5, "lon": -122.5}
@@ -351,14 +333,14 @@ def test_inline_geometry_and_location_are_kept() -> None:
 )
 def test_invalid_inline_geometry_is_a_permanent_failure(geometry: dict[str, Any]) -> None:
     with pytest.raises(RecordError) as raised:
-        transform(stream_record("INSERT", {"geometry": dynamo(geometry)}))
+        transform(stream_record("INSERT", new={"geometry": dynamo(geometry)}))
     assert raised.value.kind == "invalid-geometry"
 
 
 @pytest.mark.parametrize("location", [{"lat": 91, "lon": 0}, {"lat": "x", "lon": 0}, [1, 2]])
 def test_invalid_location_is_a_permanent_failure(location: Any) -> None:
     with pytest.raises(RecordError, match="location"):
-        transform(stream_record("INSERT", {"location": dynamo(location)}))
+        transform(stream_record("INSERT", new={"location": dynamo(location)}))
 
 
 def test_valid_geometries_of_every_type_pass() -> None:
@@ -375,7 +357,7 @@ def test_valid_geometries_of_every_type_pass() -> None:
 
 
 def test_geometry_url_marks_the_change_for_dereferencing() -> None:
-    change = transform(stream_record("INSERT", {"geometryUrl": {"S": f"s3://{BUCKET}/geozone/7.json"}}))
+    change = transform(stream_record("INSERT", new={"geometryUrl": {"S": f"s3://{BUCKET}/geozone/7.json"}}))
     assert change.geometry_url == f"s3://{BUCKET}/geozone/7.json"
     documents.attach_geometry(
         change,
@@ -394,7 +376,7 @@ def test_geometry_url_marks_the_change_for_dereferencing() -> None:
 )
 def test_geometry_url_outside_the_geometry_bucket_is_rejected(url: str, kind: str) -> None:
     with pytest.raises(RecordError) as raised:
-        transform(stream_record("INSERT", {"geometryUrl": {"S": url}}))
+        transform(stream_record("INSERT", new={"geometryUrl": {"S": url}}))
     assert raised.value.kind == kind
 
 
@@ -414,7 +396,7 @@ def test_feature_collection_becomes_a_geometry_collection() -> None:
 def test_creation_time_is_read_from_epoch_seconds_or_a_datetime() -> None:
     from datetime import UTC, datetime
 
-    record = stream_record("INSERT", {})
+    record = stream_record("INSERT")
     assert documents.parse_change(record).created_at == 1764531000.0
     record["dynamodb"]["ApproximateCreationDateTime"] = datetime(2026, 11, 30, tzinfo=UTC)
     assert documents.parse_change(record).created_at == datetime(2026, 11, 30, tzinfo=UTC).timestamp()
@@ -475,7 +457,7 @@ def test_labels_other_than_digits_with_a_repair_suffix_are_malformed(label: str)
 
 def test_a_forged_image_nested_beyond_pythons_recursion_is_malformed_not_an_error() -> None:
     with pytest.raises(RecordError, match="nests too deeply") as raised:
-        transform(stream_record("INSERT", {"deep": _maps(5000)}))
+        transform(stream_record("INSERT", new={"deep": _maps(5000)}))
     assert raised.value.kind == "malformed-record"
 
 
@@ -538,15 +520,15 @@ def test_items_the_engine_can_never_index_are_refused_naming_the_limit(
     """DynamoDB accepts each of these; OpenSearch refuses them (issue 18, finding 5): refdata.limits, against the
     schema's index template."""
     with pytest.raises(RecordError) as raised:
-        transform(stream_record("INSERT", attributes))
+        transform(stream_record("INSERT", new=attributes))
     assert raised.value.kind == kind
 
 
 def test_maps_nest_in_a_document_at_most_to_the_engines_depth_limit() -> None:
     """DynamoDB nests 32 levels; the engine's index.mapping.depth.limit is 20, the document itself included."""
-    transform(stream_record("INSERT", {"deep": _maps(19)}))
+    transform(stream_record("INSERT", new={"deep": _maps(19)}))
     with pytest.raises(RecordError, match=r"index.mapping.depth.limit \[20\]") as raised:
-        transform(stream_record("INSERT", {"deep": _maps(20)}))
+        transform(stream_record("INSERT", new={"deep": _maps(20)}))
     assert raised.value.kind == "document-limit"
 
 

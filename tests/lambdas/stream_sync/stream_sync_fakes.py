@@ -23,6 +23,8 @@ from stream_sync.sync import (
 )
 
 PK = "geozone::bcparks_1"
+SK = "0000000007"
+SEQ = "4421584500000000017450439091"
 # The function's minimal environment.
 ENV = {
     "AWS_REGION": "ca-central-1",
@@ -49,30 +51,36 @@ def settings(**overrides: Any) -> Settings:
 
 def record(
     event_name: str,
-    sk: str,
-    seq: int | str,
-    attributes: dict[str, Any] | None = None,
+    sk: str = SK,
+    seq: int | str = SEQ,
+    new: dict[str, Any] | None = None,
     *,
+    old: dict[str, Any] | None = None,
     pk: str = PK,
     created_at: float = 1_764_531_000.0,
+    arn: str | None = None,
 ) -> dict[str, Any]:
+    """A record exactly as the Lambda event for a DynamoDB stream carries it: every event but a REMOVE with a
+    NewImage (the keys and `new`), an OldImage (the keys and `old`) when `old` is given, from the stream `arn`."""
     keys = {"pk": {"S": pk}, "sk": {"S": sk}}
+    new = {} if new is None and event_name != "REMOVE" else new
     body: dict[str, Any] = {
         "ApproximateCreationDateTime": created_at,
         "Keys": keys,
         "SequenceNumber": str(seq),
-        "StreamViewType": "NEW_AND_OLD_IMAGES",
     }
-    if event_name != "REMOVE":
-        body["NewImage"] = {**keys, **(attributes or {})}
-    return {
+    body |= {"SizeBytes": 120, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    body |= {
+        name: {**keys, **image} for name, image in (("NewImage", new), ("OldImage", old)) if image is not None
+    }
+    raw = {
         "eventID": f"event-{seq}",
         "eventName": event_name,
         "eventVersion": "1.1",
         "eventSource": "aws:dynamodb",
-        "awsRegion": "ca-central-1",
-        "dynamodb": body,
     }
+    raw |= {"awsRegion": "ca-central-1", "dynamodb": body}
+    return raw if arn is None else raw | {"eventSourceARN": arn}
 
 
 def apply_sync_script(stored: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict[str, Any] | None:

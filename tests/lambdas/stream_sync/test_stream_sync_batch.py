@@ -10,11 +10,6 @@ from stream_sync.sync import BatchIncompleteError, BulkUnavailable, HttpReply
 from stream_sync.tables import SchemaTables, table_of_arn
 from stream_sync_fakes import MISSING_SCRIPT, RUNTIME_ERROR, Harness, fates, name, record, run, settings
 
-SQUARE = {
-    "type": "Polygon",
-    "coordinates": [[[-123.0, 49.0], [-122.0, 49.0], [-122.0, 50.0], [-123.0, 50.0], [-123.0, 49.0]]],
-}
-
 
 def test_a_batch_is_one_bulk_request_and_every_record_is_indexed(harness: Harness) -> None:
     records = [record("INSERT", f"{i:010d}", 100 + i, name(f"n{i}")) for i in range(50)]
@@ -61,13 +56,6 @@ def test_remove_writes_a_tombstone_and_counts_as_deleted(harness: Harness) -> No
     }
 
 
-def test_an_older_batch_replayed_after_a_newer_one_is_stale_skipped(harness: Harness) -> None:
-    run(harness, [record("REMOVE", "a", 9)])
-    result = run(harness, [record("INSERT", "a", 3, name("old")), record("MODIFY", "b", 4, name("b"))])
-    assert fates(result) == ["stale-skipped", "indexed"]
-    assert harness.opensearch.doc("a")["tombstone"] is True  # type: ignore[index]
-
-
 def test_throttled_request_is_retried_after_retry_after(harness: Harness) -> None:
     harness.opensearch.replies = [HttpReply(429, {"retry-after": "0.04"}, b'{"error":"throttled"}')]
     result = run(harness, [record("INSERT", "a", 1, name("x"))])
@@ -96,21 +84,6 @@ def test_no_retry_when_the_invocation_has_no_time_left(harness: Harness) -> None
     result = run(harness, [record("INSERT", "a", 5, name("x"))], remaining=0.5)
     assert fates(result) == ["retry"] and harness.sleeps == []
     assert result.batch_item_failures() == [{"itemIdentifier": "5"}]
-
-
-def test_mapping_rejection_goes_to_the_dlq_with_record_and_reason(harness: Harness) -> None:
-    doc_id = "geozone::bcparks_1#bad"
-    harness.opensearch.item_errors[doc_id] = [(400, "mapper_parsing_exception")]
-    records = [record("INSERT", "bad", 1, name("x")), record("INSERT", "good", 2, name("y"))]
-    result = run(harness, records)
-    assert fates(result) == ["dead-lettered", "indexed"]
-    assert result.batch_item_failures() == []
-    (message,) = harness.dlq.bodies()
-    assert message["reasonKind"] == "mapping-rejected"
-    assert "mapper_parsing_exception" in message["reason"]
-    assert message["record"] == records[0]
-    assert message["documentId"] == doc_id and message["schema"] == "geozone" and message["failedAt"]
-    assert harness.dlq.sent[0].reason_kind == "mapping-rejected"
 
 
 @pytest.mark.parametrize(
@@ -171,34 +144,11 @@ def test_malformed_record_never_blocks_the_batch(harness: Harness) -> None:
     assert {m["reasonKind"] for m in harness.dlq.bodies()} == {"malformed-record"}
 
 
-def test_payload_cap_splits_the_batch_and_oversize_documents_are_dead_lettered(harness: Harness) -> None:
-    records = [record("INSERT", f"{i:03d}", i + 1, name("x" * 300)) for i in range(10)]
-    records.append(record("INSERT", "huge", 99, name("y" * 5000)))
-    result = run(harness, records, bulk_max_bytes=2048)
-    assert fates(result) == ["indexed"] * 10 + ["dead-lettered"]
-    assert all(len(body) <= 2048 for body in harness.opensearch.bodies)
-    assert len(harness.opensearch.bodies) >= 3
-    assert harness.dlq.bodies()[0]["reasonKind"] == "document-too-large"
-
-
 def test_request_too_large_for_the_domain_is_bisected(harness: Harness) -> None:
     harness.opensearch.replies = [HttpReply(413, {}, b"too large")]
     result = run(harness, [record("INSERT", f"{i}", i + 1, name("x")) for i in range(4)])
     assert fates(result) == ["indexed"] * 4
     assert [body.count(b"\n") for body in harness.opensearch.bodies] == [8, 4, 4]
-
-
-def test_geometry_by_url_is_fetched_and_indexed_in_full(harness: Harness) -> None:
-    harness.geometry.objects[("geometry-bucket", "zones/a.json")] = json.dumps(SQUARE).encode()
-    url = {"geometryUrl": {"S": "s3://geometry-bucket/zones/a.json"}}
-    result = run(harness, [record("INSERT", "a", 1, url)])
-    assert fates(result) == ["indexed"]
-    doc = harness.opensearch.doc("a")
-    assert (
-        doc is not None
-        and doc["geometry"] == SQUARE
-        and doc["geometryUrl"] == "s3://geometry-bucket/zones/a.json"
-    )
 
 
 def test_geometry_problems_are_permanent_or_transient_as_they_should_be(harness: Harness) -> None:

@@ -1,18 +1,17 @@
 """The heartbeat's lag metric (stream_sync.heartbeat): one EMF line, dimensions Environment and Table, only for a
-heartbeat the index accepted, its lag measured from the write; through the real handler, for every indexable
-schema a table's heartbeat may live in."""
+heartbeat the index accepted, its lag measured from the write, for every indexable schema a table's heartbeat may
+live in. Through the real handler: tests/integration/test_heartbeat_pipeline.py."""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from refdata.registry import indexable_schemas
 from refdata.reserved import HEARTBEAT_AT, heartbeat_key
-from stream_sync import handler, heartbeat
-from stream_sync_fakes import Harness, deployed, record, run, settings
+from stream_sync import heartbeat
+from stream_sync_fakes import Harness, record, run, settings
 
 STREAM = (
     "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata-dev-Table1A2B/stream/2026-12-01T00:00:00.000"
@@ -80,18 +79,3 @@ def test_a_record_without_a_creation_time_measures_from_the_items_heartbeat_time
     result = run(Harness(), [heartbeat_record(schema, 10, created_at=None)])
     written = 1_764_531_000.0  # 2025-11-30T19:30:00Z
     assert heartbeat.lags(result, written + 7) == [heartbeat.HeartbeatLag(TABLE, 7.0)]
-
-
-def test_the_handler_emits_the_heartbeat_lag_after_the_batch(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    harness = Harness()
-    deployed(monkeypatch, harness, ENVIRONMENT_NAME="prod")
-    event = {"Records": [heartbeat_record(indexable_schemas()[0].name, 10)]}
-    handler.handler(event, SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000))
-    handler.reset()
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    (lag,) = [line for line in lines if "HeartbeatLagSeconds" in line]
-    assert (lag["Environment"], lag["Table"]) == ("prod", TABLE)
-    assert lag["HeartbeatLagSeconds"] == pytest.approx(harness.clock - WRITTEN)
-    assert any(line.get("message") == "batch synced" for line in lines)  # the sync's own lines are unchanged

@@ -59,37 +59,6 @@ def test_a_refusal_that_is_systemic_is_held_not_bisected(harness: Harness) -> No
 # --- finding 2: exceptions that escaped per-record handling ---------------------------------------------------------
 
 
-def test_no_input_fails_the_batch_and_every_good_record_is_indexed_at_once(harness: Harness) -> None:
-    deep = b"[" * 100_000 + b"]" * 100_000
-    huge = b'{"type":"Point","coordinates":[' + b"1" * 401 + b",0]}"
-    good = [record("INSERT", f"good{i}", 1 + i, name(f"g{i}")) for i in range(3)]
-    poison = [
-        with_geometry(harness, "deep", 10, deep),
-        with_geometry(harness, "huge", 11, huge),
-        record("INSERT", "set", 12, {"tags": {"SS": 5}}),
-        record("INSERT", "numbers", 13, {"n": {"N": "1_000"}}),
-        record("INSERT", "dotted", 14, {"a..b": {"S": "x"}}),
-    ]
-    records = [good[0], *poison[:3], good[1], *poison[3:], good[2]]
-
-    result = run(harness, records)
-
-    by_key = {o.change.sk if o.change else o.position: o for o in result.outcomes}
-    assert {f"good{i}" for i in range(3)} == {
-        k for k, o in by_key.items() if o.fate and o.fate.value == "indexed"
-    }
-    reasons = {o.change.sk: o.reason_kind for o in result.outcomes if o.change and not o.applied}
-    assert reasons == {
-        "deep": "invalid-geometry",
-        "huge": "invalid-geometry",
-        "set": "malformed-record",
-        "numbers": "malformed-record",
-        "dotted": "invalid-field-name",
-    }
-    assert {letter["record"]["eventID"] for letter in harness.dlq.bodies()} == {r["eventID"] for r in poison}
-    assert result.batch_item_failures() == []
-
-
 def test_an_unexpected_error_in_one_record_is_that_records_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug or a shape no rule foresaw becomes the record's outcome with its payload, never the batch's."""
     from search import documents

@@ -4,7 +4,6 @@ state its item really had at or after the document's label, and ends equal to Dy
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from hypothesis import HealthCheck, given
@@ -115,12 +114,3 @@ def test_any_interleaving_converges_and_never_goes_behind_a_label(
     world.check_labels()
     assert world.harness.dlq.sent == []
     assert world.visible() == world.expected()
-
-
-def test_dead_letter_bodies_are_json_with_the_record() -> None:
-    world = World()
-    world.write("a", 1)
-    world.harness.opensearch.item_errors[f"{PK}#a"] = [(400, "mapper_parsing_exception")]
-    world.deliver(world.stream)
-    (letter,) = world.harness.dlq.sent
-    assert json.loads(letter.body)["record"] == world.stream[0]

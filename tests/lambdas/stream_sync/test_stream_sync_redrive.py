@@ -17,7 +17,7 @@ from stream_sync.redrive import (
     targets_of,
 )
 from stream_sync.tables import SchemaTables
-from stream_sync_fakes import Harness, record, run, settings
+from stream_sync_fakes import Harness, record, settings
 
 KEYS = {"pk": {"S": "geozone::bcparks_1"}, "sk": {"S": "a"}}
 STREAM = "arn:aws:dynamodb:ca-central-1:123456789012:table/refdata/stream/x"
@@ -143,13 +143,6 @@ def test_redrive_applies_current_state_and_only_finished_messages_are_deleted(ha
     assert harness.opensearch.doc("a")["name"] == "current"  # type: ignore[index]
     assert harness.opensearch.doc("a")["stream_seq"] == "3".zfill(40)  # type: ignore[index]
     assert harness.dlq.sent == []  # a redrive never dead-letters again
-
-
-def test_redrive_of_an_old_record_after_newer_changes_is_a_no_op(harness: Harness) -> None:
-    run(harness, [record("MODIFY", "a", 9, {"name": {"S": "newest"}})])
-    (report,) = redrive(harness, [letter("a", 3)], lambda keys, arn: {**KEYS, "name": {"S": "newest"}})
-    assert report.deleted and report.fates == {"stale-skipped": 1}
-    assert harness.opensearch.doc("a")["stream_seq"] == "9".zfill(40)  # type: ignore[index]
 
 
 def test_a_failed_read_keeps_only_that_message(harness: Harness) -> None:
