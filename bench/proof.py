@@ -46,18 +46,19 @@ _COLLECT = """
 import json, sys
 import pytest
 
-from tests.support.engine_node import SESSION as ENGINE
-from tests.support.secured_node import SESSION as SECURED
-
 class Collect:
     def pytest_collection_finish(self, session):
+        # Imported here, once pytest has put the project's pythonpath (pyproject: lambdas, .) on sys.path.
+        from tests.support.engine_node import SESSION as ENGINE
+        from tests.support.secured_node import SESSION as SECURED
+
         print(json.dumps({
             item.nodeid: bool((ENGINE.fixtures | SECURED.fixtures) & set(getattr(item, "fixturenames", ())))
             for item in session.items
         }))
 
 plugins = ["-p", "no:tests.support.engine_node", "-p", "no:tests.support.secured_node"]
-code = pytest.main(["--collect-only", "-q", "-n", "0", *plugins, "tests"], plugins=[Collect()])
+code = pytest.main(["--collect-only", "-q", "-n", "0", *plugins, *sys.argv[1:]], plugins=[Collect()])
 sys.exit(code)
 """
 ORACLE = re.compile(
@@ -223,10 +224,10 @@ def kept_row(node: EngineNode) -> str:
     )
 
 
-def engine_tests() -> dict[str, bool]:
-    """Every test's id, and whether it uses either node kind's fixtures."""
+def engine_tests(paths: Sequence[str] = ("tests",)) -> dict[str, bool]:
+    """Every test's id under ``paths``, and whether it uses either node kind's fixtures."""
     done = subprocess.run(
-        [sys.executable, "-c", _COLLECT], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-c", _COLLECT, *paths], cwd=ROOT, capture_output=True, text=True, check=True
     )
     tests: dict[str, bool] = json.loads(
         next(line for line in done.stdout.splitlines() if line.startswith("{"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from bench.proof import fresh_clone
+from bench.proof import engine_tests, fresh_clone
 
 
 def test_no_make_in_the_fresh_clone_reinstalls_the_environments_it_shares(tmp_path: Path) -> None:
@@ -20,3 +20,12 @@ def test_no_make_in_the_fresh_clone_reinstalls_the_environments_it_shares(tmp_pa
         check=True,
     ).stdout
     assert "npm ci" not in planned and "uv pip sync" not in planned, planned
+
+
+def test_the_node_tests_are_told_apart_by_a_collection_in_a_process_of_its_own() -> None:
+    """The proof loop's share of the node tests comes from a bare `python -c` collection, where only pytest's own
+    pythonpath (pyproject) puts lambdas/ on sys.path: a node module importing the product at import time once
+    broke it."""
+    tests = engine_tests(["tests/lambdas/search/test_indices.py", "tests/bench/test_proof.py"])
+    uses_a_node = {test.split("::")[0] for test, node in tests.items() if node}
+    assert uses_a_node == {"tests/lambdas/search/test_indices.py"}, tests
