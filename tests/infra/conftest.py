@@ -21,8 +21,10 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CDK_VALIDATION", "false")
 
 
+from infra import cost
 from infra.config import CapacityMode, EnvironmentConfig, ProvisionedCapacity, ReadRole, RemovalPolicy
 from infra.environments import environments
+from infra.templates import Stack, load_assembly
 from tests.support import assembly, coverage, heavy_tools
 from tests.support.template import Template
 
@@ -104,6 +106,16 @@ def stateless(synthesized: Synthesized, env: str) -> Template:
 @pytest.fixture
 def config(env: str) -> EnvironmentConfig:
     return SHIPPED[env]
+
+
+@pytest.fixture(scope="module")
+def cost_environments(synthesized: Synthesized) -> dict[str, list[Stack]]:
+    return cost.by_environment(load_assembly(synthesized.outdir))
+
+
+@pytest.fixture(scope="module")
+def prices() -> cost.PriceTable:
+    return cost.load_prices()
 
 
 def base_config() -> EnvironmentConfig:

@@ -1,11 +1,14 @@
-"""Assertions over the synthesized stacks that several infra test modules share: ARNs as the stacks write them,
-policies as (effect, action, resource) triples, the stateless stack's hand-over values resolved to the stateful
-resources they name (``resolve``), and the sync's function, mappings, streams and dead-letter queue."""
+"""Assertions over the synthesized stacks that several infra test modules share (a test module imports no
+other): ARNs as the stacks write them, policies as (effect, action, resource) triples, the stateless stack's
+hand-over values resolved to the stateful resources they name (``resolve``), the functions, roles, mappings,
+streams, dead-letter queues, alarms and dashboard, and the pinned logical ids."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from aws_cdk.assertions import Capture
 
 from infra.config import EnvironmentConfig
 from tests.infra.conftest import table_ids
@@ -20,6 +23,15 @@ SYNC_ROLE_DESCRIPTION = "DynamoDB stream to OpenSearch sync"
 XRAY_ACTIONS = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
 TLS_ONLY = {"Bool": {"aws:SecureTransport": "false"}}  # where a TLS-only policy denies
 STREAM_READ_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]
+ITEM_WRITES = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+ALARM = "AWS::CloudWatch::Alarm"
+DASHBOARD = "AWS::CloudWatch::Dashboard"
+GTE = "GreaterThanOrEqualToThreshold"
+BOOTSTRAP = "Custom::OpenSearchIndexBootstrap"
+BOOTSTRAP_HANDLER = "index_bootstrap.handler.on_event"
+WORKER_HANDLER = "ops.worker.handler"
+WORKER_ROLE = "Ops workflows worker (reindex, reconcile, redrive, tombstone purge)"
+GiB = 2**20  # KiB
 
 
 def handed_over(stateful: Template) -> dict[str, Any]:
@@ -233,3 +245,127 @@ def admitted_prefixes(mapping: dict[str, Any]) -> list[str]:
     rules = pattern["dynamodb"]["Keys"]["pk"]["S"]
     assert all(set(rule) == {"prefix"} for rule in rules), rules
     return [rule["prefix"] for rule in rules]
+
+
+def alarm_name(config: EnvironmentConfig, kind: str, *subject: str) -> str:
+    """An alarm's name: a per-table alarm's subject is its table's label, "" (none) for the main table."""
+    return "-".join(filter(None, (f"refdata-{config.name}-{kind}", *subject)))
+
+
+def sync_namespace(stateless: Template) -> str:
+    _, function = sync_function(stateless)
+    return str(function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"])
+
+
+def alarms_by_name(template: Template, resource_type: str = ALARM) -> dict[str, tuple[str, dict[str, Any]]]:
+    return {
+        resource["Properties"]["AlarmName"]: (logical_id, resource["Properties"])
+        for logical_id, resource in template.find_resources(resource_type).items()
+    }
+
+
+def mapping_refs(
+    stateful: Template, stateless: Template, config: EnvironmentConfig
+) -> dict[str, dict[str, str]]:
+    """Each table's label -> the Ref (its UUID) of the event source mapping that reads its stream."""
+    labels = {plan.construct_id: plan.label for plan in config.source_tables}
+    by_stream = {json.dumps(arn): construct_id for construct_id, arn in stream_arns(stateful, config).items()}
+    return {
+        labels[
+            by_stream[json.dumps(resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]))]
+        ]: {"Ref": logical_id}
+        for logical_id, mapping in stateless.find_resources("AWS::Lambda::EventSourceMapping").items()
+    }
+
+
+_dashboards: dict[int, dict[str, Any]] = {}
+
+
+def dashboard(stateful: Template, stateless: Template) -> dict[str, Any]:
+    """The dashboard body as CloudWatch receives it, each deploy-time value resolved to the stateful resource."""
+    if id(stateless) not in _dashboards:
+        (resource,) = stateless.find_resources(DASHBOARD).values()
+        separator, parts = resource["Properties"]["DashboardBody"]["Fn::Join"]
+        tokens = {f"@token{n}@": part for n, part in enumerate(resolve(stateful, stateless, parts))}
+        text = separator.join(
+            part if isinstance(part, str) else f"@token{n}@" for n, part in enumerate(parts)
+        )
+
+        def substitute(node: Any) -> Any:
+            if isinstance(node, dict):
+                return {key: substitute(value) for key, value in node.items()}
+            if isinstance(node, list):
+                return [substitute(value) for value in node]
+            return tokens.get(node, node) if isinstance(node, str) else node
+
+        _dashboards[id(stateless)] = substitute(json.loads(text))
+    return _dashboards[id(stateless)]
+
+
+def handler_function(stateless: Template) -> tuple[str, dict[str, Any]]:
+    return one(stateless, FUNCTION, {"Handler": BOOTSTRAP_HANDLER})
+
+
+def framework_function(stateless: Template) -> tuple[str, dict[str, Any]]:
+    """The function CloudFormation calls: the one the custom resource's service token names."""
+    token = Capture()
+    stateless.has_resource_properties(BOOTSTRAP, {"ServiceToken": {"Fn::GetAtt": [token, "Arn"]}})
+    return token.as_string(), stateless.find_resources(FUNCTION)[token.as_string()]
+
+
+def framework_dead_letter_queue_id(stateless: Template) -> str:
+    _, framework = framework_function(stateless)
+    return framework["Properties"]["DeadLetterConfig"]["TargetArn"]["Fn::GetAtt"][0]
+
+
+def worker_function(stateless: Template) -> tuple[str, dict[str, Any]]:
+    return one(stateless, FUNCTION, {"Handler": WORKER_HANDLER})
+
+
+def worker_role(stateful: Template) -> dict[str, str]:
+    return {"Ref": one(stateful, "AWS::IAM::Role", {"Description": WORKER_ROLE})[0]}
+
+
+def ops_bucket(stateful: Template) -> str:
+    (bucket_id,) = stateful.find_resources(
+        "AWS::S3::Bucket", {"Properties": {"LoggingConfiguration": {"LogFilePrefix": "ops/"}}}
+    )
+    return bucket_id
+
+
+def objects(stateful: Template, prefix: str) -> dict[str, Any]:
+    return s3_arn(ops_bucket(stateful), f"/{prefix}")
+
+
+def handed_table_arns(
+    stateful: Template, config: EnvironmentConfig, suffix: str = ""
+) -> list[dict[str, Any]]:
+    """Each source table's ARN as the stateless stack builds it: from the table name in its handed-over stream
+    ARN."""
+    prefix = f"arn:aws:dynamodb:{config.region}:{config.account}:table/"
+    names = [{"Fn::Select": [1, {"Fn::Split": ["/", arn]}]} for arn in stream_arns(stateful, config).values()]
+    return [{"Fn::Join": ["", [prefix, name, *([suffix] if suffix else [])]]} for name in names]
+
+
+def table_arns(stateful: Template, config: EnvironmentConfig) -> dict[str, Any]:
+    """Construct id of each source table -> its ARN as the stateless stack builds it."""
+    pairs = zip(
+        (plan.construct_id for plan in config.source_tables), handed_table_arns(stateful, config), strict=True
+    )
+    return dict(pairs)
+
+
+def quoted(expression: Any) -> str:
+    """A CloudFormation expression as ``joined`` keeps it."""
+    return json.dumps(expression).replace('"', "'")
+
+
+def admitted(stateful: Template, probe_arn: str) -> set[tuple[str, str, str]]:
+    """What the domain's access policy admits the principal ``probe_arn`` (matched by `aws:PrincipalArn`) to."""
+    (domain,) = stateful.find_resources("AWS::OpenSearchService::Domain").values()
+    statements = [
+        {key: value for key, value in statement.items() if key not in ("Principal", "Condition")}
+        for statement in domain["Properties"]["AccessPolicies"]["Statement"]
+        if f'{probe_arn}"' in json.dumps(statement.get("Condition", {}))
+    ]
+    return permissions({"Statement": statements})

@@ -11,37 +11,20 @@ import pytest
 
 from infra import cost
 from infra.config import EnvironmentConfig
-from infra.templates import Stack, load_assembly
+from infra.templates import Stack
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
+from tests.infra.templates_helpers import GiB
 
 ROOT = Path(__file__).resolve().parents[2]
-HOURS = 730
-GiB = 2**20  # KiB
-
-
-@pytest.fixture(scope="module")
-def environments(synthesized: Synthesized) -> dict[str, list[Stack]]:
-    return cost.by_environment(load_assembly(synthesized.outdir))
-
-
-@pytest.fixture(scope="module")
-def prices() -> cost.PriceTable:
-    return cost.load_prices()
-
-
-def items_of(estimate: list[cost.LineItem], service: str, item: str | None = None) -> float:
-    chosen = [i for i in estimate if i.service == service and (item is None or i.item == item)]
-    assert chosen, f"no {service} {item or ''} line"
-    return sum(i.usd for i in chosen)
 
 
 def test_every_resource_type_in_the_templates_is_priced_or_named_free(
-    environments: dict[str, list[Stack]],
+    cost_environments: dict[str, list[Stack]],
 ) -> None:
-    assert list(environments) == list(ENVIRONMENTS)
+    assert list(cost_environments) == list(ENVIRONMENTS)
     types = {
         cost.resource_type(r)
-        for stacks in environments.values()
+        for stacks in cost_environments.values()
         for s in stacks
         for r in s.resources.values()
     }
@@ -51,10 +34,10 @@ def test_every_resource_type_in_the_templates_is_priced_or_named_free(
 
 
 def test_an_unpriced_resource_type_stops_the_estimate_and_names_it(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable
+    cost_environments: dict[str, list[Stack]], prices: cost.PriceTable
 ) -> None:
     name = ENVIRONMENTS[0]
-    stack = environments[name][0]
+    stack = cost_environments[name][0]
     template = copy.deepcopy(dict(stack.template))
     template["Resources"]["Cache"] = {"Type": "AWS::ElastiCache::CacheCluster", "Properties": {}}
     with pytest.raises(
@@ -72,13 +55,13 @@ def test_every_price_names_its_aws_pricing_page(prices: cost.PriceTable) -> None
 
 
 def test_backups_keep_one_full_copy_per_day_of_retention(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable, config: EnvironmentConfig
+    cost_environments: dict[str, list[Stack]], prices: cost.PriceTable, config: EnvironmentConfig
 ) -> None:
     table_gib = 1_000_000 * (2 + 100 / 1024) / GiB
     days = sum(
         plan.settings.backup_retention_days for plan in config.source_tables if plan.settings.backup_enabled
     )
-    estimate = cost.estimate(environments[config.name], cost.Workload(), prices)
+    estimate = cost.estimate(cost_environments[config.name], cost.Workload(), prices)
     charged = sum(item.usd for item in estimate if item.service == "AWS Backup")
     assert charged == pytest.approx(days * table_gib * prices.prices["dynamodb.backup"].usd if days else 0.0)
 
@@ -103,13 +86,17 @@ def test_a_negative_assumption_is_refused_by_name() -> None:
 
 
 def test_docs_cost_and_the_readme_table_are_current(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable
+    cost_environments: dict[str, list[Stack]], prices: cost.PriceTable
 ) -> None:
-    estimates = {env: cost.estimate(stacks, cost.Workload(), prices) for env, stacks in environments.items()}
-    heartbeats = {
-        env: cost.heartbeat_cost(stacks, cost.Workload(), prices) for env, stacks in environments.items()
+    estimates = {
+        env: cost.estimate(stacks, cost.Workload(), prices) for env, stacks in cost_environments.items()
     }
-    expected = cost.document(estimates, cost.Workload(), prices, heartbeats, cost.regions_of(environments))
+    heartbeats = {
+        env: cost.heartbeat_cost(stacks, cost.Workload(), prices) for env, stacks in cost_environments.items()
+    }
+    expected = cost.document(
+        estimates, cost.Workload(), prices, heartbeats, cost.regions_of(cost_environments)
+    )
     assert (ROOT / "docs" / "cost.md").read_text() == expected, "stale: run `make cost`"
     readme = (ROOT / "README.md").read_text()
     assert cost.with_readme_table(readme, cost.summary_table(estimates)) == readme, "stale: run `make cost`"
@@ -117,14 +104,14 @@ def test_docs_cost_and_the_readme_table_are_current(
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
 def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_metrics_add_up_to(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable, env: str
+    cost_environments: dict[str, list[Stack]], prices: cost.PriceTable, env: str
 ) -> None:
     from infra.environments import environments as configured
 
     config = configured()[env]
     tables = len(config.source_tables)
     runs = 30 * 1440 / config.heartbeat.interval_minutes  # per table and month
-    stacks = environments[env]
+    stacks = cost_environments[env]
     resources = [r for s in stacks for r in s.resources.values()]
     declared = [r["Properties"] for r in resources if r["Type"] == "AWS::DynamoDB::Table"]
     on_demand = sum(1 for table in declared if table.get("BillingMode") == "PAY_PER_REQUEST")
@@ -160,9 +147,11 @@ def test_the_heartbeat_costs_what_its_schedules_writes_invocations_alarms_and_me
 
 
 def test_an_environment_outside_the_price_tables_region_is_named_not_priced_silently(
-    environments: dict[str, list[Stack]], prices: cost.PriceTable
+    cost_environments: dict[str, list[Stack]], prices: cost.PriceTable
 ) -> None:
-    estimates = {env: cost.estimate(stacks, cost.Workload(), prices) for env, stacks in environments.items()}
+    estimates = {
+        env: cost.estimate(stacks, cost.Workload(), prices) for env, stacks in cost_environments.items()
+    }
     moved = {env: prices.region for env in estimates} | {"dev": "eu-west-1"}
     text = cost.document(estimates, cost.Workload(), prices, None, moved)
     (line,) = [line for line in text.splitlines() if "eu-west-1" in line]

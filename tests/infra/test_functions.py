@@ -13,9 +13,15 @@ import pytest
 
 from infra.config import EnvironmentConfig
 from infra.environments import environments
-from tests.infra.templates_helpers import data_key_arn, resolve, subnet_refs, sync_function
-from tests.infra.test_index_bootstrap import framework_function, handler_function
-from tests.infra.test_ops_workflows import worker_function
+from tests.infra.templates_helpers import (
+    data_key_arn,
+    framework_function,
+    handler_function,
+    resolve,
+    subnet_refs,
+    sync_function,
+    worker_function,
+)
 from tests.support.template import Template
 
 FUNCTION = "AWS::Lambda::Function"

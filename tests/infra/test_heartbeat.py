@@ -35,26 +35,24 @@ from infra.constructs.heartbeat import (
 )
 from tests.infra.conftest import table_ids
 from tests.infra.templates_helpers import (
+    GTE,
     MANAGED_POLICY,
     admitted_prefixes,
+    alarm_name,
+    alarms_by_name,
     allow,
+    dashboard,
     data_key_arn,
     kms_via,
+    mapping_refs,
     mappings,
     permissions,
     resolve,
     schema_tables,
     stream_arns,
-)
-from tests.infra.test_monitoring import (
-    GTE,
-    alarm_name,
-    alarms_by_name,
-    dashboard,
-    mapping_refs,
     sync_namespace,
+    table_arns,
 )
-from tests.infra.test_ops_workflows import handed_table_arns
 from tests.support.alarm_evaluation import (
     INSUFFICIENT_DATA,
     OK,
@@ -111,14 +109,6 @@ def assert_fires_every_interval(properties: dict[str, Any], config: EnvironmentC
 def heartbeat_schedules(stateful: Template, stateless: Template, config: EnvironmentConfig) -> dict[str, Any]:
     """Construct id of each source table -> the properties of the one schedule that writes its heartbeat."""
     return {c: p for c, (_, p) in schedules_of(stateful, stateless, config, PUT_ITEM_TARGET).items()}
-
-
-def table_arns(stateful: Template, config: EnvironmentConfig) -> dict[str, Any]:
-    """Construct id of each source table -> its ARN as the stateless stack builds it."""
-    pairs = zip(
-        (plan.construct_id for plan in config.source_tables), handed_table_arns(stateful, config), strict=True
-    )
-    return dict(pairs)
 
 
 def _input_parts(value: Any) -> list[Any]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Capture, Match
+from aws_cdk.assertions import Match
 from refdata.indexnames import read_alias
 from refdata.registry import indexable_schemas
 from search.indices import bootstrap_fingerprint
@@ -17,11 +17,15 @@ from infra.config import EnvironmentConfig
 from infra.constructs.vpc_function import ENI_ACTIONS
 from tests.infra.conftest import read_roles
 from tests.infra.templates_helpers import (
+    BOOTSTRAP,
     TLS_ONLY,
     XRAY_ACTIONS,
     allow,
     data_key_arn,
     domain_endpoint,
+    framework_dead_letter_queue_id,
+    framework_function,
+    handler_function,
     one,
     permissions,
     policy_attached_to,
@@ -30,9 +34,6 @@ from tests.infra.templates_helpers import (
 )
 from tests.support.template import Template
 
-BOOTSTRAP = "Custom::OpenSearchIndexBootstrap"
-FUNCTION = "AWS::Lambda::Function"
-HANDLER = "index_bootstrap.handler.on_event"
 ADMIN_ROLE_DESCRIPTION = "OpenSearch fine-grained access control master user"
 SYNC_ROLE_DESCRIPTION = "DynamoDB stream to OpenSearch sync"
 BOOTSTRAP_ROLE_DESCRIPTION = "Index bootstrap custom resource"
@@ -47,24 +48,8 @@ def bootstrap_properties(stateful: Template, stateless: Template) -> dict[str, A
     return resolve(stateful, stateless, resource["Properties"])
 
 
-def handler_function(stateless: Template) -> tuple[str, dict[str, Any]]:
-    return one(stateless, FUNCTION, {"Handler": HANDLER})
-
-
-def framework_function(stateless: Template) -> tuple[str, dict[str, Any]]:
-    """The function CloudFormation calls: the one the custom resource's service token names."""
-    token = Capture()
-    stateless.has_resource_properties(BOOTSTRAP, {"ServiceToken": {"Fn::GetAtt": [token, "Arn"]}})
-    return token.as_string(), stateless.find_resources(FUNCTION)[token.as_string()]
-
-
 def bootstrap_role(stateful: Template) -> dict[str, str]:
     return {"Ref": one(stateful, "AWS::IAM::Role", {"Description": BOOTSTRAP_ROLE_DESCRIPTION})[0]}
-
-
-def framework_dead_letter_queue_id(stateless: Template) -> str:
-    _, framework = framework_function(stateless)
-    return framework["Properties"]["DeadLetterConfig"]["TargetArn"]["Fn::GetAtt"][0]
 
 
 # --- the custom resource ------------------------------------------------------------------------------------

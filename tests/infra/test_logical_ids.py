@@ -10,20 +10,8 @@ import pytest
 
 from infra.config import EnvironmentConfig
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
-from tests.infra.test_shipped_config import PINNED, PINNED_ADDITIONAL_TABLES, PINNED_WITH_BACKUP
+from tests.infra.test_shipped_config import PINNED, PINNED_WITH_BACKUP, pinned
 from tests.support.retention import removal_policies
-
-
-def pinned(synthesized: Synthesized, env_name: str) -> dict[str, str]:
-    children = synthesized.stack(env_name, "Stateful")["children"]  # construct id -> its children's ids
-    found = dict(PINNED)
-    for construct_id, (table, vault) in {
-        "Table": ({}, PINNED_WITH_BACKUP),
-        **PINNED_ADDITIONAL_TABLES,
-    }.items():
-        if construct_id in children:
-            found |= table | (vault if "Vault" in children[construct_id] else {})
-    return found
 
 
 @pytest.mark.parametrize("env_name", ENVIRONMENTS)

@@ -20,17 +20,25 @@ from infra.config import EnvironmentConfig
 from infra.constructs.heartbeat import DUE_METRIC
 from infra.constructs.ops_workflows import OPERATIONS
 from tests.infra.conftest import table_ids
-from tests.infra.templates_helpers import dead_letter_queue_id, one, resolve, stream_arns, sync_function
-from tests.infra.test_index_bootstrap import framework_dead_letter_queue_id
+from tests.infra.templates_helpers import (
+    GTE,
+    alarm_name,
+    alarms_by_name,
+    dashboard,
+    dead_letter_queue_id,
+    framework_dead_letter_queue_id,
+    mapping_refs,
+    one,
+    resolve,
+    sync_function,
+    sync_namespace,
+)
 from tests.support.template import Template
 
-ALARM = "AWS::CloudWatch::Alarm"
 COMPOSITE = "AWS::CloudWatch::CompositeAlarm"
-DASHBOARD = "AWS::CloudWatch::Dashboard"
 DOMAIN = "AWS::OpenSearchService::Domain"
 TABLE = "AWS::DynamoDB::Table"
 STATE_MACHINE = "AWS::StepFunctions::StateMachine"
-GTE = "GreaterThanOrEqualToThreshold"
 MASTER_KINDS = {"MasterCPUUtilization", "MasterJVMMemoryPressure", "MasterOldGenJVMMemoryPressure"}
 
 
@@ -170,16 +178,6 @@ def math_alarms(config: EnvironmentConfig) -> set[str]:
 # --- helpers ----------------------------------------------------------------------------------------------------
 
 
-def alarm_name(config: EnvironmentConfig, kind: str, *subject: str) -> str:
-    """An alarm's name: a per-table alarm's subject is its table's label, "" (none) for the main table."""
-    return "-".join(filter(None, (f"refdata-{config.name}-{kind}", *subject)))
-
-
-def sync_namespace(stateless: Template) -> str:
-    _, function = sync_function(stateless)
-    return str(function["Properties"]["Environment"]["Variables"]["METRICS_NAMESPACE"])
-
-
 def resolved_alarms(stateful: Template, stateless: Template) -> dict[str, Any]:
     """Alarm name -> its properties, each deploy-time value resolved to the stateful resource."""
     return dict(resolve(stateful, stateless, {name: p for name, (_, p) in alarms_by_name(stateless).items()}))
@@ -189,13 +187,6 @@ def metric_math(properties: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A metric-math alarm's expression, and the metric it reads under each id."""
     (expression,) = [q["Expression"] for q in properties["Metrics"] if q.get("ReturnData")]
     return expression, {q["Id"]: q["MetricStat"] for q in properties["Metrics"] if "MetricStat" in q}
-
-
-def alarms_by_name(template: Template, resource_type: str = ALARM) -> dict[str, tuple[str, dict[str, Any]]]:
-    return {
-        resource["Properties"]["AlarmName"]: (logical_id, resource["Properties"])
-        for logical_id, resource in template.find_resources(resource_type).items()
-    }
 
 
 def table_indexes(stateful: Template, config: EnvironmentConfig) -> dict[str, list[str]]:
@@ -261,20 +252,6 @@ def expected_dimensions(
             "AWS/States": {"StateMachineArn": context["state_machines"].get(subject)},
         }.get(namespace, {})
     ]
-
-
-def mapping_refs(
-    stateful: Template, stateless: Template, config: EnvironmentConfig
-) -> dict[str, dict[str, str]]:
-    """Each table's label -> the Ref (its UUID) of the event source mapping that reads its stream."""
-    labels = {plan.construct_id: plan.label for plan in config.source_tables}
-    by_stream = {json.dumps(arn): construct_id for construct_id, arn in stream_arns(stateful, config).items()}
-    return {
-        labels[
-            by_stream[json.dumps(resolve(stateful, stateless, mapping["Properties"]["EventSourceArn"]))]
-        ]: {"Ref": logical_id}
-        for logical_id, mapping in stateless.find_resources("AWS::Lambda::EventSourceMapping").items()
-    }
 
 
 def state_machines(stateless: Template) -> dict[str, dict[str, Any]]:
@@ -567,30 +544,6 @@ def test_the_composite_alarm_fires_on_any_other_alarm(stateless: Template, confi
 
 
 TOKEN_KEYS = {"Ref", "Fn::GetAtt", "Fn::Select", "Fn::Join"}
-
-
-_dashboards: dict[int, dict[str, Any]] = {}
-
-
-def dashboard(stateful: Template, stateless: Template) -> dict[str, Any]:
-    """The dashboard body as CloudWatch receives it, each deploy-time value resolved to the stateful resource."""
-    if id(stateless) not in _dashboards:
-        (resource,) = stateless.find_resources(DASHBOARD).values()
-        separator, parts = resource["Properties"]["DashboardBody"]["Fn::Join"]
-        tokens = {f"@token{n}@": part for n, part in enumerate(resolve(stateful, stateless, parts))}
-        text = separator.join(
-            part if isinstance(part, str) else f"@token{n}@" for n, part in enumerate(parts)
-        )
-
-        def substitute(node: Any) -> Any:
-            if isinstance(node, dict):
-                return {key: substitute(value) for key, value in node.items()}
-            if isinstance(node, list):
-                return [substitute(value) for value in node]
-            return tokens.get(node, node) if isinstance(node, str) else node
-
-        _dashboards[id(stateless)] = substitute(json.loads(text))
-    return _dashboards[id(stateless)]
 
 
 def dashboard_dimensions(body: dict[str, Any]) -> dict[str, list[str]]:

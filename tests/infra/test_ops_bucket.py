@@ -9,8 +9,7 @@ from ops.sources import DAY_SECONDS
 
 from infra.config import EnvironmentConfig
 from infra.constructs.ops_bucket import NONCURRENT_VERSION_DAYS, RUN_RECORD_DAYS
-from tests.infra.templates_helpers import data_key_arn
-from tests.infra.test_ops_workflows import ops_bucket
+from tests.infra.templates_helpers import data_key_arn, ops_bucket
 from tests.support.retention import removal_policies
 from tests.support.template import Template
 

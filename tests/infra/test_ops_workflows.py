@@ -28,6 +28,7 @@ from infra.constructs.vpc_function import ENI_ACTIONS
 from ops import deployed
 from tests.infra.templates_helpers import (
     MANAGED_POLICY,
+    WORKER_ROLE,
     XRAY_ACTIONS,
     allow,
     allow_each,
@@ -36,7 +37,9 @@ from tests.infra.templates_helpers import (
     dead_letter_queue_id,
     domain_endpoint,
     expected_schema_tables,
-    one,
+    handed_table_arns,
+    objects,
+    ops_bucket,
     permissions,
     policy_attached_to,
     resolve,
@@ -44,13 +47,12 @@ from tests.infra.templates_helpers import (
     s3_arn,
     schema_tables,
     stream_arns,
+    worker_function,
+    worker_role,
 )
 from tests.support.template import Template
 
-FUNCTION = "AWS::Lambda::Function"
 STATE_MACHINE = "AWS::StepFunctions::StateMachine"
-WORKER_HANDLER = "ops.worker.handler"
-WORKER_ROLE = "Ops workflows worker (reindex, reconcile, redrive, tombstone purge)"
 ADMIN_ROLE = "OpenSearch fine-grained access control master user"
 TABLE_STATES = {"Source", "ExportStarted", "ExportTable", "WaitForExport", "DescribeExport", "ExportStatus"}
 TABLE_STATES |= {"ExportFailed", "ExportReady", "Files", "StartPolling", "CountPoll", "PollLimit"}
@@ -59,14 +61,6 @@ COMMON_STATES = {"Prepare", "Parts", "Finish", "FinishAfterFailure", "RunStatus"
 COMMON_STATES |= {"SummaryFailed"}
 TABLE_OPERATIONS = ("reindex", "reconcile")  # those that read a table (an export above a size) part by part
 DISTRIBUTED = {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
-
-
-def worker_function(stateless: Template) -> tuple[str, dict[str, Any]]:
-    return one(stateless, FUNCTION, {"Handler": WORKER_HANDLER})
-
-
-def worker_role(stateful: Template) -> dict[str, str]:
-    return {"Ref": one(stateful, "AWS::IAM::Role", {"Description": WORKER_ROLE})[0]}
 
 
 def machines(stateful: Template, stateless: Template) -> dict[str, dict[str, Any]]:
@@ -89,27 +83,6 @@ def all_states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], di
         processor = state.get("ItemProcessor")
         if processor:
             yield from all_states(processor["States"])
-
-
-def ops_bucket(stateful: Template) -> str:
-    (bucket_id,) = stateful.find_resources(
-        "AWS::S3::Bucket", {"Properties": {"LoggingConfiguration": {"LogFilePrefix": "ops/"}}}
-    )
-    return bucket_id
-
-
-def handed_table_arns(
-    stateful: Template, config: EnvironmentConfig, suffix: str = ""
-) -> list[dict[str, Any]]:
-    """Each source table's ARN as the stateless stack builds it: from the table name in its handed-over stream
-    ARN."""
-    prefix = f"arn:aws:dynamodb:{config.region}:{config.account}:table/"
-    names = [{"Fn::Select": [1, {"Fn::Split": ["/", arn]}]} for arn in stream_arns(stateful, config).values()]
-    return [{"Fn::Join": ["", [prefix, name, *([suffix] if suffix else [])]]} for name in names]
-
-
-def objects(stateful: Template, prefix: str) -> dict[str, Any]:
-    return s3_arn(ops_bucket(stateful), f"/{prefix}")
 
 
 def test_the_worker_is_sized_by_config_and_runs_as_the_ops_worker_role(

@@ -19,9 +19,9 @@ from refdata.registry import COUNTER, REGISTRY, indexable_schemas
 from infra import cost
 from infra.config import CapacityMode, EnvironmentConfig
 from infra.environments import environments
-from infra.templates import Stack, load_assembly
+from infra.templates import Stack
 from tests.infra.conftest import Synthesized
-from tests.infra.test_cost import HOURS, GiB, items_of
+from tests.infra.templates_helpers import GiB
 
 SHIPPED = ("dev", "test", "prod")
 
@@ -120,22 +120,18 @@ PINNED_ADDITIONAL_TABLES = {
 
 
 def test_dev_declares_the_bookings_table_whose_logical_id_is_pinned(synthesized: Synthesized) -> None:
-    from tests.infra.test_logical_ids import pinned
-
     assert "TableBookingsD1978FDB" in pinned(synthesized, "dev")
 
 
 # --- the cost model against hand computations over the shipped templates ------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def cost_environments(synthesized: Synthesized) -> dict[str, list[Stack]]:
-    return cost.by_environment(load_assembly(synthesized.outdir))
+HOURS = 730
 
 
-@pytest.fixture(scope="module")
-def prices() -> cost.PriceTable:
-    return cost.load_prices()
+def items_of(estimate: list[cost.LineItem], service: str, item: str | None = None) -> float:
+    chosen = [i for i in estimate if i.service == service and (item is None or i.item == item)]
+    assert chosen, f"no {service} {item or ''} line"
+    return sum(i.usd for i in chosen)
 
 
 def test_dev_matches_a_hand_computation(
@@ -218,3 +214,17 @@ def test_the_shipped_indexable_schemas_keep_their_admin_notes_internal() -> None
 
     for name in ("booking", "geozone", "productDate"):
         assert "adminNotes" in REGISTRY[name].attributes_of(visibility=Visibility.INTERNAL), name
+
+
+# The pins above, as a synthesized environment holds them (also read by test_logical_ids and test_single_table: the
+# pins live in this module, which `make pins` writes).
+def pinned(synthesized: Synthesized, env_name: str) -> dict[str, str]:
+    children = synthesized.stack(env_name, "Stateful")["children"]  # construct id -> its children's ids
+    found = dict(PINNED)
+    for construct_id, (table, vault) in {
+        "Table": ({}, PINNED_WITH_BACKUP),
+        **PINNED_ADDITIONAL_TABLES,
+    }.items():
+        if construct_id in children:
+            found |= table | (vault if "Vault" in children[construct_id] else {})
+    return found

@@ -16,33 +16,33 @@ from infra.constructs.smoke import SMOKE_WORKER_POLICY
 from ops import deployed
 from tests.infra.conftest import read_roles
 from tests.infra.templates_helpers import (
+    ITEM_WRITES,
     MANAGED_POLICY,
     MAPPING,
+    WORKER_ROLE,
+    admitted,
     allow,
     allow_each,
     aws_arn,
     data_key_arn,
     kms_via,
     mappings,
+    objects,
+    ops_bucket,
     permissions,
     policy_attached_to,
+    quoted,
     resolve,
     role_arn,
     s3_arn,
     stream_arns,
-)
-from tests.infra.test_heartbeat import table_arns
-from tests.infra.test_ops_workflows import (
-    WORKER_ROLE,
-    objects,
-    ops_bucket,
+    table_arns,
     worker_function,
     worker_role,
 )
 from tests.support.template import Template
 
 ROLE = "AWS::IAM::Role"
-ITEM_WRITES = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
 
 
 def worker_variables(stateful: Template, stateless: Template) -> dict[str, Any]:
@@ -63,11 +63,6 @@ def joined(value: dict[str, Any], stateful: Template, stateless: Template) -> An
     """A `Fn::Join`ed JSON environment variable as JSON, each CloudFormation expression kept as a JSON string."""
     separator, parts = resolve(stateful, stateless, value)["Fn::Join"]
     return json.loads(separator.join(p if isinstance(p, str) else quoted(p) for p in parts))
-
-
-def quoted(expression: Any) -> str:
-    """A CloudFormation expression as ``joined`` keeps it."""
-    return json.dumps(expression).replace('"', "'")
 
 
 def test_the_worker_knows_each_tables_event_source_mapping(
@@ -103,17 +98,6 @@ def test_the_worker_knows_every_read_role_with_its_probe_and_its_wait(
     assert readers == expected
     assert variables["SMOKE_WAIT_SECONDS"] == str(SMOKE_WAIT_SECONDS)
     assert variables["SMOKE_STARTUP_MINUTES"] == str(config.ops.smoke_startup_minutes)
-
-
-def admitted(stateful: Template, probe_arn: str) -> set[tuple[str, str, str]]:
-    """What the domain's access policy admits the principal ``probe_arn`` (matched by `aws:PrincipalArn`) to."""
-    (domain,) = stateful.find_resources("AWS::OpenSearchService::Domain").values()
-    statements = [
-        {key: value for key, value in statement.items() if key not in ("Principal", "Condition")}
-        for statement in domain["Properties"]["AccessPolicies"]["Statement"]
-        if f'{probe_arn}"' in json.dumps(statement.get("Condition", {}))
-    ]
-    return permissions({"Statement": statements})
 
 
 def test_each_read_role_has_a_probe_only_the_worker_may_assume_that_may_read_exactly_what_its_reader_reads(

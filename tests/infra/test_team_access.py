@@ -10,8 +10,16 @@ from typing import Any
 
 from infra.config import EnvironmentConfig
 from tests.infra.conftest import read_roles
-from tests.infra.templates_helpers import MANAGED_POLICY, allow, data_key_arn, kms_via, permissions
-from tests.infra.test_smoke import ITEM_WRITES, admitted, quoted
+from tests.infra.templates_helpers import (
+    ITEM_WRITES,
+    MANAGED_POLICY,
+    admitted,
+    allow,
+    data_key_arn,
+    kms_via,
+    permissions,
+    quoted,
+)
 from tests.support.template import Template
 
 KEY_ACTIONS_VIA_DYNAMODB = ("Decrypt", "Encrypt", "GenerateDataKey", "DescribeKey")

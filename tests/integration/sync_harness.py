@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -34,7 +33,7 @@ from stream_sync.config import Settings
 from stream_sync.redrive import MessageReport, redrive_queue
 
 from tests.lambdas.stream_sync.stream_sync_fakes import redelivery
-from tests.support.aws import single_table
+from tests.support.aws import Context, create_bucket, single_table
 from tests.support.opensearch_server import FineGrainedAccessControl, LoopbackOpenSearch
 
 REGION = "ca-central-1"
@@ -138,7 +137,7 @@ class Pipeline:
         for name in (TABLE, BOOKINGS):
             table = self.dynamodb.create_table(**single_table(name))
             self.stream_arns[name] = table["TableDescription"]["LatestStreamArn"]
-        self.s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        create_bucket(REGION, BUCKET)
         self.dlq_url = self.sqs.create_queue(QueueName="stream-sync-dlq")["QueueUrl"]
         self.configure()
         real_build_ports = aws.build_ports
@@ -192,7 +191,7 @@ class Pipeline:
     # --- Lambda side ---------------------------------------------------------------------------
     def invoke(self, records: list[dict[str, Any]]) -> Invocation:
         out = io.StringIO()
-        context = SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000)
+        context = Context(60)
         with contextlib.redirect_stdout(out):
             response = handler.handler({"Records": records}, context)
         lines = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -28,13 +28,13 @@ from infra.config import EnvironmentConfig
 from tests.integration.sync_harness import stream_records
 from tests.lambdas.ops.workflows_harness import (
     SYNC_HANDLER,
-    Context,
     World,
     bootstrapped,
     deployed_environment,
     run_as,
 )
 from tests.support import client
+from tests.support.aws import Context
 from tests.support.iam import SdkCalls, moto_over_http
 from tests.support.opensearch_server import LoopbackOpenSearch
 from tests.support.secured_node import SecuredNode

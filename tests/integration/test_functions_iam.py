@@ -19,13 +19,13 @@ from infra.config import EnvironmentConfig
 from infra.environments import environments
 from tests.lambdas.ops.workflows_harness import (
     SYNC_HANDLER,
-    Context,
     World,
     bootstrap,
     deployed_environment,
     run_as,
 )
 from tests.lambdas.stream_sync.stream_sync_fakes import record
+from tests.support.aws import Context
 from tests.support.iam import SdkCalls
 from tests.support.opensearch_server import LoopbackOpenSearch
 from tests.support.secured_node import SecuredNode

@@ -3,22 +3,13 @@ packages under lambdas/ (nothing is vendored). Test-only libraries such as shape
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
+from tests.lambdas.module_imports import top_level_imports
+
 LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"
 RUNTIME = {"boto3", "botocore", "urllib3"}
-
-
-def top_level_imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
 
 
 def test_runtime_code_imports_only_the_standard_library_the_runtime_sdk_and_its_own_packages() -> None:

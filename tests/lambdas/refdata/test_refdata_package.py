@@ -10,7 +10,7 @@ from pathlib import Path
 
 import refdata
 
-from tests.lambdas.test_runtime_imports import top_level_imports
+from tests.lambdas.module_imports import top_level_imports
 
 NEEDS_BOTO3 = {"refdata.writer", "refdata.transport"}
 AWS_SDK = {"boto3", "botocore", "urllib3"}
