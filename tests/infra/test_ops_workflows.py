@@ -54,11 +54,31 @@ from tests.support.template import Template
 
 STATE_MACHINE = "AWS::StepFunctions::StateMachine"
 ADMIN_ROLE = "OpenSearch fine-grained access control master user"
-TABLE_STATES = {"Source", "ExportStarted", "ExportTable", "WaitForExport", "DescribeExport", "ExportStatus"}
-TABLE_STATES |= {"ExportFailed", "ExportReady", "Files", "StartPolling", "CountPoll", "PollLimit"}
-TABLE_STATES |= {"ExportTooSlow"}
-COMMON_STATES = {"Prepare", "Parts", "Finish", "FinishAfterFailure", "RunStatus", "RunFailed", "RunDone"}
-COMMON_STATES |= {"SummaryFailed"}
+TABLE_STATES = {
+    "Source",
+    "ExportStarted",
+    "ExportTable",
+    "WaitForExport",
+    "DescribeExport",
+    "ExportStatus",
+    "ExportFailed",
+    "ExportReady",
+    "Files",
+    "StartPolling",
+    "CountPoll",
+    "PollLimit",
+    "ExportTooSlow",
+}
+COMMON_STATES = {
+    "Prepare",
+    "Parts",
+    "Finish",
+    "FinishAfterFailure",
+    "RunStatus",
+    "RunFailed",
+    "RunDone",
+    "SummaryFailed",
+}
 TABLE_OPERATIONS = ("reindex", "reconcile")  # those that read a table (an export above a size) part by part
 DISTRIBUTED = {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from refdata.keys import parse_pk
 from search.indices import APPLY_SCRIPT_ID, APPLY_SCRIPT_SOURCE
 from sync_harness import (
     ADMIN_KEY,
@@ -29,6 +30,7 @@ from tests.support.opensearch_server import ROUTE_BULK
 pytestmark = pytest.mark.integration
 
 ZONE = "geozone::bcparks_1"
+SCHEMA = parse_pk(ZONE)[0].name
 SQUARE = {
     "type": "Polygon",
     "coordinates": [[[-123.0, 49.0], [-122.0, 49.0], [-122.0, 50.0], [-123.0, 50.0], [-123.0, 49.0]]],
@@ -248,7 +250,7 @@ def test_mapping_rejection_is_dead_lettered_and_redriven_after_the_mapping_fix(p
     fates, (_,) = pipeline.converge(records)  # permanent: one invocation, nothing reported for retry
     assert fates["dead-lettered"] == 1
     (message,) = pipeline.dlq_messages()
-    assert (message["documentId"], message["schema"]) == (rejected, "geozone")
+    assert (message["documentId"], message["schema"]) == (rejected, SCHEMA)
     assert message["reasonKind"] == message["_attributes"]["reasonKind"]["StringValue"] == "mapping-rejected"
     assert "mapper_parsing_exception" in message["reason"]
     redrive_all(pipeline)

@@ -64,22 +64,25 @@ def record(
     NewImage (the keys and `new`), an OldImage (the keys and `old`) when `old` is given, from the stream `arn`."""
     keys = {"pk": {"S": pk}, "sk": {"S": sk}}
     new = {} if new is None and event_name != "REMOVE" else new
-    body: dict[str, Any] = {
+    images = {
+        name: {**keys, **image} for name, image in (("NewImage", new), ("OldImage", old)) if image is not None
+    }
+    body = {
         "ApproximateCreationDateTime": created_at,
         "Keys": keys,
         "SequenceNumber": str(seq),
-    }
-    body |= {"SizeBytes": 120, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    body |= {
-        name: {**keys, **image} for name, image in (("NewImage", new), ("OldImage", old)) if image is not None
+        "SizeBytes": 120,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+        **images,
     }
     raw = {
         "eventID": f"event-{seq}",
         "eventName": event_name,
         "eventVersion": "1.1",
         "eventSource": "aws:dynamodb",
+        "awsRegion": "ca-central-1",
+        "dynamodb": body,
     }
-    raw |= {"awsRegion": "ca-central-1", "dynamodb": body}
     return raw if arn is None else raw | {"eventSourceARN": arn}
 
 
